@@ -1,0 +1,121 @@
+"""When to run a failed job again: a pure policy, with the clock passed in.
+
+Policy (``max_retries`` is the number of retries a job may have; 0 means none):
+
+- ``cancelled`` is never retried: a person asked for it to stop.
+- Failures from outside the job's code, ``crashed`` (the worker or host died, the lease
+  expired), ``timeout``, ``host_oom`` and ``killed`` (SIGKILL/SIGTERM from outside, e.g. a
+  preemption), are retried whenever retries remain, because running the same code again,
+  resumed from its last checkpoint, can succeed.
+- Every other class (``python_exception``, ``exit_code``, ``cuda_oom``, ``nccl``,
+  ``device_assert``, ``nonfinite_loss``, ``import_error``, ``missing_file``, and unknown
+  classes) comes from the job itself and would most likely fail the same way again; it is
+  retried only when the user asked for it with ``retry_on_failure=True`` and retries remain.
+
+Delays grow exponentially: ``base_delay_s * 2 ** (attempt - 1)``, capped at ``max_delay_s``.
+There is no randomness unless an ``rng`` is passed in; then the delay is "equal jitter":
+half the delay fixed plus a uniform draw over the other half, so many jobs that failed
+together do not all come back at the same moment.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime, timedelta
+
+from tracker.errors import InvalidInput
+
+__all__ = [
+    "ALWAYS_RETRIED",
+    "NEVER_RETRIED",
+    "RetryPolicyError",
+    "backoff_delay",
+    "is_retryable",
+    "next_attempt",
+]
+
+ALWAYS_RETRIED = frozenset({"crashed", "timeout", "host_oom", "killed"})
+NEVER_RETRIED = frozenset({"cancelled"})
+
+
+class RetryPolicyError(InvalidInput):
+    """Retry settings that break the rules (negative counts, delays, attempt numbers)."""
+
+    code = "invalid_retry_policy"
+
+
+def is_retryable(failure_cls: str, *, retry_on_failure: bool) -> bool:
+    """Whether a failure of this class may be retried at all (ignoring the retry budget)."""
+    if failure_cls in NEVER_RETRIED:
+        return False
+    return failure_cls in ALWAYS_RETRIED or retry_on_failure
+
+
+def _check_non_negative(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise RetryPolicyError(f"{name}: got {value!r}; it must be a number >= 0", field=name)
+    if not math.isfinite(value):
+        raise RetryPolicyError(f"{name}: got {value!r}; it must be finite", field=name)
+
+
+def _check_settings(attempt: int, base_delay_s: float, max_delay_s: float) -> None:
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise RetryPolicyError(
+            f"attempt: got {attempt!r}; attempts are numbered from 1", field="attempt"
+        )
+    _check_non_negative("base_delay_s", base_delay_s)
+    _check_non_negative("max_delay_s", max_delay_s)
+
+
+def backoff_delay(
+    attempt: int,
+    *,
+    base_delay_s: float = 10,
+    max_delay_s: float = 600,
+    rng: random.Random | None = None,
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 for the first run).
+
+    Raises ``RetryPolicyError`` when ``attempt < 1`` or a delay is negative or not finite.
+    """
+    _check_settings(attempt, base_delay_s, max_delay_s)
+    # Cap the exponent first: 2 ** 10_000 would overflow a float.
+    exponent = min(attempt - 1, 64)
+    delay = min(float(max_delay_s), float(base_delay_s) * 2.0**exponent)
+    if rng is not None:
+        delay = delay / 2 + rng.uniform(0.0, delay / 2)
+    return delay
+
+
+def next_attempt(
+    failure_cls: str,
+    attempt: int,
+    max_retries: int,
+    now: datetime,
+    *,
+    base_delay_s: float = 10,
+    max_delay_s: float = 600,
+    retry_on_failure: bool = False,
+    rng: random.Random | None = None,
+) -> datetime | None:
+    """When to start the next attempt after attempt number ``attempt`` failed, or ``None``.
+
+    ``None`` means do not retry: the class is never retried, it is a failure of the job's
+    own code and ``retry_on_failure`` is off, or ``attempt`` already used up the
+    ``max_retries`` retries (a job has ``1 + max_retries`` attempts in all).
+
+    Raises ``RetryPolicyError`` when ``attempt < 1``, ``max_retries < 0`` or a delay is
+    negative or not finite.
+    """
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise RetryPolicyError(
+            f"max_retries: got {max_retries!r}; it must be an integer >= 0", field="max_retries"
+        )
+    _check_settings(attempt, base_delay_s, max_delay_s)
+    if attempt > max_retries:
+        return None
+    if not is_retryable(failure_cls, retry_on_failure=retry_on_failure):
+        return None
+    delay = backoff_delay(attempt, base_delay_s=base_delay_s, max_delay_s=max_delay_s, rng=rng)
+    return now + timedelta(seconds=delay)

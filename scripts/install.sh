@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Create .venv and install the project with its dev extras, torch first.
+#
+# torch is pinned and installed before the project so that resolving the project's
+# `torch>=...` requirement finds it already satisfied instead of pulling another build.
+# A stamp in .venv records what was installed; when pyproject.toml, the torch pin and the
+# interpreter are unchanged, the second run does nothing.
+#
+# Env: PYTHON (default python3) picks the interpreter used to create .venv.
+set -euo pipefail
+
+TORCH_VERSION="2.13.0"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+venv=".venv"
+py="$venv/bin/python"
+stamp="$venv/.tracker-install-stamp"
+
+if [[ ! -x "$py" ]]; then
+    echo "==> creating $venv with ${PYTHON:-python3}"
+    if ! "${PYTHON:-python3}" -m venv "$venv"; then
+        if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+            echo "==> python3 -m venv failed; installing python3-venv"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+            "${PYTHON:-python3}" -m venv "$venv"
+        else
+            echo "error: '${PYTHON:-python3} -m venv' failed; install python3-venv" >&2
+            exit 1
+        fi
+    fi
+fi
+
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) torch==$TORCH_VERSION $("$py" -c 'import sys; print(sys.version.split()[0])')"
+
+installed_ok() {
+    [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
+    # The stamp alone is not proof: someone may have uninstalled a package since.
+    "$py" - "$TORCH_VERSION" <<'PY' 2>/dev/null
+import importlib.metadata as md
+import sys
+
+ok = md.version("torch").split("+")[0] == sys.argv[1] and md.version("tracker")
+sys.exit(0 if ok else 1)
+PY
+}
+
+if installed_ok; then
+    echo "==> $venv is up to date (pyproject.toml unchanged), skipping install"
+    exit 0
+fi
+
+rm -f "$stamp"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+echo "==> upgrading pip"
+"$py" -m pip install --quiet --upgrade pip
+echo "==> installing torch $TORCH_VERSION (CPU)"
+"$py" -m pip install --quiet "torch==$TORCH_VERSION"
+echo "==> installing the project: pip install -e '.[dev]'"
+"$py" -m pip install --quiet -e '.[dev]'
+echo "$want" >"$stamp"
+echo "==> install done"

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The one command that runs the whole test suite on a fresh machine:
+#   ./scripts/test.sh [pytest args...]
+#
+# Installs the project into .venv (scripts/install.sh), makes sure Chromium and the
+# PostgreSQL server are there (apt-get when root), starts a throwaway PostgreSQL cluster,
+# exports its URL as TRACKER_TEST_PG_URL and runs pytest. The cluster is stopped on exit,
+# whatever happens. Exits with pytest's status; "no tests collected" (5) counts as failure.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+./scripts/install.sh
+
+have_pg_server() {
+    command -v pg_config >/dev/null && [[ -x "$(pg_config --bindir)/initdb" ]]
+}
+
+need_chromium=0
+need_pg=0
+command -v chromium >/dev/null || need_chromium=1
+have_pg_server || need_pg=1
+
+if ((need_chromium || need_pg)); then
+    if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "==> apt-get update"
+        apt-get update -qq
+        packages=()
+        if ((need_chromium)); then
+            packages+=(chromium)
+        fi
+        if ((need_pg)); then
+            # postgresql-15 on Debian 12; elsewhere the distribution's default version.
+            if apt-cache show postgresql-15 >/dev/null 2>&1; then
+                packages+=(postgresql-15)
+            else
+                packages+=(postgresql)
+            fi
+        fi
+        echo "==> apt-get install ${packages[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+    else
+        if ((need_chromium)); then
+            echo "warning: no chromium on PATH; the browser tests will skip." \
+                "Install it with: sudo apt-get install chromium" >&2
+        fi
+        if ((need_pg)); then
+            echo "warning: no PostgreSQL server binaries; the PostgreSQL tests will skip." \
+                "Install them with: sudo apt-get install postgresql-15" >&2
+        fi
+    fi
+fi
+
+pg_dir=""
+cleanup() {
+    if [[ -n "$pg_dir" ]]; then
+        echo "==> stopping the test PostgreSQL cluster"
+        .venv/bin/python tests/pg_cluster.py stop "$pg_dir" ||
+            echo "warning: could not stop the cluster in $pg_dir" >&2
+        pg_dir=""
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if have_pg_server; then
+    echo "==> starting a throwaway PostgreSQL cluster"
+    pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/tracker-pg.XXXXXX")"
+    pg_url="$(.venv/bin/python tests/pg_cluster.py start "$pg_dir")"
+    export TRACKER_TEST_PG_URL="$pg_url"
+    echo "==> TRACKER_TEST_PG_URL=$TRACKER_TEST_PG_URL"
+fi
+
+echo "==> python -m pytest $*"
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+if ((status == 5)); then
+    echo "error: pytest collected no tests (exit 5); treating that as a failure" >&2
+fi
+exit "$status"

@@ -1,0 +1,293 @@
+"""Checks on docker/compose.yaml and docker/Dockerfile that hold without a Docker daemon.
+
+Each rule is a function that returns a list of problems, so the same rule is run against
+the real files (no problems expected) and against broken copies (a problem expected): a
+rule that cannot fail would prove nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+REQUIRED_SERVICES = ("postgres", "web", "worker")
+BASE_IMAGE = "python:3.11-slim"
+TORCH_PIN = "torch==2.13.0"
+REQUIRED_TOKEN = re.compile(r"^\$\{TRACKER_TOKEN:\?[^}]+\}$")
+
+Compose = dict[str, Any]
+
+
+def load_compose(text: str) -> Compose:
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict):
+        raise ValueError("compose file is not a mapping")
+    return doc
+
+
+def service_env(service: dict[str, Any]) -> dict[str, str]:
+    """A service's environment as a dict, from either the mapping or the list form."""
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(key): "" if value is None else str(value) for key, value in env.items()}
+
+
+def service_command(service: dict[str, Any]) -> str:
+    command = service.get("command") or ""
+    return " ".join(command) if isinstance(command, list) else " ".join(shlex.split(command))
+
+
+def runs_tracker(service: dict[str, Any]) -> bool:
+    return re.search(r"(^|\s)tracker\s", service_command(service)) is not None
+
+
+def depends_condition(service: dict[str, Any], other: str) -> str | None:
+    """The condition `service` waits for on `other`; None when it does not depend on it."""
+    depends = service.get("depends_on") or {}
+    if isinstance(depends, list):
+        return "service_started" if other in depends else None
+    if other not in depends:
+        return None
+    return (depends[other] or {}).get("condition", "service_started")
+
+
+def check_services(doc: Compose) -> list[str]:
+    services = doc.get("services") or {}
+    return [f"service {name!r} is missing" for name in REQUIRED_SERVICES if name not in services]
+
+
+def check_postgres(doc: Compose) -> list[str]:
+    postgres = (doc.get("services") or {}).get("postgres") or {}
+    problems = []
+    if not str(postgres.get("image", "")).startswith("postgres:15"):
+        problems.append("postgres service must use the postgres:15 image")
+    test = (postgres.get("healthcheck") or {}).get("test") or []
+    if "pg_isready" not in (" ".join(test) if isinstance(test, list) else str(test)):
+        problems.append("postgres healthcheck must run pg_isready")
+    named = set(doc.get("volumes") or {})
+    mounts = [str(v).split(":", 1)[0] for v in postgres.get("volumes") or []]
+    if not any(source in named for source in mounts):
+        problems.append("postgres data must live on a named volume declared under volumes:")
+    return problems
+
+
+def check_web_waits_for_postgres(doc: Compose) -> list[str]:
+    web = (doc.get("services") or {}).get("web") or {}
+    condition = depends_condition(web, "postgres")
+    if condition != "service_healthy":
+        return [f"web must depend on postgres with condition service_healthy, not {condition}"]
+    return []
+
+
+def check_public_bind_needs_token(doc: Compose) -> list[str]:
+    problems = []
+    for name, service in (doc.get("services") or {}).items():
+        if "0.0.0.0" not in service_command(service):
+            continue
+        token = service_env(service).get("TRACKER_TOKEN", "")
+        if not REQUIRED_TOKEN.match(token):
+            problems.append(
+                f"{name} binds 0.0.0.0 but TRACKER_TOKEN is {token!r}, "
+                "not a required ${TRACKER_TOKEN:?...} substitution"
+            )
+    web = (doc.get("services") or {}).get("web") or {}
+    if "--host 0.0.0.0" not in service_command(web):
+        problems.append("web must run the dashboard with --host 0.0.0.0 inside its container")
+    return problems
+
+
+def check_one_database(doc: Compose) -> list[str]:
+    services = doc.get("services") or {}
+    postgres_env = service_env(services.get("postgres") or {})
+    user = postgres_env.get("POSTGRES_USER", "postgres")
+    password = postgres_env.get("POSTGRES_PASSWORD", "")
+    database = postgres_env.get("POSTGRES_DB", user)
+    expected = f"postgresql+psycopg://{user}:{password}@postgres:5432/{database}"
+    problems = []
+    for name, service in services.items():
+        if not runs_tracker(service):
+            continue
+        uri = service_env(service).get("TRACKER_URI")
+        if uri != expected:
+            problems.append(
+                f"{name} has TRACKER_URI={uri!r}; every tracker service needs {expected!r}"
+            )
+    for name in ("web", "worker"):
+        if name in services and not runs_tracker(services[name]):
+            problems.append(f"{name} must run a tracker command")
+    return problems
+
+
+def check_migrations_first(doc: Compose) -> list[str]:
+    """web and worker start only after `tracker db upgrade` has completed."""
+    services = doc.get("services") or {}
+    migrators = {
+        name
+        for name, service in services.items()
+        if service_command(service) == "tracker db upgrade"
+    }
+    problems = []
+    for name in ("web", "worker"):
+        service = services.get(name) or {}
+        if "tracker db upgrade &&" in service_command(service):
+            continue
+        if not any(
+            depends_condition(service, m) == "service_completed_successfully" for m in migrators
+        ):
+            problems.append(f"{name} may start before `tracker db upgrade` has completed")
+    return problems
+
+
+COMPOSE_RULES: list[Callable[[Compose], list[str]]] = [
+    check_services,
+    check_postgres,
+    check_web_waits_for_postgres,
+    check_public_bind_needs_token,
+    check_one_database,
+    check_migrations_first,
+]
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with comments dropped and continuations joined."""
+    joined = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
+    pairs = []
+    for line in joined.splitlines():
+        if line.strip():
+            keyword, _, args = line.strip().partition(" ")
+            pairs.append((keyword.upper(), " ".join(args.split())))
+    return pairs
+
+
+def check_dockerfile(text: str) -> list[str]:
+    steps = dockerfile_instructions(text)
+    problems = []
+    froms = [args for keyword, args in steps if keyword == "FROM"]
+    if not froms or froms[0].split()[0] != BASE_IMAGE:
+        problems.append(f"the image must be built FROM {BASE_IMAGE}, not {froms[:1]}")
+    runs = [(i, args) for i, (keyword, args) in enumerate(steps) if keyword == "RUN"]
+    torch_at = [
+        i for i, args in runs if re.search(rf"pip install\b.*\b{re.escape(TORCH_PIN)}", args)
+    ]
+    project_at = [i for i, args in runs if re.search(r"pip install\b.*\s'?\.(\[|\s|'|$)", args)]
+    if not torch_at:
+        problems.append(f"no RUN pip install {TORCH_PIN}")
+    if not project_at:
+        problems.append("no RUN pip install of the project ('.[...]')")
+    if torch_at and project_at and min(torch_at) > min(project_at):
+        problems.append(f"{TORCH_PIN} must be installed before the project")
+    users = [args for keyword, args in steps if keyword == "USER"]
+    if not users or users[-1].split(":")[0] in ("root", "0"):
+        problems.append("the image must switch to a non-root USER")
+    if not any(keyword == "EXPOSE" and "5000" in args.split() for keyword, args in steps):
+        problems.append("the image must EXPOSE 5000")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def compose() -> Compose:
+    return load_compose((DOCKER_DIR / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> str:
+    return (DOCKER_DIR / "Dockerfile").read_text()
+
+
+@pytest.mark.parametrize("rule", COMPOSE_RULES, ids=lambda rule: rule.__name__)
+def test_compose_file_follows_rule(compose: Compose, rule: Callable[[Compose], list[str]]):
+    assert rule(compose) == []
+
+
+def test_dockerfile_follows_rules(dockerfile: str):
+    assert check_dockerfile(dockerfile) == []
+
+
+def test_env_example_holds_no_token():
+    env = dict(
+        line.split("=", 1)
+        for line in (DOCKER_DIR / ".env.example").read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+    assert "TRACKER_TOKEN" in env
+    assert env["TRACKER_TOKEN"].strip() == "", "the example must not ship a usable token"
+
+
+def _drop_token(doc: Compose) -> None:
+    del doc["services"]["web"]["environment"]["TRACKER_TOKEN"]
+
+
+def _default_token(doc: Compose) -> None:
+    doc["services"]["web"]["environment"]["TRACKER_TOKEN"] = "${TRACKER_TOKEN:-changeme}"
+
+
+def _web_starts_with_postgres(doc: Compose) -> None:
+    doc["services"]["web"]["depends_on"]["postgres"]["condition"] = "service_started"
+
+
+def _worker_other_database(doc: Compose) -> None:
+    doc["services"]["worker"]["environment"]["TRACKER_URI"] = "sqlite:///tracker.db"
+
+
+def _no_worker(doc: Compose) -> None:
+    del doc["services"]["worker"]
+
+
+def _no_healthcheck(doc: Compose) -> None:
+    del doc["services"]["postgres"]["healthcheck"]
+
+
+def _no_migration_wait(doc: Compose) -> None:
+    doc["services"]["worker"]["depends_on"] = {"postgres": {"condition": "service_healthy"}}
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        _drop_token,
+        _default_token,
+        _web_starts_with_postgres,
+        _worker_other_database,
+        _no_worker,
+        _no_healthcheck,
+        _no_migration_wait,
+    ],
+    ids=lambda f: f.__name__.lstrip("_"),
+)
+def test_compose_rules_catch_breakage(compose: Compose, breakage: Callable[[Compose], None]):
+    broken = copy.deepcopy(compose)
+    breakage(broken)
+    assert [p for rule in COMPOSE_RULES for p in rule(broken)] != []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (f"FROM {BASE_IMAGE}", "FROM python:3.12"),
+        (f"RUN pip install {TORCH_PIN}", "RUN pip install torch"),
+        ("USER tracker", "USER root"),
+        ("EXPOSE 5000", "EXPOSE 8000"),
+    ],
+)
+def test_dockerfile_rules_catch_breakage(dockerfile: str, old: str, new: str):
+    assert old in dockerfile
+    assert check_dockerfile(dockerfile.replace(old, new)) != []
+
+
+def test_dockerfile_rule_catches_torch_after_project(dockerfile: str):
+    torch_line = f"RUN pip install {TORCH_PIN}\n"
+    moved = dockerfile.replace(torch_line, "") + torch_line
+    assert "must be installed before the project" in " ".join(check_dockerfile(moved))

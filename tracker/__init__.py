@@ -1,0 +1,125 @@
+"""Experiment tracking for PyTorch training.
+
+    import tracker
+    run = tracker.init(project="digits", config={"lr": 3e-4})
+    tracker.log({"train/loss": loss}, step=step)
+    tracker.save_checkpoint({"model": model.state_dict()}, step=step)
+    tracker.finish()
+
+``import tracker`` stays cheap: it imports neither torch nor the dashboard or runner
+packages; the store and client load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import (
+    CheckpointError,
+    InvalidInput,
+    InvalidMetricKey,
+    InvalidMetricType,
+    InvalidMetricValue,
+    NoActiveRun,
+    NotFound,
+    StoreUnavailable,
+    TrackerError,
+    WriterError,
+)
+
+if TYPE_CHECKING:
+    from tracker.client.run import Run
+    from tracker.store.entities import CheckpointInfo
+
+__version__ = "0.1.0"
+
+
+def init(*args: Any, **kwargs: Any) -> Run:
+    """Start a run; see :func:`tracker.client.init` for the arguments and errors."""
+    from tracker import client
+
+    return client.init(*args, **kwargs)
+
+
+def log(metrics: dict[str, Any], step: int | None = None) -> None:
+    """Log metrics on the active run; see :meth:`tracker.client.run.Run.log`."""
+    from tracker.client import active_run
+
+    active_run().log(metrics, step)
+
+
+def flush(timeout: float | None = None) -> None:
+    from tracker.client import active_run
+
+    active_run().flush(timeout)
+
+
+def finish(status: str = "finished", **kwargs: Any) -> None:
+    """Finish the active run (also happens at exit). No-op when no run is active."""
+    from tracker.client import lifecycle
+
+    run = lifecycle.active()
+    if run is not None:
+        run.finish(status, **kwargs)
+
+
+def save_checkpoint(obj: Any, step: int | None = None, metrics: dict[str, Any] | None = None,
+                    path: str | None = None) -> CheckpointInfo:  # fmt: skip
+    """Save a checkpoint atomically on the active run; see :meth:`Run.save_checkpoint`."""
+    from tracker.client import active_run
+
+    return active_run().save_checkpoint(obj, step, metrics, path)
+
+
+def latest_checkpoint(
+    run: Run | int | None = None, *, uri: str | None = None
+) -> CheckpointInfo | None:
+    """The newest checkpoint of a run whose file exists and matches its sha256, or None."""
+    from tracker.client import active_run, latest_verified_checkpoint, sink_for_uri
+
+    if run is None:
+        run = active_run()
+    if isinstance(run, int):
+        return latest_verified_checkpoint(sink_for_uri(uri), run)
+    return run.latest_checkpoint()
+
+
+def resume_checkpoint() -> str | None:
+    """Path of the checkpoint a retried job should resume from (set by the worker), or None."""
+    from tracker.client import resume_checkpoint as _resume
+
+    return _resume()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "config":
+        from tracker.client import lifecycle
+
+        run = lifecycle.active()
+        return run.config if run is not None else {}
+    if name == "run":
+        from tracker.client import lifecycle
+
+        return lifecycle.active()
+    raise AttributeError(f"module 'tracker' has no attribute {name!r}")
+
+
+__all__ = [
+    "CheckpointError",
+    "InvalidInput",
+    "InvalidMetricKey",
+    "InvalidMetricType",
+    "InvalidMetricValue",
+    "NoActiveRun",
+    "NotFound",
+    "StoreUnavailable",
+    "TrackerError",
+    "WriterError",
+    "finish",
+    "flush",
+    "init",
+    "latest_checkpoint",
+    "log",
+    "resume_checkpoint",
+    "save_checkpoint",
+]

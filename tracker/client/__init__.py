@@ -1,0 +1,131 @@
+"""The client library: init / log / finish / save_checkpoint, the writer and the sinks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tracker.client import lifecycle
+from tracker.client.config import merge_config, normalize_config
+from tracker.client.run import Run, latest_verified_checkpoint
+from tracker.client.sinks import Sink, SqlSink, sink_for_uri
+from tracker.errors import InvalidInput
+from tracker.store.entities import RunInfo
+
+ENV_RUN_ID = "TRACKER_RUN_ID"
+ENV_JOB_ID = "TRACKER_JOB_ID"
+ENV_CONFIG = "TRACKER_CONFIG"
+ENV_PROJECT = "TRACKER_PROJECT"
+ENV_RESUME = "TRACKER_RESUME_CHECKPOINT"
+
+
+def init(
+    project: str | None = None,
+    name: str | None = None,
+    config: Mapping[str, Any] | Any | None = None,
+    tags: Sequence[str] = (),
+    *,
+    uri: str | None = None,
+    sink: Sink | None = None,
+    **options: Any,
+) -> Run:
+    """Start a run (or attach to the one a queued job created) and make it the active run.
+
+    ``options`` go to :class:`Run` (``flush_interval``, ``system_interval`` -- ``None``
+    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ...).
+    Inside a job started by ``tracker worker``, the run id and the submitted config come
+    from the environment; the submitted values override the ``config`` given here.
+
+    Raises:
+        InvalidInput: a config value or tag cannot be stored (the message names it).
+        StoreUnavailable / SchemaError: the store cannot be opened.
+    """
+    previous = lifecycle.active()
+    if previous is not None and not previous.finished:
+        previous.finish()
+    cfg = normalize_config(dict(config) if isinstance(config, Mapping) else config or {})
+    tag_list = _check_tags(tags)
+    project = project or os.environ.get(ENV_PROJECT) or "default"
+    sink = sink or sink_for_uri(uri)
+    rank = int(os.environ.get("RANK", "0") or 0)
+    attrs = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "git_commit": _git_commit(),
+        "command": [sys.executable, *sys.argv],
+    }
+    env_run = os.environ.get(ENV_RUN_ID)
+    if env_run:
+        overrides = normalize_config(json.loads(os.environ.get(ENV_CONFIG) or "{}"))
+        cfg = merge_config(cfg, overrides)
+        if rank == 0:
+            info = sink.start_run(int(env_run), cfg, **attrs)
+        else:
+            info = RunInfo(int(env_run), project, name or "", "running", cfg, tag_list, time.time())
+    else:
+        if rank != 0:
+            options["system_interval"] = None
+            info = RunInfo(-1, project, name or "", "running", cfg, tag_list, time.time())
+        else:
+            info = sink.create_run(project, name, cfg, tag_list, **attrs)
+    job = os.environ.get(ENV_JOB_ID)
+    run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
+    lifecycle.set_active(run)
+    return run
+
+
+def active_run() -> Run:
+    from tracker.errors import NoActiveRun
+
+    run = lifecycle.active()
+    if run is None or run.finished:
+        raise NoActiveRun("no active run: call tracker.init(project=...) first")
+    return run
+
+
+def resume_checkpoint() -> str | None:
+    """The checkpoint a retried job should resume from, if the runner passed one and it exists."""
+    path = os.environ.get(ENV_RESUME)
+    return path if path and os.path.isfile(path) else None
+
+
+def _check_tags(tags: Sequence[str]) -> list[str]:
+    if isinstance(tags, str):
+        tags = [tags]
+    out = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag or len(tag) > 100:
+            raise InvalidInput(f"tag {tag!r}: tags are non-empty strings of at most 100 chars")
+        out.append(tag)
+    return out
+
+
+def _git_commit() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+__all__ = [
+    "Run",
+    "Sink",
+    "SqlSink",
+    "active_run",
+    "init",
+    "latest_verified_checkpoint",
+    "resume_checkpoint",
+]

@@ -1,0 +1,63 @@
+"""Run configs: make them JSON-safe with clear errors, and merge job overrides (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.errors import InvalidInput
+
+
+def normalize_config(config: Any, path: str = "config") -> Any:
+    """Return a JSON-safe copy: dicts with str keys, lists, str, bool, int, finite float, None.
+
+    Accepts mappings, dataclass instances, ``argparse.Namespace``, tuples and numpy scalars.
+
+    Raises:
+        InvalidInput: naming the dotted path of the first value that cannot be stored.
+    """
+    if config is None or isinstance(config, str | bool | int):
+        return config
+    if isinstance(config, float):
+        if not math.isfinite(config):
+            raise InvalidInput(
+                f"{path} is {config}: config values must be finite numbers", field=path
+            )
+        return config
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    elif type(config).__name__ == "Namespace":
+        config = vars(config)
+    if isinstance(config, Mapping):
+        out = {}
+        for key, value in config.items():
+            if not isinstance(key, str):
+                raise InvalidInput(
+                    f"{path} has a key {key!r} of type {type(key).__name__}: keys must be str",
+                    field=path,
+                )
+            out[key] = normalize_config(value, f"{path}.{key}")
+        return out
+    if isinstance(config, list | tuple):
+        return [normalize_config(v, f"{path}[{i}]") for i, v in enumerate(config)]
+    if type(config).__module__.startswith("numpy") and hasattr(config, "item"):
+        return normalize_config(config.item(), path)
+    raise InvalidInput(
+        f"{path} is a {type(config).__name__}: config values must be JSON-like "
+        "(dict, list, str, int, float, bool, None)",
+        field=path,
+    )
+
+
+def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``overrides`` into ``base``: nested dicts merge, everything else replaces."""
+    out = dict(base)
+    for key, value in overrides.items():
+        current = out.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            out[key] = merge_config(current, value)
+        else:
+            out[key] = value
+    return out

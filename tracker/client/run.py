@@ -1,0 +1,239 @@
+"""A Run: what a training script logs into. ``log()`` validates and enqueues, nothing more."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tracker.client import checkpoint as ckpt
+from tracker.client.sinks import Sink
+from tracker.client.values import check_key, convert_value, is_tensor
+from tracker.client.writer import Writer
+from tracker.errors import CheckpointError, InvalidInput, InvalidMetricType, NoActiveRun
+from tracker.store.entities import CheckpointInfo, RunInfo
+
+
+class Run:
+    """One training run. Created by :func:`tracker.init`; usable as a context manager.
+
+    ``active=False`` makes a follower (a non-zero rank of a distributed job): it keeps the
+    run's id and config but ``log()`` stores nothing; its system sampler still reports its
+    own GPU memory.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        info: RunInfo,
+        *,
+        job_id: int | None = None,
+        active: bool = True,
+        flush_interval: float = 0.5,
+        heartbeat_interval: float = 10.0,
+        system_interval: float | None = 5.0,
+        log_gpu_memory: bool = True,
+        max_memory_points: int = 1_000_000,
+        spill_dir: str | os.PathLike[str] = ".tracker/spill",
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        from tracker import system
+
+        self.sink = sink
+        self.info = info
+        self.id = info.id
+        self.project = info.project
+        self.name = info.name
+        self.config: dict[str, Any] = info.config
+        self.job_id = job_id
+        self.active = active
+        self.finished = False
+        self.status: str = "running"
+        self._step = 0
+        self._known_keys: set[str] = set()
+        self._writer = Writer(
+            sink,
+            info.id,
+            flush_interval=flush_interval,
+            heartbeat_interval=heartbeat_interval if active else 1e12,
+            max_memory_points=max_memory_points,
+            spill_dir=spill_dir,
+        )
+        self._put = self._writer.put
+        self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
+        self.checkpoint_dir = Path(
+            checkpoint_dir or Path(".tracker") / "checkpoints" / str(self.id)
+        )
+        self._sampler = None
+        if system_interval:
+            self._sampler = system.SystemSampler(
+                self._log_system, system_interval, on_error=self._sampler_failed
+            )
+
+    # ------------------------------------------------------------------- logging
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Record metrics at ``step`` (default: the previous step + 1). Returns at once.
+
+        Raises:
+            InvalidMetricKey / InvalidMetricValue (ValueError): a key or step breaks the rule.
+            InvalidMetricType (TypeError): a value is not a number or one-element tensor.
+            WriterError: the background writer failed earlier (the cause is attached).
+            NoActiveRun: the run was finished.
+        """
+        writer = self._writer
+        if writer.error is not None:
+            writer.raise_error()
+        if self.finished:
+            raise NoActiveRun(f"run {self.id} is finished: call tracker.init() for a new run")
+        if step is None:
+            step = self._step
+        elif type(step) is not int or step < 0:
+            step = _check_step(step)
+        try:
+            items = dict(metrics)
+        except (TypeError, ValueError) as exc:
+            raise InvalidMetricType(
+                f"log() takes a dict of metrics, not a {type(metrics).__name__}"
+            ) from exc
+        known = self._known_keys
+        has_tensor = False
+        for key, value in items.items():
+            if key not in known:
+                known.add(check_key(key))
+            kind = type(value)
+            if kind is float or kind is int:
+                continue
+            value = convert_value(key, value)
+            items[key] = value
+            has_tensor = has_tensor or is_tensor(value)
+        self._step = step + 1
+        if not self.active:
+            return
+        if self._memory is not None:
+            allocated, peak = self._memory()
+            items["sys/step/gpu_allocated_bytes"] = allocated
+            items["sys/step/gpu_peak_allocated_bytes"] = peak
+        self._put((step, time.time(), items, has_tensor))
+
+    def _log_system(self, values: dict[str, float]) -> None:
+        self._put((max(self._step - 1, 0), time.time(), values, False))
+
+    def _sampler_failed(self, exc: BaseException) -> None:
+        self.event("warning", f"system metrics stopped: {type(exc).__name__}: {exc}")
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every point logged so far is stored (see Writer.flush for errors)."""
+        self._writer.flush(timeout)
+
+    def event(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """Record a run event (a diagnosis, a note) synchronously."""
+        self.sink.add_event(self.id, kind, message, data)
+
+    # --------------------------------------------------------------- checkpoints
+
+    def save_checkpoint(
+        self,
+        obj: Any,
+        step: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        path: str | os.PathLike[str] | None = None,
+    ) -> CheckpointInfo:
+        """Write ``obj`` with torch.save atomically, hash it, and record it on the run.
+
+        The default path is ``<checkpoint_dir>/step-<step>.pt``.
+
+        Raises:
+            CheckpointError: torch is missing or the write failed (no file under the final name).
+            InvalidMetricType / InvalidMetricKey: a metric at save is not a number.
+        """
+        step = self._step - 1 if step is None else _check_step(step)
+        step = max(step, 0)
+        saved_metrics = {}
+        for key, value in (metrics or {}).items():
+            check_key(key)
+            value = value if type(value) in (int, float) else convert_value(key, value)
+            saved_metrics[key] = float(value.item() if is_tensor(value) else value)
+        target = Path(path) if path is not None else self.checkpoint_dir / f"step-{step}.pt"
+        size, digest = ckpt.atomic_save(obj, target)
+        return self.sink.add_checkpoint(
+            self.id, step, str(target.resolve()), size, digest, saved_metrics
+        )
+
+    def latest_checkpoint(self) -> CheckpointInfo | None:
+        """The newest checkpoint whose file exists and still matches its sha256."""
+        return latest_verified_checkpoint(self.sink, self.id)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def finish(
+        self,
+        status: str = "finished",
+        *,
+        error: str | None = None,
+        exit_code: int | None = None,
+        timeout: float | None = 60.0,
+    ) -> None:
+        """Flush everything and give the run its final status. Safe to call twice.
+
+        Raises:
+            StoreUnavailable: the store stayed unreachable for ``timeout`` seconds; the
+                points are in the spill file named in the message (replay with
+                ``tracker db replay``).
+            WriterError: the writer failed earlier.
+        """
+        if self.finished:
+            return
+        self.finished = True
+        self.status = status
+        if self._sampler is not None:
+            self._sampler.stop()
+        self._writer.close(timeout)
+        if self.active:
+            self.sink.finish_run(self.id, status, error=error, exit_code=exit_code)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        from tracker.client.lifecycle import status_for_exception
+
+        if exc is None:
+            self.finish("finished")
+        else:
+            status, message = status_for_exception(exc)
+            self.finish(status, error=message)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.project}/{self.name} {self.status}>"
+
+
+def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None:
+    """Walk the run's checkpoints newest first; mark missing/corrupt ones on the way."""
+    for info in sink.list_checkpoints(run_id):
+        path = Path(info.path)
+        if not path.is_file():
+            state = "missing"
+        elif path.stat().st_size != info.bytes or ckpt.file_sha256(path) != info.sha256:
+            state = "corrupt"
+        else:
+            if info.state != "ok":
+                sink.set_checkpoint_state(info.id, "ok")
+            return info
+        if info.state != state:
+            sink.set_checkpoint_state(info.id, state)
+    return None
+
+
+def _check_step(step: Any) -> int:
+    if isinstance(step, bool) or not hasattr(step, "__index__"):
+        raise InvalidInput(f"step {step!r} is a {type(step).__name__}: steps are ints >= 0")
+    value = int(step.__index__())
+    if value < 0:
+        raise InvalidInput(f"step {value} is negative: steps are ints >= 0", field="step")
+    return value
+
+
+__all__ = ["CheckpointError", "Run", "latest_verified_checkpoint"]

@@ -1,0 +1,112 @@
+"""Where the client's data goes: the Sink interface and the SQL sink.
+
+A sink is injected into a Run, so tests and tools can pass their own. ``SqlSink`` writes to
+the store directly; the HTTP sink (``TRACKER_URI=http://...``) talks to the dashboard's
+ingest API with the same methods.
+
+Metric batches are lists of records ``(step, wall_ms, {key: float})``; values are plain
+floats, NaN and ±Inf included. ``write_metrics`` must be idempotent: the writer retries a
+batch whose outcome it does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from tracker.store.entities import CheckpointInfo, RunInfo
+
+Record = tuple[int, int, dict[str, float]]
+
+
+class Sink(Protocol):
+    def create_run(self, project: str, name: str | None, config: dict[str, Any],
+                   tags: Sequence[str], **attrs: Any) -> RunInfo: ...  # fmt: skip
+    def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo: ...
+    def write_metrics(self, run_id: int, records: Sequence[Record]) -> None: ...
+    def heartbeat(self, run_id: int) -> None: ...
+    def finish_run(self, run_id: int, status: str, **attrs: Any) -> None: ...
+    def add_event(self, run_id: int, kind: str, message: str,
+                  data: dict[str, Any] | None = None) -> None: ...  # fmt: skip
+    def add_checkpoint(self, run_id: int, step: int, path: str, size: int, sha256: str,
+                       metrics: dict[str, Any]) -> CheckpointInfo: ...  # fmt: skip
+    def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]: ...
+    def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class SqlSink:
+    """Writes straight into a SQL store (SQLite or PostgreSQL)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._key_ids: dict[str, int] = {}
+
+    @classmethod
+    def from_uri(cls, uri: str | None = None) -> SqlSink:
+        from tracker.store import Store
+
+        return cls(Store(uri))
+
+    def create_run(
+        self, project: str, name: str | None, config: dict[str, Any], tags: Sequence[str],
+        **attrs: Any,
+    ) -> RunInfo:  # fmt: skip
+        return self.store.create_run(project, name, config, tags, **attrs)
+
+    def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo:
+        if config is not None:
+            self.store.update_run(run_id, config=config)
+        return self.store.start_run(run_id, **attrs)
+
+    def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
+        key_ids = self._key_ids
+        missing = {k for _, _, items in records for k in items if k not in key_ids}
+        if missing:
+            key_ids.update(self.store.intern_keys(missing))
+        rows = []
+        append = rows.append
+        last: dict[int, tuple[int, int, int, int, float | None]] = {}
+        for step, wall_ms, items in records:
+            for k, v in items.items():
+                row = (run_id, key_ids[k], step, wall_ms, v if v == v else None)
+                append(row)
+                last[row[1]] = row
+        self.store.write_points(rows, list(last.values()))
+
+    def heartbeat(self, run_id: int) -> None:
+        self.store.heartbeat(run_id)
+
+    def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
+        self.store.finish_run(run_id, status, **attrs)
+
+    def add_event(
+        self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None
+    ) -> None:
+        self.store.add_event(run_id, kind, message, data)
+
+    def add_checkpoint(
+        self, run_id: int, step: int, path: str, size: int, sha256: str, metrics: dict[str, Any]
+    ) -> CheckpointInfo:
+        return self.store.add_checkpoint(run_id, step, path, size, sha256, metrics)
+
+    def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]:
+        return self.store.list_checkpoints(run_id)
+
+    def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
+        self.store.set_checkpoint_state(checkpoint_id, state)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def sink_for_uri(uri: str | None = None) -> Sink:
+    """The sink for ``TRACKER_URI`` (or the given URI): HTTP for http(s) URLs, else SQL."""
+    from tracker.store.engine import resolve_uri
+
+    resolved = resolve_uri(uri)
+    if resolved.startswith(("http://", "https://")):
+        from tracker.client.http_sink import HttpSink
+
+        return HttpSink(resolved)
+    return SqlSink.from_uri(resolved)

@@ -1,0 +1,119 @@
+"""Validation of metric keys and conversion of metric values (pure, no I/O).
+
+Rules (also in the README):
+
+* a key is 1 to 250 characters of letters, digits, ``_ - . /``; it does not start or end
+  with ``/``, and contains neither ``//`` nor ``..``;
+* a value is an ``int`` or ``float`` (``bool`` is rejected: ``True`` is almost always a bug),
+  a numpy number, or a torch tensor with exactly one element. NaN and ±Inf are kept.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from tracker.errors import InvalidMetricKey, InvalidMetricType
+
+MAX_KEY_LENGTH = 250
+KEY_RULE = (
+    "keys are 1-250 characters of letters, digits, '_', '-', '.', '/', "
+    "not starting or ending with '/', without '//' or '..'"
+)
+_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*")
+
+
+def check_key(key: object) -> str:
+    """Return the key if it follows the rule, else raise InvalidMetricKey naming it."""
+    if not isinstance(key, str):
+        raise InvalidMetricKey(
+            f"metric key {key!r} is a {type(key).__name__}: {KEY_RULE}", field=repr(key)
+        )
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidMetricKey(
+            f"metric key {key[:60]!r} has {len(key)} characters: {KEY_RULE}", field=key[:60]
+        )
+    if not _KEY_RE.fullmatch(key) or ".." in key:
+        raise InvalidMetricKey(f"metric key {key!r} is not allowed: {KEY_RULE}", field=key)
+    return key
+
+
+def convert_value(key: str, value: Any) -> Any:
+    """Turn an accepted non-builtin value into a float or a detached one-element tensor.
+
+    Plain ints and floats never reach this function (``log()`` keeps them as they are).
+
+    Raises:
+        InvalidMetricType: bool, str, None, containers, multi-element tensors or arrays.
+    """
+    if isinstance(value, bool):
+        raise InvalidMetricType(
+            f"metric {key!r}: bool values are not metrics (log 1.0/0.0 or int(flag))", field=key
+        )
+    if isinstance(value, int | float):  # int/float subclasses (e.g. IntEnum)
+        return float(value)
+    module = type(value).__module__
+    if module.startswith("numpy"):
+        return _numpy_value(key, value)
+    if module.startswith("torch") and "torch" in sys.modules:
+        return _torch_value(key, value)
+    raise InvalidMetricType(
+        f"metric {key!r}: a {type(value).__name__} is not a metric value; "
+        "log an int, a float, a numpy number or a one-element torch tensor",
+        field=key,
+    )
+
+
+def _numpy_value(key: str, value: Any) -> float:
+    import numpy as np
+
+    if isinstance(value, np.bool_):
+        raise InvalidMetricType(f"metric {key!r}: numpy bool is not a metric value", field=key)
+    if isinstance(value, np.integer | np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
+        return float(value.reshape(()))
+    shape = getattr(value, "shape", None)
+    raise InvalidMetricType(
+        f"metric {key!r}: a numpy {type(value).__name__} of shape {shape} and dtype "
+        f"{getattr(value, 'dtype', '?')} is not a metric value; log one number",
+        field=key,
+    )
+
+
+def _torch_value(key: str, value: Any) -> Any:
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise InvalidMetricType(f"metric {key!r}: a {type(value).__name__} is not a metric")
+    if value.numel() != 1:
+        raise InvalidMetricType(
+            f"metric {key!r}: a tensor of shape {tuple(value.shape)} has {value.numel()} "
+            "elements; log a 0-d or one-element tensor (e.g. loss, not losses)",
+            field=key,
+        )
+    if value.dtype == torch.bool or value.is_complex():
+        raise InvalidMetricType(
+            f"metric {key!r}: a {value.dtype} tensor is not a metric value", field=key
+        )
+    return value.detach()
+
+
+def is_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def tensors_to_floats(tensors: list[Any]) -> list[float]:
+    """Convert detached one-element tensors to floats with one device sync per device."""
+    import torch
+
+    out: list[float] = [0.0] * len(tensors)
+    groups: dict[tuple[Any, Any], list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    for idx in groups.values():
+        stacked = torch.stack([tensors[i].reshape(()) for i in idx]).cpu().tolist()
+        for i, v in zip(idx, stacked, strict=True):
+            out[i] = float(v)
+    return out

@@ -1,0 +1,265 @@
+"""The writer thread: drains the log buffer into a sink in batches, off the training loop.
+
+* ``put()`` is an ``append`` to a deque: the training loop never waits for I/O.
+* Batches go out every ``flush_interval`` seconds, or sooner when ``wake_records`` records
+  are waiting. One-element tensors are converted here, one device sync per batch.
+* When the sink is unavailable (database restarting, network gone) the batch is kept and
+  retried with exponential backoff; past ``max_memory_points`` the oldest kept batches are
+  spilled to a local JSON-lines file and replayed once the sink is back. Writes are
+  idempotent, so a batch retried after an unknown outcome never duplicates.
+* ``flush()`` puts a marker in the queue and waits until everything before it is stored:
+  a deterministic join, no sleeping. Any other error stops the writer and is raised by
+  the next ``log()``/``flush()``/``finish()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tracker.client.sinks import Record, Sink
+from tracker.client.values import is_tensor, tensors_to_floats
+from tracker.errors import StoreUnavailable, WriterError
+from tracker.store.engine import is_unavailable
+
+# (step, wall_time, {key: value}, has_tensor)
+Entry = tuple[int, float, dict[str, Any], bool]
+
+
+class _Marker:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class Writer:
+    def __init__(
+        self,
+        sink: Sink,
+        run_id: int,
+        *,
+        flush_interval: float = 0.5,
+        wake_records: int = 2_000,
+        max_memory_points: int = 1_000_000,
+        spill_dir: str | os.PathLike[str] = ".tracker/spill",
+        heartbeat_interval: float = 10.0,
+        max_backoff: float = 5.0,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.run_id = run_id
+        self.flush_interval = flush_interval
+        self.max_memory_points = max_memory_points
+        self.spill_path = Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
+        self.heartbeat_interval = heartbeat_interval
+        self.max_backoff = max_backoff
+        self.error: BaseException | None = None
+        self.points_written = 0
+        self._on_error = on_error
+        self._queue: deque[Any] = deque()
+        self._wake_records = wake_records
+        self._wake = threading.Event()
+        self._stop = False
+        self._kept: deque[list[Record]] = deque()  # batches waiting for the sink to return
+        self._kept_points = 0
+        self._spilled = False
+        self._markers: list[_Marker] = []
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._last_heartbeat = time.monotonic()
+        self._warned_outage = False
+        self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------- training side
+
+    def put(self, entry: Entry) -> None:
+        queue = self._queue
+        queue.append(entry)
+        if len(queue) == self._wake_records:
+            self._wake.set()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything put before this call is stored.
+
+        Raises:
+            WriterError: the writer failed (the original error is the cause).
+            StoreUnavailable: the sink stayed unavailable for ``timeout`` seconds; the
+                points are kept (in memory or in the spill file) and retried.
+        """
+        self.raise_error()
+        if not self._thread.is_alive():
+            return
+        marker = _Marker()
+        self._queue.append(marker)
+        self._wake.set()
+        if not marker.done.wait(timeout):
+            raise StoreUnavailable(
+                f"flush timed out after {timeout}s: {self.pending_points()} points wait for "
+                f"the store (kept in memory or in {self.spill_path}); they are retried"
+            )
+        self.raise_error()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the thread. On timeout everything kept goes to the spill file."""
+        try:
+            self.flush(timeout)
+        finally:
+            self._stop = True
+            self._wake.set()
+            self._thread.join(timeout=5.0)
+            if self._kept:
+                self._spill(everything=True)
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise WriterError(
+                f"the tracker's writer thread failed: {type(self.error).__name__}: {self.error}"
+            ) from self.error
+
+    def pending_points(self) -> int:
+        return self._kept_points + sum(len(e[2]) for e in list(self._queue) if type(e) is tuple)
+
+    # --------------------------------------------------------------- writer side
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(self.flush_interval)
+            self._wake.clear()
+            try:
+                self._cycle()
+            except BaseException as exc:  # kept and raised in the training thread
+                self._fail(exc)
+                return
+            if self._stop and not self._queue:
+                return
+
+    def _cycle(self) -> None:
+        markers: list[_Marker] = []
+        batch = self._drain(markers)
+        self._markers.extend(markers)
+        if batch:
+            self._kept.append(batch)
+            self._kept_points += sum(len(r[2]) for r in batch)
+        if self._kept or self._spilled:
+            self._send_kept()
+        if not self._kept and not self._spilled:
+            for marker in self._markers:
+                marker.done.set()
+            self._markers.clear()
+        self._maybe_heartbeat()
+
+    def _drain(self, markers: list[_Marker]) -> list[Record]:
+        queue = self._queue
+        entries: list[Entry] = []
+        tensors: list[Any] = []
+        while queue:
+            item = queue.popleft()
+            if type(item) is _Marker:
+                markers.append(item)
+                continue
+            entries.append(item)
+            if item[3]:
+                tensors.extend(v for v in item[2].values() if is_tensor(v))
+        floats = iter(tensors_to_floats(tensors)) if tensors else None
+        batch: list[Record] = []
+        for step, wall, items, has_tensor in entries:
+            if has_tensor and floats is not None:
+                items = {k: next(floats) if is_tensor(v) else v for k, v in items.items()}
+            batch.append((step, int(wall * 1000), items))
+        return batch
+
+    def _send_kept(self) -> None:
+        now = time.monotonic()
+        if now < self._retry_at:
+            self._spill_if_over_limit()
+            return
+        try:
+            if self._spilled:
+                self._replay_spill()
+            while self._kept:
+                batch = self._kept[0]
+                self.sink.write_metrics(self.run_id, batch)
+                self._kept.popleft()
+                n = sum(len(r[2]) for r in batch)
+                self._kept_points -= n
+                self.points_written += n
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
+            self._retry_at = time.monotonic() + self._backoff
+            self._spill_if_over_limit()
+            return
+        self._backoff = 0.0
+
+    def _spill_if_over_limit(self) -> None:
+        if self._kept_points > self.max_memory_points:
+            self._spill(everything=False)
+
+    def _spill(self, *, everything: bool) -> None:
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        target = 0 if everything else self.max_memory_points // 2
+        with open(self.spill_path, "a", encoding="utf-8") as fh:
+            while self._kept and (self._kept_points > target or everything):
+                batch = self._kept.popleft()
+                self._kept_points -= sum(len(r[2]) for r in batch)
+                fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._spilled = True
+
+    def _replay_spill(self) -> None:
+        replay_spill_file(self.sink, self.spill_path)
+        self._spilled = False
+
+    def _maybe_heartbeat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_heartbeat < self.heartbeat_interval:
+            return
+        self._last_heartbeat = now
+        try:
+            self.sink.heartbeat(self.run_id)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # An outage: the metric batches are already kept and retried; the next
+            # heartbeat goes out once the store is back.
+
+    def _fail(self, exc: BaseException) -> None:
+        self.error = exc
+        for marker in self._markers:
+            marker.done.set()
+        while self._queue:
+            item = self._queue.popleft()
+            if type(item) is _Marker:
+                item.done.set()
+        if self._on_error is not None:
+            self._on_error(exc)
+
+
+def replay_spill_file(sink: Sink, path: Path) -> int:
+    """Write every batch of a spill file to the sink, then delete the file.
+
+    Returns the number of points replayed. Safe to repeat: writes are idempotent.
+    """
+    if not path.exists():
+        return 0
+    total = 0
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            records = [(int(s), int(w), items) for s, w, items in doc["records"]]
+            sink.write_metrics(int(doc["run_id"]), records)
+            total += sum(len(r[2]) for r in records)
+    path.unlink()
+    return total

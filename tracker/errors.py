@@ -1,0 +1,91 @@
+"""The one exception hierarchy of the tracker.
+
+Every error carries a stable ``code`` (used by the CLI's exit messages and the HTTP error
+envelope) and a message that names the field, the problem and the rule.
+"""
+
+from __future__ import annotations
+
+
+class TrackerError(Exception):
+    """Base of every error the tracker raises on purpose."""
+
+    code = "tracker_error"
+    http_status = 500
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, object]:
+        body: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class InvalidInput(TrackerError, ValueError):
+    """A value given by the user breaks a documented rule."""
+
+    code = "invalid_input"
+    http_status = 400
+
+
+class InvalidMetricKey(InvalidInput):
+    code = "invalid_metric_key"
+
+
+class InvalidMetricValue(InvalidInput):
+    code = "invalid_metric_value"
+
+
+class InvalidMetricType(TrackerError, TypeError):
+    """A metric value of a type ``log()`` does not accept (a str, a bool, a 3-element tensor)."""
+
+    code = "invalid_metric_type"
+    http_status = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        TrackerError.__init__(self, message, field=field)
+
+
+class NotFound(TrackerError, LookupError):
+    code = "not_found"
+    http_status = 404
+
+
+class Conflict(TrackerError):
+    """The request contradicts the stored state (e.g. finishing a run twice differently)."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class StoreUnavailable(TrackerError):
+    """The database could not be reached; the client keeps points and retries."""
+
+    code = "store_unavailable"
+    http_status = 503
+
+
+class SchemaError(TrackerError):
+    """The database schema is missing, newer than this code, or a migration failed."""
+
+    code = "schema_error"
+    http_status = 500
+
+
+class NoActiveRun(TrackerError, RuntimeError):
+    code = "no_active_run"
+    http_status = 400
+
+
+class WriterError(TrackerError, RuntimeError):
+    """The background writer failed; raised on the next log()/flush()/finish()."""
+
+    code = "writer_error"
+
+
+class CheckpointError(TrackerError):
+    code = "checkpoint_error"

@@ -1,0 +1,19 @@
+"""The SQL store shared by the client, the runner and the dashboard."""
+
+from __future__ import annotations
+
+from tracker.store.engine import ensure_schema, resolve_uri, upgrade, write_begin
+from tracker.store.entities import CheckpointInfo, MetricPoint, RunEventInfo, RunInfo
+from tracker.store.store import Store
+
+__all__ = [
+    "CheckpointInfo",
+    "MetricPoint",
+    "RunEventInfo",
+    "RunInfo",
+    "Store",
+    "ensure_schema",
+    "resolve_uri",
+    "upgrade",
+    "write_begin",
+]

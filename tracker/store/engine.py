@@ -1,0 +1,206 @@
+"""Engine set-up for SQLite and PostgreSQL, and the automatic schema upgrade on first use.
+
+SQLite: WAL mode, a busy timeout, ``synchronous=NORMAL``, foreign keys on, and Python's
+implicit transactions turned off so that write transactions can begin with
+``BEGIN IMMEDIATE`` (a deferred transaction that later writes can fail at once with
+"database is locked" instead of waiting; see :func:`write_begin`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from tracker.errors import InvalidInput, SchemaError, StoreUnavailable
+
+DEFAULT_DIR = ".tracker"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+BEGIN_OPTION = "tracker_begin"
+
+# The newest Alembic revision this code knows; tests check it equals the migrations' head.
+SCHEMA_HEAD = "0001"
+
+
+def resolve_uri(uri: str | None = None) -> str:
+    """Return the store URL: the argument, else ``TRACKER_URI``, else ``./.tracker/tracker.db``."""
+    uri = uri or os.environ.get("TRACKER_URI") or ""
+    if not uri:
+        return "sqlite:///" + str(Path.cwd() / DEFAULT_DIR / "tracker.db")
+    if uri.startswith("postgresql://"):
+        uri = "postgresql+psycopg://" + uri[len("postgresql://") :]
+    if uri.startswith(("sqlite:", "postgresql+psycopg:", "http://", "https://")):
+        return uri
+    raise InvalidInput(
+        f"TRACKER_URI {uri!r} is not supported: use sqlite:///PATH, "
+        "postgresql+psycopg://USER@HOST/DB or http://HOST:PORT",
+        field="TRACKER_URI",
+    )
+
+
+def create_engine(uri: str) -> sa.Engine:
+    """Create an engine for a SQL store URL, configured for concurrent use."""
+    url = sa.make_url(uri)
+    if url.get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+
+
+def _sqlite_engine(url: sa.URL) -> sa.Engine:
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql(conn.get_execution_options().get(BEGIN_OPTION, "BEGIN"))
+
+    return engine
+
+
+@contextlib.contextmanager
+def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, a plain one elsewhere.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached.
+    """
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                conn = conn.execution_options(**{BEGIN_OPTION: "BEGIN IMMEDIATE"})
+            with conn.begin():
+                yield conn
+    except sa.exc.OperationalError as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
+        raise
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for errors that mean 'try again later' (connection refused, server gone, locked)."""
+    if isinstance(exc, StoreUnavailable):
+        return True
+    if isinstance(exc, sa.exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        text = str(exc.orig).lower()
+        return any(
+            s in text
+            for s in (
+                "connection",
+                "server closed",
+                "terminating",
+                "database is locked",
+                "shutting down",
+                "the database system is",
+                "could not connect",
+                "timeout",
+            )
+        )
+    return isinstance(exc, ConnectionError | OSError)
+
+
+# ---------------------------------------------------------------- schema upgrade
+
+
+def _migrations_dir() -> Path:
+    import migrations
+
+    return Path(migrations.__file__).parent
+
+
+def _current_revision(conn: sa.Connection) -> str | None:
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def upgrade(engine: sa.Engine, revision: str = "head") -> tuple[str | None, str]:
+    """Apply migrations up to ``revision`` under a cross-process lock.
+
+    Returns (revision before, revision after). Safe when many processes call it at once:
+    SQLite uses a lock file beside the database, PostgreSQL an advisory lock.
+
+    Raises:
+        SchemaError: a migration failed, or the database is newer than this code.
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    with _migration_lock(engine) as conn:
+        before = _current_revision(conn)
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_migrations_dir()))
+        cfg.attributes["connection"] = conn
+        try:
+            command.upgrade(cfg, revision)
+        except Exception as exc:
+            raise SchemaError(f"database migration to {revision} failed: {exc}") from exc
+        conn.commit()
+        return before, _current_revision(conn) or ""
+
+
+def ensure_schema(engine: sa.Engine) -> None:
+    """Upgrade an empty or older database to this code's schema; cheap when already current.
+
+    Raises:
+        SchemaError: the database has a revision this code does not know (newer tracker).
+        StoreUnavailable: the database cannot be reached.
+    """
+    try:
+        with engine.connect() as conn:
+            current = _current_revision(conn)
+    except sa.exc.OperationalError as exc:
+        raise StoreUnavailable(f"cannot open the store {engine.url!r}: {exc.orig}") from exc
+    if current == SCHEMA_HEAD:
+        return
+    if current is not None and current > SCHEMA_HEAD:
+        raise SchemaError(
+            f"the database schema is at revision {current}, newer than this tracker "
+            f"({SCHEMA_HEAD}): upgrade the tracker package"
+        )
+    upgrade(engine)
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: sa.Engine) -> Iterator[sa.Connection]:
+    if engine.dialect.name == "sqlite":
+        db = engine.url.database
+        lock_file = None
+        if db and db != ":memory:":
+            import fcntl
+
+            lock_file = open(db + ".migrate.lock", "a")  # noqa: SIM115 - held for the block
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            with engine.connect() as conn:
+                yield conn
+        finally:
+            if lock_file is not None:
+                lock_file.close()  # closing releases the flock
+        return
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_lock(7242001)"))
+        conn.commit()
+        try:
+            yield conn
+        finally:
+            conn.rollback()
+            conn.execute(sa.text("SELECT pg_advisory_unlock(7242001)"))
+            conn.commit()

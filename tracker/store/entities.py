@@ -1,0 +1,69 @@
+"""Plain frozen dataclasses handed out by the store: ORM rows never leave it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_STATUSES = ("queued", "running", "finished", "failed", "killed", "crashed")
+FINAL_RUN_STATUSES = ("finished", "failed", "killed", "crashed")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    project: str
+    name: str
+    status: str
+    config: dict[str, Any]
+    tags: list[str]
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    heartbeat_at: float | None = None
+    host: str | None = None
+    pid: int | None = None
+    git_commit: str | None = None
+    command: list[str] | None = None
+    exit_code: int | None = None
+    failure_class: str | None = None
+    failure_hint: str | None = None
+    error: str | None = None
+    last_metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else self.heartbeat_at
+        return None if end is None else max(0.0, end - self.started_at)
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    step: int
+    wall_time: float
+    value: float
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    id: int
+    run_id: int
+    step: int
+    path: str
+    bytes: int
+    sha256: str
+    metrics: dict[str, Any]
+    state: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunEventInfo:
+    id: int
+    run_id: int
+    at: float
+    kind: str
+    message: str
+    data: dict[str, Any] | None = None

@@ -1,0 +1,240 @@
+"""SQLAlchemy 2 models: the one MetaData that Alembic migrates.
+
+Timestamps are stored as float seconds since the epoch (UTC): comparisons such as
+``lease_expires_at < now`` are then plain numeric comparisons on every dialect.
+Metric values keep NaN as SQL NULL (SQLite cannot store NaN; NULL also keeps MIN/MAX
+aggregates honest); +Inf and -Inf are stored natively on both dialects.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
+
+
+class MetricValue(sa.types.TypeDecorator[float]):
+    """A double that keeps NaN: NaN is written as NULL and read back as NaN."""
+
+    impl = sa.Float(precision=53)
+    cache_ok = True
+
+    def process_bind_param(self, value: float | None, dialect: sa.Dialect) -> float | None:
+        if value is None or math.isnan(value):
+            return None
+        return float(value)
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> float:
+        return math.nan if value is None else float(value)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200), unique=True)
+    created_at: Mapped[float]
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[int] = mapped_column(sa.ForeignKey("projects.id"), index=True)
+    name: Mapped[str] = mapped_column(sa.String(250))
+    status: Mapped[str] = mapped_column(sa.String(16), index=True)
+    config: Mapped[Any] = mapped_column(JsonType)
+    tags: Mapped[Any] = mapped_column(JsonType)
+    created_at: Mapped[float] = mapped_column(index=True)
+    started_at: Mapped[float | None]
+    ended_at: Mapped[float | None]
+    heartbeat_at: Mapped[float | None]
+    host: Mapped[str | None] = mapped_column(sa.String(255))
+    pid: Mapped[int | None]
+    git_commit: Mapped[str | None] = mapped_column(sa.String(64))
+    command: Mapped[Any | None] = mapped_column(JsonType)
+    exit_code: Mapped[int | None]
+    failure_class: Mapped[str | None] = mapped_column(sa.String(64))
+    failure_hint: Mapped[str | None] = mapped_column(sa.Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class MetricKey(Base):
+    __tablename__ = "metric_keys"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(250), unique=True)
+
+
+class MetricPoint(Base):
+    """One value of one metric at one step. WITHOUT ROWID on SQLite: the key is the row.
+
+    No foreign keys on purpose: per-row referential checks halve PostgreSQL ingest, and
+    the only writer (the run's own writer, via ``Store.write_points``) uses ids it has
+    just created or interned. ``Store.delete_run`` removes a run's points explicitly.
+    """
+
+    __tablename__ = "metric_points"
+    __table_args__: ClassVar[dict[str, Any]] = {"sqlite_with_rowid": False}
+    run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    value: Mapped[float] = mapped_column(MetricValue, nullable=True)
+
+
+class MetricSummary(Base):
+    """Last value per run and key, kept up to date on ingest for run tables."""
+
+    __tablename__ = "metric_summaries"
+    run_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    key_id: Mapped[int] = mapped_column(sa.ForeignKey("metric_keys.id"), primary_key=True)
+    last_step: Mapped[int] = mapped_column(sa.BigInteger)
+    last_wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    last_value: Mapped[float] = mapped_column(MetricValue, nullable=True)
+    __table_args__ = (sa.Index("ix_metric_summaries_key_value", "key_id", "last_value"),)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(sa.BigInteger)
+    path: Mapped[str] = mapped_column(sa.Text)
+    bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    metrics: Mapped[Any] = mapped_column(JsonType)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    created_at: Mapped[float]
+    __table_args__ = (sa.Index("ix_checkpoints_run_step", "run_id", "step"),)
+
+
+class RunEvent(Base):
+    __tablename__ = "run_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
+    at: Mapped[float]
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    message: Mapped[str] = mapped_column(sa.Text)
+    data: Mapped[Any | None] = mapped_column(JsonType)
+    __table_args__ = (sa.Index("ix_run_events_run_at", "run_id", "at"),)
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(sa.String(120), primary_key=True)
+    host: Mapped[str] = mapped_column(sa.String(255))
+    pid: Mapped[int]
+    gpus: Mapped[Any] = mapped_column(JsonType)
+    max_jobs: Mapped[int]
+    status: Mapped[str] = mapped_column(sa.String(16))
+    started_at: Mapped[float]
+    heartbeat_at: Mapped[float]
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project: Mapped[str] = mapped_column(sa.String(200))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    priority: Mapped[int] = mapped_column(default=0)
+    argv: Mapped[Any] = mapped_column(JsonType)
+    cwd: Mapped[str | None] = mapped_column(sa.Text)
+    config: Mapped[Any] = mapped_column(JsonType)
+    resources: Mapped[Any] = mapped_column(JsonType)
+    env: Mapped[Any] = mapped_column(JsonType)
+    timeout_s: Mapped[float | None]
+    max_retries: Mapped[int] = mapped_column(default=0)
+    attempt: Mapped[int] = mapped_column(default=0)
+    nproc_per_node: Mapped[int | None]
+    not_before: Mapped[float | None]
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(120))
+    lease_token: Mapped[str | None] = mapped_column(sa.String(64))
+    lease_expires_at: Mapped[float | None]
+    run_id: Mapped[int | None] = mapped_column(sa.ForeignKey("runs.id", ondelete="SET NULL"))
+    schedule_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("schedules.id", ondelete="SET NULL")
+    )
+    parent_job_id: Mapped[int | None]
+    exit_code: Mapped[int | None]
+    failure_class: Mapped[str | None] = mapped_column(sa.String(64))
+    failure_hint: Mapped[str | None] = mapped_column(sa.Text)
+    pending_reason: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[float]
+    started_at: Mapped[float | None]
+    ended_at: Mapped[float | None]
+    __table_args__ = (
+        sa.Index("ix_jobs_claim", "status", "priority", "id"),
+        sa.Index("ix_jobs_run_id", "run_id"),
+        sa.Index("ix_jobs_lease", "status", "lease_expires_at"),
+    )
+
+
+class JobAttempt(Base):
+    __tablename__ = "job_attempts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int]
+    worker_id: Mapped[str | None] = mapped_column(sa.String(120))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    started_at: Mapped[float]
+    ended_at: Mapped[float | None]
+    exit_code: Mapped[int | None]
+    failure_class: Mapped[str | None] = mapped_column(sa.String(64))
+    failure_hint: Mapped[str | None] = mapped_column(sa.Text)
+    resume_checkpoint: Mapped[str | None] = mapped_column(sa.Text)
+    __table_args__ = (sa.UniqueConstraint("job_id", "attempt"),)
+
+
+class JobLogChunk(Base):
+    __tablename__ = "job_log_chunks"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt: Mapped[int]
+    stream: Mapped[str] = mapped_column(sa.String(8))
+    at: Mapped[float]
+    text: Mapped[str] = mapped_column(sa.Text)
+    __table_args__ = (sa.Index("ix_job_log_chunks_job_id_id", "job_id", "id"),)
+
+
+class Schedule(Base):
+    __tablename__ = "schedules"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    cron: Mapped[str] = mapped_column(sa.String(120))
+    timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
+    spec: Mapped[Any] = mapped_column(JsonType)
+    paused: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[float]
+    last_fire_at: Mapped[float | None]
+
+
+class ScheduleFire(Base):
+    """One row per (schedule, fire time): the unique key makes each fire enqueue exactly once."""
+
+    __tablename__ = "schedule_fires"
+    schedule_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("schedules.id", ondelete="CASCADE"), primary_key=True
+    )
+    fire_at: Mapped[float] = mapped_column(primary_key=True)
+    job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("jobs.id", ondelete="SET NULL"))
+
+
+metadata = Base.metadata

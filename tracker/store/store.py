@@ -1,0 +1,464 @@
+"""The Store: every query the tracker, the runner and the dashboard share.
+
+ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.store.entities`.
+Driver errors are translated at this boundary (:class:`~tracker.errors.StoreUnavailable`,
+:class:`~tracker.errors.NotFound`, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from tracker.errors import InvalidInput, NotFound
+from tracker.store import models as m
+from tracker.store import points
+from tracker.store.engine import create_engine, ensure_schema, resolve_uri, write_begin
+from tracker.store.entities import (
+    RUN_STATUSES,
+    CheckpointInfo,
+    MetricPoint,
+    RunEventInfo,
+    RunInfo,
+)
+
+
+class Store:
+    """A SQL store (SQLite file or PostgreSQL). Create one per process and share it.
+
+    Raises (constructor):
+        InvalidInput: the URL is not a SQL URL (an ``http://`` URL needs the HTTP sink).
+        StoreUnavailable: the database cannot be opened.
+        SchemaError: the schema is newer than this code, or the automatic upgrade failed.
+    """
+
+    def __init__(self, uri: str | None = None, *, upgrade: bool = True) -> None:
+        self.uri = resolve_uri(uri)
+        if self.uri.startswith(("http://", "https://")):
+            raise InvalidInput(
+                f"{self.uri} is a server address, not a database: the Store needs a SQL URL",
+                field="TRACKER_URI",
+            )
+        self.engine = create_engine(self.uri)
+        if upgrade:
+            ensure_schema(self.engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Store({self.engine.url.render_as_string(hide_password=True)!r})"
+
+    # ------------------------------------------------------------------ projects
+
+    def _project_id(self, conn: sa.Connection, name: str, now: float) -> int:
+        pid = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
+        if pid is not None:
+            return pid
+        insert = _insert(conn)(m.Project).values(name=name, created_at=now)
+        conn.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
+        return conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one()
+
+    def list_projects(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(sa.select(m.Project.name).order_by(m.Project.name)).scalars())
+
+    # ---------------------------------------------------------------------- runs
+
+    def create_run(
+        self,
+        project: str,
+        name: str | None = None,
+        config: dict[str, Any] | None = None,
+        tags: Sequence[str] = (),
+        *,
+        status: str = "running",
+        host: str | None = None,
+        pid: int | None = None,
+        git_commit: str | None = None,
+        command: list[str] | None = None,
+        now: float | None = None,
+    ) -> RunInfo:
+        """Create a run (``running`` by default; ``queued`` for a job not started yet)."""
+        _check_status(status)
+        now = time.time() if now is None else now
+        started = now if status == "running" else None
+        with write_begin(self.engine) as conn:
+            project_id = self._project_id(conn, project, now)
+            run_id = conn.execute(
+                sa.insert(m.Run)
+                .values(
+                    project_id=project_id,
+                    name=name or "",
+                    status=status,
+                    config=config or {},
+                    tags=list(tags),
+                    created_at=now,
+                    started_at=started,
+                    heartbeat_at=started,
+                    host=host,
+                    pid=pid,
+                    git_commit=git_commit,
+                    command=command,
+                )
+                .returning(m.Run.id)
+            ).scalar_one()
+            if not name:
+                conn.execute(
+                    sa.update(m.Run).where(m.Run.id == run_id).values(name=f"run-{run_id}")
+                )
+        return self.get_run(run_id)
+
+    def get_run(self, run_id: int) -> RunInfo:
+        """Raises NotFound when there is no run with this id."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_run_select().where(m.Run.id == run_id)).first()
+            if row is None:
+                raise NotFound(f"run {run_id} does not exist", field="run")
+            last = _last_metrics(conn, [run_id]).get(run_id, {})
+        return _run_info(row, last)
+
+    def start_run(
+        self,
+        run_id: int,
+        *,
+        host: str | None = None,
+        pid: int | None = None,
+        git_commit: str | None = None,
+        command: list[str] | None = None,
+        now: float | None = None,
+    ) -> RunInfo:
+        """Mark an existing (queued or resumed) run as running in this process."""
+        now = time.time() if now is None else now
+        values: dict[str, Any] = {"status": "running", "heartbeat_at": now, "ended_at": None}
+        values.update({"host": host, "pid": pid, "exit_code": None, "error": None})
+        values.update({"failure_class": None, "failure_hint": None})
+        if git_commit:
+            values["git_commit"] = git_commit
+        if command:
+            values["command"] = command
+        with write_begin(self.engine) as conn:
+            found = conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == run_id)
+                .values(**values, started_at=sa.func.coalesce(m.Run.started_at, now))
+            ).rowcount
+        if not found:
+            raise NotFound(f"run {run_id} does not exist", field="run")
+        return self.get_run(run_id)
+
+    def finish_run(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        exit_code: int | None = None,
+        error: str | None = None,
+        failure_class: str | None = None,
+        failure_hint: str | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Give a run its final status (finished, failed, killed or crashed)."""
+        _check_status(status)
+        now = time.time() if now is None else now
+        values: dict[str, Any] = {"status": status, "ended_at": now}
+        for key, value in (
+            ("exit_code", exit_code),
+            ("error", error),
+            ("failure_class", failure_class),
+            ("failure_hint", failure_hint),
+        ):
+            if value is not None:
+                values[key] = value
+        with write_begin(self.engine) as conn:
+            found = conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**values))
+        if not found.rowcount:
+            raise NotFound(f"run {run_id} does not exist", field="run")
+
+    def update_run(self, run_id: int, **values: Any) -> None:
+        """Set plain columns of a run (config, tags, name, failure_class, ...)."""
+        allowed = {c.name for c in m.Run.__table__.columns} - {"id", "project_id"}
+        bad = set(values) - allowed
+        if bad:
+            raise InvalidInput(f"runs have no settable field(s) {sorted(bad)}", field="run")
+        with write_begin(self.engine) as conn:
+            conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**values))
+
+    def heartbeat(self, run_id: int, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with write_begin(self.engine) as conn:
+            conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(heartbeat_at=now))
+
+    def mark_stale_runs_crashed(self, *, older_than: float, now: float | None = None) -> list[int]:
+        """Runs still ``running`` whose heartbeat is older than ``older_than`` become crashed."""
+        now = time.time() if now is None else now
+        stale = sa.and_(m.Run.status == "running", m.Run.heartbeat_at < older_than)
+        with write_begin(self.engine) as conn:
+            ids = list(conn.execute(sa.select(m.Run.id).where(stale)).scalars())
+            if ids:
+                conn.execute(
+                    sa.update(m.Run)
+                    .where(m.Run.id.in_(ids), stale)
+                    .values(
+                        status="crashed",
+                        ended_at=now,
+                        failure_class="crashed",
+                        failure_hint="the training process stopped sending heartbeats",
+                    )
+                )
+        return ids
+
+    def list_runs(
+        self,
+        *,
+        project: str | None = None,
+        status: str | None = None,
+        tag: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        """Newest first. ``status`` and ``tag`` filter exactly."""
+        if status is not None:
+            _check_status(status)
+        query = _run_select().order_by(m.Run.id.desc()).limit(limit).offset(offset)
+        if project is not None:
+            query = query.where(m.Project.name == project)
+        if status is not None:
+            query = query.where(m.Run.status == status)
+        if tag is not None:
+            query = query.where(tag_filter(self.dialect, tag))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+            last = _last_metrics(conn, [r.id for r in rows])
+        return [_run_info(r, last.get(r.id, {})) for r in rows]
+
+    # ------------------------------------------------------------------- metrics
+
+    def intern_keys(self, names: Iterable[str]) -> dict[str, int]:
+        """Ids for metric key names, creating the missing ones (safe under concurrency)."""
+        names = sorted(set(names))
+        if not names:
+            return {}
+        with write_begin(self.engine) as conn:
+            ins = _insert(conn)(m.MetricKey).on_conflict_do_nothing(index_elements=["name"])
+            conn.execute(ins, [{"name": n} for n in names])
+            rows = conn.execute(
+                sa.select(m.MetricKey.name, m.MetricKey.id).where(m.MetricKey.name.in_(names))
+            ).all()
+        return {name: key_id for name, key_id in rows}
+
+    def write_points(self, rows: Sequence[points.Row], last: Sequence[points.Row] | None = None):
+        """Store ``(run_id, key_id, step, wall_ms, value|None)`` rows idempotently."""
+        points.write_rows(self.engine, rows, last)
+
+    def log_metrics(
+        self, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
+    ) -> None:
+        """Convenience for tools and tests: store one step of metrics synchronously."""
+        wall_ms = int((time.time() if wall_time is None else wall_time) * 1000)
+        ids = self.intern_keys(values)
+        rows = [
+            (run_id, ids[k], step, wall_ms, None if math.isnan(v) else float(v))
+            for k, v in values.items()
+        ]
+        self.write_points(rows)
+
+    def metric_keys(self, run_id: int) -> list[str]:
+        query = (
+            sa.select(m.MetricKey.name)
+            .join(m.MetricSummary, m.MetricSummary.key_id == m.MetricKey.id)
+            .where(m.MetricSummary.run_id == run_id)
+            .order_by(m.MetricKey.name)
+        )
+        with self.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    def metric_history(
+        self, run_id: int, key: str, *, lo: int | None = None, hi: int | None = None
+    ) -> list[MetricPoint]:
+        """Every point of one metric, by step, optionally within [lo, hi]."""
+        query = (
+            sa.select(m.MetricPoint.step, m.MetricPoint.wall_ms, m.MetricPoint.value)
+            .join(m.MetricKey, m.MetricKey.id == m.MetricPoint.key_id)
+            .where(m.MetricPoint.run_id == run_id, m.MetricKey.name == key)
+            .order_by(m.MetricPoint.step)
+        )
+        if lo is not None:
+            query = query.where(m.MetricPoint.step >= lo)
+        if hi is not None:
+            query = query.where(m.MetricPoint.step <= hi)
+        with self.engine.connect() as conn:
+            return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
+
+    def count_points(self, run_id: int) -> int:
+        query = sa.select(sa.func.count()).where(m.MetricPoint.run_id == run_id)
+        with self.engine.connect() as conn:
+            return conn.execute(query.select_from(m.MetricPoint)).scalar_one()
+
+    def last_metrics(self, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+        with self.engine.connect() as conn:
+            return _last_metrics(conn, run_ids)
+
+    # --------------------------------------------------------------- checkpoints
+
+    def add_checkpoint(
+        self,
+        run_id: int,
+        step: int,
+        path: str,
+        size: int,
+        sha256: str,
+        metrics: dict[str, Any] | None = None,
+        *,
+        now: float | None = None,
+    ) -> CheckpointInfo:
+        now = time.time() if now is None else now
+        with write_begin(self.engine) as conn:
+            new_id = conn.execute(
+                sa.insert(m.Checkpoint)
+                .values(
+                    run_id=run_id,
+                    step=step,
+                    path=path,
+                    bytes=size,
+                    sha256=sha256,
+                    metrics=metrics or {},
+                    state="ok",
+                    created_at=now,
+                )
+                .returning(m.Checkpoint.id)
+            ).scalar_one()
+        return CheckpointInfo(new_id, run_id, step, path, size, sha256, metrics or {}, "ok", now)
+
+    def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]:
+        """Newest (highest step, then latest written) first."""
+        query = (
+            sa.select(*m.Checkpoint.__table__.columns)
+            .where(m.Checkpoint.run_id == run_id)
+            .order_by(m.Checkpoint.step.desc(), m.Checkpoint.id.desc())
+        )
+        with self.engine.connect() as conn:
+            return [_checkpoint_info(c) for c in conn.execute(query)]
+
+    def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
+        with write_begin(self.engine) as conn:
+            conn.execute(
+                sa.update(m.Checkpoint).where(m.Checkpoint.id == checkpoint_id).values(state=state)
+            )
+
+    # -------------------------------------------------------------------- events
+
+    def add_event(
+        self,
+        run_id: int,
+        kind: str,
+        message: str,
+        data: dict[str, Any] | None = None,
+        *,
+        now: float | None = None,
+    ) -> None:
+        now = time.time() if now is None else now
+        with write_begin(self.engine) as conn:
+            conn.execute(
+                sa.insert(m.RunEvent).values(
+                    run_id=run_id, at=now, kind=kind, message=message, data=data
+                )
+            )
+
+    def list_events(self, run_id: int) -> list[RunEventInfo]:
+        query = (
+            sa.select(*m.RunEvent.__table__.columns)
+            .where(m.RunEvent.run_id == run_id)
+            .order_by(m.RunEvent.id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                RunEventInfo(e.id, e.run_id, e.at, e.kind, e.message, e.data)
+                for e in conn.execute(query)
+            ]
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _insert(conn: sa.Connection) -> Any:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def tag_filter(dialect: str, tag: str) -> sa.ColumnElement[bool]:
+    """SQL condition 'the run has this tag' for the runs' JSON tag list."""
+    if dialect == "postgresql":
+        return m.Run.tags.op("@>")(sa.cast(sa.literal([tag], type_=sa.JSON), m.JsonType))
+    each = sa.func.json_each(m.Run.tags).table_valued("value")
+    return sa.exists(sa.select(1).select_from(each).where(each.c.value == tag))
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise InvalidInput(
+            f"status {status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}",
+            field="status",
+        )
+
+
+def _run_select() -> sa.Select[Any]:
+    return sa.select(*m.Run.__table__.columns, m.Project.name.label("project")).join(
+        m.Project, m.Project.id == m.Run.project_id
+    )
+
+
+def _run_info(row: Any, last: dict[str, float]) -> RunInfo:
+    r = row
+    return RunInfo(
+        id=r.id,
+        project=row.project,
+        name=r.name,
+        status=r.status,
+        config=r.config or {},
+        tags=list(r.tags or []),
+        created_at=r.created_at,
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        heartbeat_at=r.heartbeat_at,
+        host=r.host,
+        pid=r.pid,
+        git_commit=r.git_commit,
+        command=r.command,
+        exit_code=r.exit_code,
+        failure_class=r.failure_class,
+        failure_hint=r.failure_hint,
+        error=r.error,
+        last_metrics=last,
+    )
+
+
+def _last_metrics(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+    if not run_ids:
+        return {}
+    query = (
+        sa.select(m.MetricSummary.run_id, m.MetricKey.name, m.MetricSummary.last_value)
+        .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
+        .where(m.MetricSummary.run_id.in_(list(run_ids)))
+    )
+    out: dict[int, dict[str, float]] = {}
+    for run_id, name, value in conn.execute(query):
+        out.setdefault(run_id, {})[name] = value
+    return out
+
+
+def _checkpoint_info(c: Any) -> CheckpointInfo:
+    return CheckpointInfo(
+        c.id, c.run_id, c.step, c.path, c.bytes, c.sha256, c.metrics or {}, c.state, c.created_at
+    )

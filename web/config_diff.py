@@ -1,0 +1,134 @@
+"""Side-by-side comparison of run configs: pure functions, no I/O.
+
+Nested configs are flattened to dotted keys (``{"model": {"width": 64}}`` becomes
+``model.width``); lists and other non-mapping values are leaves, an empty mapping is a leaf
+``{}`` so it is not lost. Values are compared by meaning, not by Python type: ``1 == 1.0``,
+``[1, 2] == (1, 2)``, NaN equals NaN (it is the same setting), but ``True != 1`` and
+``"1" != 1`` (a flag and a count, a string and a number are different settings). A key that
+one run has and another lacks is a difference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.errors import InvalidInput
+
+__all__ = ["MISSING", "ConfigDiffError", "DiffRow", "diff_configs", "flatten"]
+
+
+class ConfigDiffError(InvalidInput):
+    """A config that cannot be flattened unambiguously."""
+
+    code = "invalid_config"
+
+
+class _Missing:
+    """The value of a key in a run whose config does not have that key."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One flattened key: its value in each run (``MISSING`` where absent), in input order."""
+
+    key: str
+    values: dict[str, Any]
+    differs: bool
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings to ``{"a.b": value}``; non-string keys are turned into strings.
+
+    Raises ``ConfigDiffError`` when two keys flatten to the same dotted key (for example
+    ``{"a.b": 1, "a": {"b": 2}}``), naming that key.
+    """
+    out: dict[str, Any] = {}
+    _flatten_into(config, prefix, out)
+    return out
+
+
+def _flatten_into(config: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
+    for raw_key, value in config.items():
+        key = f"{prefix}{raw_key}"
+        if isinstance(value, Mapping) and value:
+            _flatten_into(value, key + ".", out)
+            continue
+        if key in out:
+            raise ConfigDiffError(
+                f"config key '{key}': two entries flatten to the same dotted key; a key that "
+                "contains '.' must not also exist as a nested key",
+                field=key,
+            )
+        out[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form in which equal settings are equal (1 and 1.0, lists and tuples)."""
+    if value is MISSING:
+        return ("missing",)
+    if value is None:
+        return ("null",)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        if isinstance(value, float):
+            if math.isnan(value):
+                return ("nan",)
+            if value.is_integer():
+                return ("num", int(value))
+        return ("num", value)
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_canonical(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted((str(k), _canonical(v)) for k, v in value.items())))
+    return ("other", type(value).__name__, repr(value))
+
+
+def _sort_key(key: str) -> tuple[str, ...]:
+    # Segment-wise, so every ``model.*`` key stays together before ``model_*``.
+    return tuple(key.split("."))
+
+
+def diff_configs(
+    configs: Mapping[str, Mapping[str, Any]], *, only_differing: bool = False
+) -> list[DiffRow]:
+    """Compare the configs of several runs key by key, sorted by dotted key.
+
+    ``configs`` maps run id to config; each row's ``values`` follows that order. With
+    ``only_differing=True`` only rows whose ``differs`` is true are returned. A single run
+    never differs from itself.
+
+    Raises ``ConfigDiffError`` when a config cannot be flattened (see ``flatten``).
+    """
+    flat = {run_id: flatten(config) for run_id, config in configs.items()}
+    keys: set[str] = set()
+    for values in flat.values():
+        keys.update(values)
+    rows: list[DiffRow] = []
+    for key in sorted(keys, key=_sort_key):
+        values = {run_id: f.get(key, MISSING) for run_id, f in flat.items()}
+        differs = len({_canonical(v) for v in values.values()}) > 1
+        if differs or not only_differing:
+            rows.append(DiffRow(key=key, values=values, differs=differs))
+    return rows
