@@ -224,6 +224,23 @@ def stop_cluster(directory: str | os.PathLike[str]) -> None:
         shutil.rmtree(root)
 
 
+def pause_server(directory: str | os.PathLike[str]) -> None:
+    """Stop the server in DIR (fast shutdown) but keep its data, for outage tests."""
+    root = Path(directory).resolve()
+    argv = [str(_bindir() / "pg_ctl"), "-D", str(root / "data"), "-m", "fast", "-w", "stop"]
+    _run(_as_server_user(argv), root, "pg_ctl stop")
+
+
+def resume_server(directory: str | os.PathLike[str]) -> None:
+    """Start a paused server in DIR again on the port its URL names."""
+    root = Path(directory).resolve()
+    port = int((root / "url").read_text().strip().rsplit(":", 1)[1].split("/")[0])
+    data, log = root / "data", root / "server.log"
+    argv = [str(_bindir() / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", f"-p {port}"]
+    _run(_as_server_user([*argv, "-w", "-t", str(int(START_TIMEOUT_S)), "start"]), root, "start")
+    _wait_ready(_bindir(), port, log, time.monotonic() + START_TIMEOUT_S)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3 or argv[1] not in ("start", "stop"):
         print(f"usage: {argv[0]} start|stop DIR", file=sys.stderr)

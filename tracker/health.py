@@ -95,8 +95,8 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 
 
 def _per_steps(slope: float) -> tuple[float, int]:
-    # Pick "per N steps" so the amount reads as at least ~1 MiB, e.g. "~12 MiB per 100 steps".
-    for n in (1, 10, 100, 1000, 10_000):
+    # "~12 MiB per 100 steps"; slower leaks are given per 1000 or 10000 steps to read >= 1 MiB.
+    for n in (100, 1000):
         if slope * n >= _MIB:
             return slope * n, n
     return slope * 10_000, 10_000
@@ -151,7 +151,7 @@ def memory_growth(
     return Diagnosis(
         code="memory_growth",
         message=(
-            f"GPU memory grows ~{_format_bytes(amount)} per {per} step{'s' if per > 1 else ''} "
+            f"GPU memory grows ~{_format_bytes(amount)} per {per} steps "
             f"(+{_format_bytes(growth)} from step {int(first)} to {int(last)}, R² {r2:.2f}): "
             "are you keeping tensors that require grad (e.g. losses.append(loss) instead of "
             "loss.item())?"

@@ -61,3 +61,15 @@ def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
         else:
             out[key] = value
     return out
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"width": 64}}`` -> ``{"model.width": 64}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out

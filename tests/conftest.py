@@ -1,0 +1,116 @@
+"""Shared fixtures: a real SQLite file and a real PostgreSQL database for every store test.
+
+PostgreSQL comes from ``TRACKER_TEST_PG_URL`` (``scripts/test.sh`` starts a throwaway
+cluster and sets it). Without it the PostgreSQL half of the tests is skipped with a reason
+-- except under CI (``CI`` set), where a missing server is a failure, not a skip.
+One migrated PostgreSQL database serves the session; every test starts from empty tables.
+Tests that need a database with no schema at all use ``empty_store_url``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers: pg_cluster, browser_support
+
+PG_ENV = "TRACKER_TEST_PG_URL"
+
+
+def _pg_server_url() -> str | None:
+    url = os.environ.get(PG_ENV)
+    if not url and os.environ.get("CI"):
+        pytest.fail(f"CI needs PostgreSQL: {PG_ENV} is not set (run ./scripts/test.sh)")
+    return url
+
+
+def _admin(url: str) -> sa.Engine:
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+def create_pg_database(server_url: str) -> str:
+    name = "t_" + uuid.uuid4().hex[:12]
+    with _admin(server_url).connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    return sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_pg_database(server_url: str, db_url: str) -> None:
+    name = sa.make_url(db_url).database
+    with _admin(server_url).connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_session_url() -> Iterator[str | None]:
+    server = _pg_server_url()
+    if not server:
+        yield None
+        return
+    url = create_pg_database(server)
+    from tracker.store import Store
+
+    Store(url).close()  # migrate once for the session
+    yield url
+    drop_pg_database(server, url)
+
+
+def _truncate_all(url: str) -> None:
+    from tracker.store.models import metadata
+
+    tables = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(
+    request: pytest.FixtureRequest, tmp_path: Path, pg_session_url: str | None
+) -> Iterator[str]:
+    """A store URL with the schema in place and no data: SQLite file, then PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tracker.db'}"
+        return
+    if pg_session_url is None:
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (./scripts/test.sh starts a server)")
+    _truncate_all(pg_session_url)
+    yield pg_session_url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all (for migration and first-use tests)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    server = _pg_server_url()
+    if not server:
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (./scripts/test.sh starts a server)")
+    url = create_pg_database(server)
+    yield url
+    drop_pg_database(server, url)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[object]:
+    from tracker.store import Store
+
+    s = Store(store_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test runs in its own directory, so ./.tracker/ never leaks between tests."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("TRACKER_URI", "TRACKER_RUN_ID", "TRACKER_JOB_ID", "TRACKER_CONFIG", "RANK"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,104 @@
+"""Real training processes ended by SIGKILL, SIGTERM, an exception and a plain exit."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracker.store import Store
+
+SCRIPT = str(Path(__file__).parent / "scripts" / "logger.py")
+pytestmark = pytest.mark.slow
+
+
+def start(uri: str, mode: str, n: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, SCRIPT, uri, mode, str(n)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_line(proc: subprocess.Popen[str], prefix: str, timeout: float = 60.0) -> str:
+    """Bounded wait for a line of the child's stdout starting with ``prefix``."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                line = proc.stdout.readline()
+                if line.startswith(prefix):
+                    return line.strip()
+                if not line:
+                    break
+    proc.kill()
+    raise AssertionError(
+        f"no line starting {prefix!r} within {timeout}s; stderr:\n{proc.stderr.read()}"
+    )
+
+
+def test_sigkill_after_flush_keeps_every_flushed_point(store_url: str) -> None:
+    proc = start(store_url, "flush-then-wait", 5000)
+    run_id = int(wait_for_line(proc, "RUN").split()[1])
+    wait_for_line(proc, "READY")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    store = Store(store_url)
+    steps = [p.step for p in store.metric_history(run_id, "a")]
+    assert steps[:5000] == list(range(5000))  # everything flushed survived
+    assert store.get_run(run_id).status == "running"  # until the sweeper notices
+    time.sleep(0.5)  # the heartbeat (every 0.2 s here) has stopped for good
+    marked = store.mark_stale_runs_crashed(older_than=time.time() - 0.4)
+    assert run_id in marked
+    assert store.get_run(run_id).status == "crashed"
+
+
+def test_sigterm_ends_killed_with_everything_logged(store_url: str) -> None:
+    proc = start(store_url, "log-then-wait", 3000)
+    run_id = int(wait_for_line(proc, "RUN").split()[1])
+    wait_for_line(proc, "READY")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM  # the exit status still says SIGTERM
+    store = Store(store_url)
+    run = store.get_run(run_id)
+    assert run.status == "killed"
+    assert run.error == "terminated by SIGTERM"
+    assert store.count_points(run_id) == 6000
+
+
+def test_uncaught_exception_ends_failed(store_url: str) -> None:
+    proc = start(store_url, "raise", 100)
+    run_id = int(wait_for_line(proc, "RUN").split()[1])
+    assert proc.wait(timeout=60) == 1
+    assert "ValueError: bad batch shape" in proc.stderr.read()  # the traceback still prints
+    run = Store(store_url).get_run(run_id)
+    assert run.status == "failed"
+    assert run.error == "ValueError: bad batch shape (3, 4)"
+    assert Store(store_url).count_points(run_id) == 200
+
+
+def test_plain_exit_without_finish_ends_finished(store_url: str) -> None:
+    proc = start(store_url, "exit", 100)
+    run_id = int(wait_for_line(proc, "RUN").split()[1])
+    assert proc.wait(timeout=60) == 0
+    run = Store(store_url).get_run(run_id)
+    assert run.status == "finished" and run.ended_at is not None
+    assert Store(store_url).count_points(run_id) == 200
+
+
+def test_pid_and_host_are_recorded(store_url: str) -> None:
+    proc = start(store_url, "exit", 1)
+    run_id = int(wait_for_line(proc, "RUN").split()[1])
+    proc.wait(timeout=60)
+    run = Store(store_url).get_run(run_id)
+    assert run.pid == proc.pid and run.host == os.uname().nodename
+    assert run.command is not None and run.command[1].endswith("logger.py")

@@ -1,0 +1,79 @@
+"""Helpers shared by the CLI commands: opening the store, printing tables and JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+uri_option = click.option(
+    "--uri",
+    envvar="TRACKER_URI",
+    default=None,
+    help="Store URL (default: TRACKER_URI, else ./.tracker/tracker.db).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def open_store(uri: str | None) -> Any:
+    from tracker.store import Store
+
+    return Store(uri)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses to dicts; NaN/±Inf to the strings "NaN", "Infinity", "-Infinity"."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(to_jsonable(value), indent=2, sort_keys=True))
+
+
+def fmt_time(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain aligned text table (columns as wide as their widest cell, capped at 60)."""
+    cells = [[str(h) for h in headers]] + [[_cell(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for i, row in enumerate(cells):
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if i == 0:
+            click.echo("  ".join("-" * w for w in widths))
+
+
+def _cell(value: Any) -> str:
+    text = fmt_value(value)
+    return text if len(text) <= 60 else text[:57] + "..."
