@@ -24,7 +24,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "tracker_begin"
 
 # The newest Alembic revision this code knows; tests check it equals the migrations' head.
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0003"
 
 
 def resolve_uri(uri: str | None = None) -> str:
@@ -92,28 +92,40 @@ def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
         raise
 
 
+_UNAVAILABLE_TEXT = (
+    "connection",
+    "server closed",
+    "terminating",
+    "database is locked",
+    "shutting down",
+    "the database system is",
+    "could not connect",
+    "timeout",
+)
+
+
 def is_unavailable(exc: BaseException) -> bool:
-    """True for errors that mean 'try again later' (connection refused, server gone, locked)."""
+    """True for errors that mean 'try again later' (connection refused, server gone, locked).
+
+    Covers SQLAlchemy-wrapped driver errors and raw driver errors (``raw_connection()``
+    raises psycopg's and sqlite3's own exceptions unwrapped).
+    """
     if isinstance(exc, StoreUnavailable):
         return True
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
             return True
-        text = str(exc.orig).lower()
-        return any(
-            s in text
-            for s in (
-                "connection",
-                "server closed",
-                "terminating",
-                "database is locked",
-                "shutting down",
-                "the database system is",
-                "could not connect",
-                "timeout",
-            )
+        return _unavailable_text(exc.orig)
+    if type(exc).__module__.split(".")[0] in ("psycopg", "sqlite3"):
+        return type(exc).__name__ in ("OperationalError", "InterfaceError") and _unavailable_text(
+            exc
         )
-    return isinstance(exc, ConnectionError | OSError)
+    return isinstance(exc, ConnectionError)
+
+
+def _unavailable_text(exc: BaseException | None) -> bool:
+    text = str(exc).lower()
+    return any(s in text for s in _UNAVAILABLE_TEXT)
 
 
 # ---------------------------------------------------------------- schema upgrade

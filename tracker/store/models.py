@@ -111,6 +111,33 @@ class MetricSummary(Base):
     __table_args__ = (sa.Index("ix_metric_summaries_key_value", "key_id", "last_value"),)
 
 
+class MetricRollup(Base):
+    """Pre-aggregated buckets of one metric series, kept up to date on ingest.
+
+    ``width`` is the bucket width in steps (one of ``tracker.store.rollups.LEVELS``) and
+    ``bucket`` is ``step // width``. ``min_value``/``max_value`` are over finite values only
+    (NULL when the bucket has none); ``last_value`` is the value at ``last_step`` (NaN kept).
+    Like ``metric_points``, no foreign keys: it is written on the ingest hot path.
+    """
+
+    __tablename__ = "metric_rollups"
+    __table_args__: ClassVar[dict[str, Any]] = {"sqlite_with_rowid": False}
+    run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    width: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    bucket: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    first_step: Mapped[int] = mapped_column(sa.BigInteger)
+    last_step: Mapped[int] = mapped_column(sa.BigInteger)
+    last_wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    min_value: Mapped[float | None] = mapped_column(sa.Float(precision=53), nullable=True)
+    max_value: Mapped[float | None] = mapped_column(sa.Float(precision=53), nullable=True)
+    last_value: Mapped[float] = mapped_column(MetricValue, nullable=True)
+    count: Mapped[int] = mapped_column(sa.BigInteger)
+    nan_count: Mapped[int] = mapped_column(sa.BigInteger)
+    posinf_count: Mapped[int] = mapped_column(sa.BigInteger)
+    neginf_count: Mapped[int] = mapped_column(sa.BigInteger)
+
+
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -161,6 +188,7 @@ class Job(Base):
     env: Mapped[Any] = mapped_column(JsonType)
     timeout_s: Mapped[float | None]
     max_retries: Mapped[int] = mapped_column(default=0)
+    retry_on_failure: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     attempt: Mapped[int] = mapped_column(default=0)
     nproc_per_node: Mapped[int | None]
     not_before: Mapped[float | None]

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import StoreUnavailable
+from tracker.store import rollups
 from tracker.store.engine import is_unavailable
 
 Row = tuple[int, int, int, int, "float | None"]
@@ -65,7 +66,12 @@ def write_rows(engine: sa.Engine, rows: Sequence[Row], last: Sequence[Row] | Non
     if not rows:
         return
     summary = last if last is not None else last_per_key(rows)
-    raw = engine.raw_connection()
+    try:
+        raw = engine.raw_connection()
+    except Exception as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(f"writing {len(rows)} metric points failed: {exc}") from exc
+        raise
     try:
         if engine.dialect.name == "sqlite":
             _write_sqlite(raw, rows, summary)
@@ -86,6 +92,7 @@ def _write_sqlite(raw: Any, rows: Sequence[Row], summary: Sequence[Row]) -> None
     cur.execute("BEGIN IMMEDIATE")
     cur.executemany(_UPSERT_POINTS, rows)
     cur.executemany(_UPSERT_SUMMARY.format(p="?"), summary)
+    rollups.refresh(cur, "sqlite", rollups.step_bounds(rows))  # chart levels, same transaction
     cur.execute("COMMIT")
     cur.close()
 
@@ -98,6 +105,7 @@ def _write_postgres(raw: Any, rows: Sequence[Row], summary: Sequence[Row]) -> No
                 copy.write_row(row)
         cur.execute(_PG_MERGE)
         cur.executemany(_UPSERT_SUMMARY.format(p="%s"), summary)
+        rollups.refresh(cur, "postgresql", rollups.postgres_bounds(cur))  # chart levels
     raw.commit()
 
 

@@ -1,0 +1,67 @@
+"""The ``tracker`` command against a real store (click's runner, in process)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from click.testing import CliRunner
+
+from tracker.cli import main
+from tracker.store import Store
+
+
+def _seed(url: str) -> tuple[int, int]:
+    store = Store(url)
+    a = store.create_run("digits", "a", {"lr": 0.1, "model": {"w": 64}}, ["baseline"])
+    b = store.create_run("other", "b", {"lr": 0.2}, [])
+    store.log_metrics(a.id, 0, {"loss": 1.0, "acc": math.nan})
+    store.log_metrics(a.id, 1, {"loss": 0.5, "acc": math.inf})
+    store.finish_run(b.id, "failed", error="RuntimeError: x", failure_class="python_exception")
+    return a.id, b.id
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    return result
+
+
+def test_runs_ls_table_and_filters(store_url: str) -> None:
+    a, _ = _seed(store_url)
+    out = invoke("runs", "ls", "--uri", store_url, "--project", "digits").output
+    assert "model.w=64" in out and "loss=0.5" in out and "other" not in out
+    out = invoke("runs", "ls", "--uri", store_url, "--status", "failed").output
+    assert "failed (python_exception)" in out and "digits" not in out
+    out = invoke("runs", "ls", "--uri", store_url, "--tag", "baseline", "--json").output
+    (row,) = json.loads(out)
+    assert row["id"] == a and row["config"]["model"] == {"w": 64}
+    assert row["last_metrics"] == {"loss": 0.5, "acc": "Infinity"}
+
+
+def test_runs_show_and_errors(store_url: str) -> None:
+    a, _ = _seed(store_url)
+    out = invoke("runs", "show", str(a), "--uri", store_url).output
+    assert "digits/a" in out and '"w": 64' in out
+    result = invoke("runs", "show", "999", "--uri", store_url)
+    assert result.exit_code == 2
+    assert "error [not_found]: run 999 does not exist" in result.output
+
+
+def test_runs_export_csv(store_url: str) -> None:
+    a, _ = _seed(store_url)
+    result = invoke("runs", "export", str(a), "--uri", store_url, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.output)))
+    assert [(r["key"], r["step"], r["value"]) for r in rows] == [
+        ("acc", "0", "nan"), ("acc", "1", "inf"), ("loss", "0", "1.0"), ("loss", "1", "0.5"),
+    ]  # fmt: skip
+
+
+def test_db_upgrade_and_help(empty_store_url: str) -> None:
+    out = invoke("db", "upgrade", "--uri", empty_store_url).output
+    assert "upgraded (empty) -> 0" in out
+    assert "already at revision" in invoke("db", "upgrade", "--uri", empty_store_url).output
+    for args in (["--help"], ["runs", "--help"], ["runs", "ls", "--help"], ["db", "--help"]):
+        result = invoke(*args)
+        assert result.exit_code == 0 and "Usage:" in result.output
