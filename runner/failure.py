@@ -322,7 +322,7 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-_SIGNAL_NOTES = {
+_SIGNAL_NOTES: dict[int, str] = {
     _signal.SIGSEGV: " (segmentation fault: a crash in native code such as a C++/CUDA extension)",
     _signal.SIGABRT: " (abort: usually a failed check in native code; see the lines above it)",
     _signal.SIGINT: " (interrupted, as by Ctrl-C)",

@@ -102,7 +102,9 @@ class Override:
 # ----------------------------------------------------------------------------- values
 
 _INT = re.compile(r"-?(?:0|[1-9]\d*)")
-_FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+# A float needs a point or an exponent: "007" stays a string, as it would in JSON.
+_FLOAT = re.compile(r"-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)")
+_SECONDS = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")
 _KEY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
 _DIST = re.compile(r"(loguniform|uniform|randint|choice)\((.*)\)", re.DOTALL)
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
@@ -188,7 +190,10 @@ def _value(text: str) -> Any:
     if _INT.fullmatch(s):
         return int(s)
     if _FLOAT.fullmatch(s):
-        return float(s)
+        number = float(s)
+        if not math.isfinite(number):
+            raise _Syntax(f"number {s} is out of range (configs are stored as JSON)")
+        return number
     return s
 
 
@@ -407,7 +412,7 @@ def parse_duration(text: str) -> float:
     Raises ``DurationError`` for anything else, and for a duration that is not > 0.
     """
     s = text.strip().lower()
-    if _FLOAT.fullmatch(s):
+    if _SECONDS.fullmatch(s):
         total = float(s)
     else:
         total, pos, last_rank = 0.0, 0, -1

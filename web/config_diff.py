@@ -10,7 +10,6 @@ one run has and another lacks is a difference.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,12 +89,9 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, (int, float)):
-        if isinstance(value, float):
-            if math.isnan(value):
-                return ("nan",)
-            if value.is_integer():
-                return ("num", int(value))
-        return ("num", value)
+        # Python compares and hashes int and float exactly (1 == 1.0, 2**53 + 1 != 2.0**53);
+        # NaN is the one value unequal to itself (math.isnan would overflow on huge ints).
+        return ("nan",) if value != value else ("num", value)
     if isinstance(value, str):
         return ("str", value)
     if isinstance(value, (list, tuple)):

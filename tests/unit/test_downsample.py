@@ -150,7 +150,7 @@ def test_bucket_count_never_exceeds_max_and_counts_add_up() -> None:
         assert series.point_count == 5000
         firsts = [b.first_step for b in series.buckets]
         assert firsts == sorted(firsts)
-        for a, b in zip(series.buckets, series.buckets[1:]):
+        for a, b in zip(series.buckets, series.buckets[1:], strict=False):
             assert a.last_step <= b.first_step
 
 

@@ -238,9 +238,7 @@ def test_format_query_round_trips(text: str) -> None:
 
 def test_format_query_canonical_text() -> None:
     tree = parse_query("status==failed AND NOT (name~lr OR tags contains b)")
-    assert format_query(tree) == (
-        'status == "failed" and not (name ~ "lr" or tags contains "b")'
-    )
+    assert format_query(tree) == ('status == "failed" and not (name ~ "lr" or tags contains "b")')
 
 
 def test_ast_is_frozen_and_hashable() -> None:
