@@ -34,7 +34,7 @@ def atomic_save(obj: Any, path: Path) -> tuple[int, str]:
     try:
         with os.fdopen(fd, "wb") as fh:
             hashing = _HashingWriter(fh)
-            torch.save(obj, hashing)
+            torch.save(obj, hashing)  # type: ignore[arg-type]  # a write-only file object
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

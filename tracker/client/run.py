@@ -190,9 +190,13 @@ class Run:
         self.status = status
         if self._sampler is not None:
             self._sampler.stop()
-        self._writer.close(timeout)
-        if self.active:
-            self.sink.finish_run(self.id, status, error=error, exit_code=exit_code)
+        try:
+            self._writer.close(timeout)
+        finally:
+            # The final status is written even when the writer failed: the run must not
+            # stay "running" forever. If this fails too, the writer's error is the context.
+            if self.active:
+                self.sink.finish_run(self.id, status, error=error, exit_code=exit_code)
 
     def __enter__(self) -> Run:
         return self

@@ -64,7 +64,7 @@ class SqlSink:
         missing = {k for _, _, items in records for k in items if k not in key_ids}
         if missing:
             key_ids.update(self.store.intern_keys(missing))
-        rows = []
+        rows: list[tuple[int, int, int, int, float | None]] = []
         append = rows.append
         last: dict[int, tuple[int, int, int, int, float | None]] = {}
         for step, wall_ms, items in records:

@@ -28,6 +28,8 @@ from tracker.client.values import is_tensor, tensors_to_floats
 from tracker.errors import StoreUnavailable, WriterError
 from tracker.store.engine import is_unavailable
 
+MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
+
 # (step, wall_time, {key: value}, has_tensor)
 Entry = tuple[int, float, dict[str, Any], bool]
 
@@ -143,11 +145,12 @@ class Writer:
 
     def _cycle(self) -> None:
         markers: list[_Marker] = []
-        batch = self._drain(markers)
+        while self._queue:
+            batch = self._drain(markers)
+            if batch:
+                self._kept.append(batch)
+                self._kept_points += sum(len(r[2]) for r in batch)
         self._markers.extend(markers)
-        if batch:
-            self._kept.append(batch)
-            self._kept_points += sum(len(r[2]) for r in batch)
         if self._kept or self._spilled:
             self._send_kept()
         if not self._kept and not self._spilled:
@@ -160,7 +163,7 @@ class Writer:
         queue = self._queue
         entries: list[Entry] = []
         tensors: list[Any] = []
-        while queue:
+        while queue and len(entries) < MAX_BATCH_RECORDS:
             item = queue.popleft()
             if type(item) is _Marker:
                 markers.append(item)
