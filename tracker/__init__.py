@@ -80,7 +80,11 @@ def latest_checkpoint(
     if run is None:
         run = active_run()
     if isinstance(run, int):
-        return latest_verified_checkpoint(sink_for_uri(uri), run)
+        sink = sink_for_uri(uri)
+        try:
+            return latest_verified_checkpoint(sink, run)
+        finally:
+            sink.close()
     return run.latest_checkpoint()
 
 

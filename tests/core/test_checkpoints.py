@@ -85,3 +85,15 @@ def test_kill_mid_write_never_leaves_a_file_under_the_final_name(
     store = Store(store_url)
     (run,) = store.list_runs(project="ckpt")
     assert store.list_checkpoints(run.id) == []
+
+
+def test_runs_of_two_stores_in_one_directory_never_share_files(tmp_path: Path) -> None:
+    first = tracker.init(project="p", uri=f"sqlite:///{tmp_path / 'a.db'}", system_interval=None)
+    a = first.save_checkpoint({"w": torch.ones(2)}, step=1)
+    first.finish()
+    second = tracker.init(project="p", uri=f"sqlite:///{tmp_path / 'b.db'}", system_interval=None)
+    b = second.save_checkpoint({"w": torch.zeros(5)}, step=1)
+    second.finish()
+    assert first.id == second.id == 1
+    assert a.path != b.path
+    assert tracker.latest_checkpoint(1, uri=f"sqlite:///{tmp_path / 'a.db'}").sha256 == a.sha256

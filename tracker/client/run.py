@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,9 +64,7 @@ class Run:
         )
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
-        self.checkpoint_dir = Path(
-            checkpoint_dir or Path(".tracker") / "checkpoints" / str(self.id)
-        )
+        self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
         self._sampler = None
         if system_interval:
             self._sampler = system.SystemSampler(
@@ -229,6 +228,16 @@ def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None
         if info.state != state:
             sink.set_checkpoint_state(info.id, state)
     return None
+
+
+def default_checkpoint_dir(info: RunInfo) -> Path:
+    """``$TRACKER_CHECKPOINT_DIR`` (default ``./.tracker/checkpoints``) / project / run-ID-TOKEN.
+
+    The random token keeps runs of different stores that share a working directory (both
+    with a run 3, say) from overwriting each other's files.
+    """
+    root = Path(os.environ.get("TRACKER_CHECKPOINT_DIR") or Path(".tracker") / "checkpoints")
+    return root / info.project / f"run-{info.id}-{secrets.token_hex(3)}"
 
 
 def _check_step(step: Any) -> int:

@@ -9,7 +9,7 @@ aggregates honest); +Inf and -Inf are stored natively on both dialects.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -89,7 +89,7 @@ class MetricPoint(Base):
     """
 
     __tablename__ = "metric_points"
-    __table_args__: ClassVar[dict[str, Any]] = {"sqlite_with_rowid": False}
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 - read once by SQLAlchemy
     run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     step: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
@@ -121,7 +121,7 @@ class MetricRollup(Base):
     """
 
     __tablename__ = "metric_rollups"
-    __table_args__: ClassVar[dict[str, Any]] = {"sqlite_with_rowid": False}
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 - read once by SQLAlchemy
     run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     width: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)

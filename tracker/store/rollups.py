@@ -13,6 +13,7 @@ Everything here runs inside the caller's write transaction on a raw DBAPI cursor
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -76,7 +77,7 @@ def _statements(dialect: str) -> list[str]:
     pinf, ninf = _INF[dialect]
     p = _PARAM[dialect]
     out = [_FROM_POINTS.format(w=LEVELS[0], p=p, pinf=pinf, ninf=ninf)]
-    for src, width in zip(LEVELS, LEVELS[1:], strict=False):
+    for src, width in itertools.pairwise(LEVELS):
         out.append(_FROM_LEVEL.format(w=width, src=src, r=width // src, p=p))
     return out
 
@@ -122,7 +123,8 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_PG_LOCK_CLASS, run_id))
     w0 = LEVELS[0]
     params = [
-        (r, k, lo // w0 * w0, (hi // w0 + 1) * w0 - 1) for (r, k), (lo, hi) in sorted(bounds.items())
+        (r, k, lo // w0 * w0, (hi // w0 + 1) * w0 - 1)
+        for (r, k), (lo, hi) in sorted(bounds.items())
     ]
     cur.executemany(statements[0], params)
     for i, width in enumerate(LEVELS[1:], start=1):

@@ -390,11 +390,10 @@ class Store:
 
 
 def _insert(conn: sa.Connection) -> Any:
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+    """The dialect's INSERT (both have ``on_conflict_do_nothing``)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def tag_filter(dialect: str, tag: str) -> sa.ColumnElement[bool]:

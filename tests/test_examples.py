@@ -1,0 +1,179 @@
+"""examples/train_digits.py end to end: real training subprocesses against a SQLite store.
+
+Each test runs the script as its own process (cwd = the test's tmp dir, so checkpoints land
+there) and checks what it left in the store: the run's status and config, a train/loss point
+for every step, validation metrics, and checkpoints that exist and match their sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tracker
+from tracker.store import Store
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "train_digits.py"
+TRACKER_ENV = (
+    "TRACKER_URI",
+    "TRACKER_RUN_ID",
+    "TRACKER_JOB_ID",
+    "TRACKER_CONFIG",
+    "TRACKER_PROJECT",
+    "TRACKER_RESUME_CHECKPOINT",
+    "RANK",
+)
+
+
+def _uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tracker.db'}"
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    store = Store(_uri(tmp_path))
+    yield store
+    store.close()
+
+
+def train(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run the example to completion; returns (run id it printed, stdout)."""
+    clean = {k: v for k, v in os.environ.items() if k not in TRACKER_ENV}
+    clean.update({"TRACKER_URI": _uri(tmp_path), **(env or {})})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    output = f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    assert done.returncode == 0, f"train_digits.py exited with {done.returncode}\n{output}"
+    found = re.search(r"^run (\d+):", done.stdout, re.MULTILINE)
+    assert found, f"train_digits.py did not print its run id\n{output}"
+    return int(found.group(1)), done.stdout
+
+
+def steps(store: Store, run_id: int, key: str) -> list[int]:
+    return [p.step for p in store.metric_history(run_id, key)]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load(path: str) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.parametrize("data", [None, "synthetic"])
+def test_one_epoch_logs_every_step_and_a_verified_checkpoint(
+    tmp_path: Path, store: Store, data: str | None
+) -> None:
+    extra = ["--data", data, "--model.width", "16"] if data else []
+    run_id, _ = train(tmp_path, "--epochs", "1", *extra)
+
+    run = store.get_run(run_id)
+    assert run.status == "finished", run.error
+    assert run.config["epochs"] == 1
+    assert run.config["data"] == (data or run.config["data"])
+    assert run.config["data"] in ("sklearn", "synthetic")
+    if data:
+        assert run.config["model"] == {"kind": "cnn", "width": 16, "layers": 2}
+
+    latest = tracker.latest_checkpoint(run_id, uri=_uri(tmp_path))
+    assert latest is not None, "no checkpoint whose file exists and matches its sha256"
+    last_step = latest.step
+    assert last_step > 0
+    assert steps(store, run_id, "train/loss") == list(range(1, last_step + 1))
+    assert steps(store, run_id, "train/acc") == list(range(1, last_step + 1))
+    assert steps(store, run_id, "lr") == list(range(1, last_step + 1))
+
+    val_acc = store.metric_history(run_id, "val/acc")
+    assert [p.step for p in val_acc] == [last_step]
+    assert 0.0 <= val_acc[0].value <= 1.0
+    assert steps(store, run_id, "val/loss") == [last_step]
+
+    path = Path(latest.path)
+    assert path.is_file()
+    assert path.stat().st_size == latest.bytes
+    assert sha256(path) == latest.sha256
+    assert latest.metrics["val/acc"] == pytest.approx(val_acc[0].value)
+    state = load(latest.path)
+    assert set(state) >= {"model", "optimizer", "scheduler", "epoch", "step"}
+    assert (state["epoch"], state["step"]) == (1, last_step)
+
+
+def test_resume_continues_from_the_checkpoint(tmp_path: Path, store: Store) -> None:
+    first_id, _ = train(tmp_path, "--epochs", "1")
+    checkpoint = tracker.latest_checkpoint(first_id, uri=_uri(tmp_path))
+    assert checkpoint is not None
+    first_steps = steps(store, first_id, "train/loss")
+
+    env = {"TRACKER_RESUME_CHECKPOINT": checkpoint.path}
+    second_id, out = train(tmp_path, "--epochs", "2", env=env)
+
+    assert f"resuming from {checkpoint.path} at epoch 1" in out
+    assert second_id != first_id
+    assert store.get_run(second_id).status == "finished"
+    second_steps = steps(store, second_id, "train/loss")
+    assert second_steps[0] == first_steps[-1] + 1
+    per_epoch = len(first_steps)
+    assert second_steps == list(range(per_epoch + 1, 2 * per_epoch + 1))
+    latest = tracker.latest_checkpoint(second_id, uri=_uri(tmp_path))
+    assert latest is not None
+    assert latest.step == 2 * per_epoch
+    assert load(latest.path)["epoch"] == 2
+
+
+def test_resumed_run_repeats_the_uninterrupted_run(tmp_path: Path, store: Store) -> None:
+    # Resuming from the epoch-1 checkpoint of a 2-epoch run must reproduce its epoch 2:
+    # same shuffling, same dropout masks, same optimizer and lr schedule state.
+    straight_id, _ = train(tmp_path, "--epochs", "2")
+    first_epoch = min(store.list_checkpoints(straight_id), key=lambda c: c.step)
+    env = {"TRACKER_RESUME_CHECKPOINT": first_epoch.path}
+    resumed_id, _ = train(tmp_path, "--epochs", "2", env=env)
+
+    straight = store.metric_history(straight_id, "train/loss")[first_epoch.step :]
+    resumed = store.metric_history(resumed_id, "train/loss")
+    assert [p.step for p in resumed] == [p.step for p in straight]
+    assert [p.value for p in resumed] == pytest.approx([p.value for p in straight], rel=1e-5)
+    end_a = tracker.latest_checkpoint(straight_id, uri=_uri(tmp_path))
+    end_b = tracker.latest_checkpoint(resumed_id, uri=_uri(tmp_path))
+    assert end_a is not None and end_b is not None
+    weights_a, weights_b = load(end_a.path)["model"], load(end_b.path)["model"]
+    for name, tensor in weights_a.items():
+        torch.testing.assert_close(weights_b[name], tensor, msg=f"parameter {name} differs")
+
+
+def test_submitted_config_overrides_defaults_and_flags(tmp_path: Path, store: Store) -> None:
+    # What a worker does: create the run, pass its id and the submitted config in the env.
+    queued = store.create_run("digits", "queued-job", {}, status="queued")
+    submitted = {"epochs": 1, "data": "synthetic", "model": {"width": 8}}
+    env = {"TRACKER_RUN_ID": str(queued.id), "TRACKER_CONFIG": json.dumps(submitted)}
+    run_id, _ = train(tmp_path, "--model.width", "16", "--lr", "0.01", env=env)
+
+    assert run_id == queued.id
+    assert [r.id for r in store.list_runs()] == [queued.id]
+    run = store.get_run(queued.id)
+    assert run.status == "finished", run.error
+    assert run.config["model"] == {"kind": "cnn", "width": 8, "layers": 2}
+    assert run.config["lr"] == 0.01  # a flag not overridden by the submitted config
+    assert run.config["data"] == "synthetic"
+    latest = tracker.latest_checkpoint(run_id, uri=_uri(tmp_path))
+    assert latest is not None
+    first_conv = load(latest.path)["model"]["0.weight"]
+    assert first_conv.shape[0] == 8

@@ -1,0 +1,434 @@
+"""Queue commands: ``submit``, ``sweep``, ``jobs ls|show|logs|cancel|requeue``, ``workers ls``.
+
+The runner package is imported inside the commands, so ``tracker --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from tracker.cli.common import (
+    echo_json,
+    fmt_duration,
+    fmt_time,
+    json_option,
+    open_store,
+    print_table,
+    uri_option,
+)
+from tracker.errors import InvalidInput
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``20GiB``, ``20G``, ``512MiB``, ``16000MB`` (K/M/G/T are powers of 1024 here).
+
+    Raises InvalidInput for anything else, or a size of 0.
+    """
+    m = _SIZE.fullmatch(text)
+    if not m or not (m.group(2) or m.group(3)):
+        raise InvalidInput(
+            f"--gpu-memory {text!r}: give a size with a unit, like 20GiB or 512MiB",
+            field="gpu_memory",
+        )
+    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if size <= 0:
+        raise InvalidInput(f"--gpu-memory {text!r}: must be more than 0", field="gpu_memory")
+    return size
+
+
+def build_argv(args: Sequence[str], cwd: str) -> list[str]:
+    """``SCRIPT.py ARGS`` runs with this Python; anything else is the argv itself.
+
+    Raises InvalidInput when nothing is given or the script file does not exist.
+    """
+    if not args:
+        raise InvalidInput("give a script (train.py) or a command after --", field="command")
+    first = args[0]
+    if first.endswith(".py"):
+        if not os.path.isfile(os.path.join(cwd, first)):
+            raise InvalidInput(f"script {first} does not exist in {cwd}", field="command")
+        return [sys.executable, first, *args[1:]]
+    return list(args)
+
+
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` sets a variable; a bare ``KEY`` copies it from this shell's environment."""
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            if key not in os.environ:
+                raise InvalidInput(f"--env {key}: not set in this environment", field="env")
+            value = os.environ[key]
+        env[key] = value
+    return env
+
+
+def single_overrides(texts: Sequence[str]) -> dict[str, Any]:
+    """``-c key=value`` overrides as a nested config; a comma list or distribution is refused."""
+    from runner.sweep import Choices, SweepSpecError, parse_overrides, set_path
+
+    config: dict[str, Any] = {}
+    for o in parse_overrides(texts):
+        if not isinstance(o.spec, Choices) or len(o.spec.values) != 1:
+            raise SweepSpecError(
+                f"-c {o.text}: several values need `tracker sweep`; to submit a list, "
+                "write it in brackets (-c 'layers=[64,64]') or quote it",
+                field="config",
+            )
+        config = set_path(config, o.key, o.spec.values[0])
+    return config
+
+
+def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every command that creates jobs shares (submit, sweep, schedule add)."""
+    decorators = [
+        click.option("-c", "--config", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Config override, nested with dots (model.width=64); repeatable."),
+        click.option("--project", default=lambda: os.environ.get("TRACKER_PROJECT", "default"),
+                     show_default="TRACKER_PROJECT or 'default'", help="Project of the run."),
+        click.option("--name", help="Run name (default: script name and job id)."),
+        click.option("--tag", "tags", multiple=True, help="Tag for the run; repeatable."),
+        click.option("--gpus", type=click.IntRange(0, 1024), default=0, show_default=True,
+                     help="GPUs the job needs; a worker sets CUDA_VISIBLE_DEVICES to them."),
+        click.option("--gpu-memory", help="Free memory each GPU must have (e.g. 20GiB)."),
+        click.option("--priority", type=int, default=0, show_default=True,
+                     help="Higher runs first; equal priorities run oldest first."),
+        click.option("--timeout", help="Stop the job after this long (90s, 45m, 2h, 1h30m)."),
+        click.option("--retries", type=click.IntRange(0, 1000), default=0, show_default=True,
+                     help="Retries after a crash, timeout or kill (with backoff; resumes from "
+                          "the last checkpoint)."),
+        click.option("--retry-on-failure", is_flag=True,
+                     help="Also retry failures of the job's own code (exceptions, exit codes)."),
+        click.option("--env", "env_items", multiple=True, metavar="KEY[=VALUE]",
+                     help="Environment variable for the job; KEY alone copies it from here."),
+        click.option("--cwd", type=click.Path(file_okay=False), default=None,
+                     help="Working directory of the job (default: the current directory)."),
+        click.option("--nproc-per-node", type=click.IntRange(1, 1024), default=None,
+                     help="Launch through torchrun with this many processes (rank 0 logs)."),
+    ]  # fmt: skip
+    for decorator in reversed(decorators):
+        f = decorator(f)
+    return f
+
+
+def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
+    """A JobSpec from the shared options (``o`` as click passes them)."""
+    from runner.entities import JobSpec
+    from runner.sweep import parse_duration
+
+    cwd = os.path.abspath(o["cwd"] or os.getcwd())
+    return JobSpec(
+        argv=build_argv(command, cwd),
+        project=o["project"],
+        cwd=cwd,
+        config=config,
+        priority=o["priority"],
+        gpus=o["gpus"],
+        gpu_memory_bytes=parse_size(o["gpu_memory"]) if o["gpu_memory"] else None,
+        timeout_s=parse_duration(o["timeout"]) if o["timeout"] else None,
+        max_retries=o["retries"],
+        retry_on_failure=o["retry_on_failure"],
+        env=parse_env(o["env_items"]),
+        nproc_per_node=o["nproc_per_node"],
+        name=o["name"],
+        tags=tuple(o["tags"]),
+    )
+
+
+_JOB_KEYS = ("project", "name", "tags", "gpus", "gpu_memory", "priority", "timeout", "retries",
+             "retry_on_failure", "env_items", "cwd", "nproc_per_node")  # fmt: skip
+
+
+def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: kwargs[k] for k in _JOB_KEYS}
+
+
+# ------------------------------------------------------------------- submit, sweep
+
+
+@click.command(context_settings={"allow_interspersed_args": True})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@job_options
+@uri_option
+@json_option
+def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None,
+           as_json: bool, **kwargs: Any) -> None:  # fmt: skip
+    """Queue a training job: SCRIPT.py [ARGS] (run with this Python), or -- PROGRAM ARGS.
+
+    Script arguments that start with '-' go after '--':
+    tracker submit train.py -c lr=3e-4 -- --epochs 3
+    """
+    from runner import queue
+
+    spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
+    job = queue.enqueue(open_store(uri), spec)
+    if as_json:
+        echo_json(job)
+    else:
+        click.echo(f"job {job.id} queued (run {job.run_id}, priority {job.priority})")
+
+
+@click.command(context_settings={"allow_interspersed_args": True})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@job_options
+@click.option("--random", "samples", type=int, default=None,
+              help="Random search: this many samples instead of the full grid.")  # fmt: skip
+@click.option("--seed", type=int, default=None, help="Seed of the random search.")
+@click.option("--dry-run", is_flag=True, help="Print the configs without queueing them.")
+@uri_option
+@json_option
+def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | None,
+          seed: int | None, dry_run: bool, uri: str | None, as_json: bool,
+          **kwargs: Any) -> None:  # fmt: skip
+    """Queue one job per config: the grid of comma lists, or --random N samples.
+
+    tracker sweep train.py -c lr=1e-4,3e-4 -c model.width=64,128      (4 jobs)
+    tracker sweep train.py --random 20 -c "lr=loguniform(1e-5,1e-2)"
+    """
+    import dataclasses
+
+    from runner import queue
+    from runner.sweep import expand_grid, parse_overrides, sample_random
+
+    parsed = parse_overrides(overrides)
+    if samples is None:
+        configs = expand_grid({}, parsed)
+    else:
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        configs = sample_random({}, parsed, samples, random.Random(seed))
+    base = spec_from_options(command, {}, **_job_kwargs(kwargs))
+    group = f"sweep-{uuid.uuid4().hex[:8]}"
+    specs = [
+        dataclasses.replace(base, config=c, tags=(*base.tags, group)) for c in configs
+    ]  # fmt: skip
+    if dry_run:
+        if as_json:
+            echo_json(configs)
+        for config in [] if as_json else configs:
+            click.echo(str(config))
+        return
+    jobs = queue.enqueue_many(open_store(uri), specs)
+    if as_json:
+        echo_json({"tag": group, "seed": seed, "jobs": jobs})
+        return
+    seeded = f" (seed {seed})" if seed is not None else ""
+    click.echo(f"{len(jobs)} jobs queued{seeded}, tagged {group}: "
+               f"{jobs[0].id}..{jobs[-1].id}")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@click.group()
+def jobs() -> None:
+    """List, inspect, follow and cancel queued and running jobs."""
+
+
+def _command_text(argv: Sequence[str]) -> str:
+    if len(argv) > 1 and argv[0].rsplit("/", 1)[-1].startswith("python"):
+        argv = argv[1:]
+    return " ".join(argv)
+
+
+def _note(job: Any) -> str:
+    if job.status == "queued":
+        return job.pending_reason or ""
+    if job.status == "running" and job.cancel_requested:
+        return "cancel requested"
+    return job.failure_class or ""
+
+
+@jobs.command("ls")
+@click.option("--status", "statuses", multiple=True, help="Only jobs in this state; repeatable.")
+@click.option("--project", help="Only jobs of this project.")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True,
+              help="At most this many jobs, newest first.")  # fmt: skip
+@uri_option
+@json_option
+def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str | None,
+            as_json: bool) -> None:  # fmt: skip
+    """List jobs, newest first."""
+    from runner import queue
+
+    found = queue.list_jobs(
+        open_store(uri), status=list(statuses) or None, project=project, limit=limit
+    )
+    if as_json:
+        echo_json(found)
+        return
+    now = time.time()
+    rows = [
+        (j.id, j.status, j.priority, j.project, _command_text(j.argv), j.gpus, j.attempt,
+         j.run_id or "-", j.lease_owner or "-", fmt_time(j.created_at),
+         fmt_duration(((j.ended_at or now) - j.started_at) if j.started_at else None), _note(j))
+        for j in found
+    ]  # fmt: skip
+    headers = ("ID", "STATUS", "PRI", "PROJECT", "COMMAND", "GPUS", "TRY", "RUN", "WORKER",
+               "CREATED", "TOOK", "NOTE")  # fmt: skip
+    print_table(headers, rows)
+
+
+@jobs.command("show")
+@click.argument("job_id", type=int)
+@uri_option
+@json_option
+def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
+    """Everything about one job: state, why it waits, attempts, failure and hint."""
+    from runner import queue, registry
+
+    store = open_store(uri)
+    job = queue.get_job(store, job_id)
+    reason = job.pending_reason
+    if job.status == "queued" and reason is None:
+        workers = registry.list_workers(store)
+        reason = registry.explain_pending(job.gpus, job.gpu_memory_bytes, workers)
+    tries = queue.attempts(store, job_id)
+    if as_json:
+        echo_json({"job": job, "pending_reason": reason, "attempts": tries})
+        return
+    lines = [
+        ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
+        ("waiting because", reason if job.status == "queued" else None),
+        ("project", job.project),
+        ("run", job.run_id),
+        ("command", " ".join(job.argv)),
+        ("cwd", job.cwd),
+        ("config", job.config or None),
+        ("resources", f"{job.gpus} GPU(s)" + (f", {job.gpu_memory_bytes / 1024**3:.1f} GiB free"
+                                               " each" if job.gpu_memory_bytes else "")),
+        ("priority", job.priority),
+        ("timeout", fmt_duration(job.timeout_s) if job.timeout_s else None),
+        ("retries", f"{job.max_retries}" + (" (also on failure)" if job.retry_on_failure else "")),
+        ("attempt", job.attempt),
+        ("worker", job.lease_owner),
+        ("created", fmt_time(job.created_at)),
+        ("started", fmt_time(job.started_at) if job.started_at else None),
+        ("ended", fmt_time(job.ended_at) if job.ended_at else None),
+        ("exit code", job.exit_code),
+        ("failure", job.failure_class),
+        ("hint", job.failure_hint),
+    ]  # fmt: skip
+    click.echo(f"job {job.id}")
+    for key, value in lines:
+        if value is not None and value != "":
+            click.echo(f"  {key + ':':<17}{value}")
+    if tries:
+        click.echo("attempts:")
+        print_table(
+            ("#", "STATUS", "WORKER", "STARTED", "TOOK", "EXIT", "FAILURE", "RESUMED FROM"),
+            [(a.attempt, a.status, a.worker_id or "-", fmt_time(a.started_at),
+              fmt_duration((a.ended_at - a.started_at) if a.ended_at else None),
+              "-" if a.exit_code is None else a.exit_code, a.failure_class or "-",
+              a.resume_checkpoint or "-") for a in tries],
+        )  # fmt: skip
+
+
+@jobs.command("logs")
+@click.argument("job_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
+@click.option("--attempt", type=int, default=None, help="Only this attempt's output.")
+@click.option("--stream", type=click.Choice(["stdout", "stderr"]), default=None,
+              help="Only this stream.")  # fmt: skip
+@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="Seconds between polls with --follow.")  # fmt: skip
+@uri_option
+def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None,
+              interval: float, uri: str | None) -> None:  # fmt: skip
+    """Print a job's stored output (stdout and stderr, in order)."""
+    from runner import logs, queue
+
+    store = open_store(uri)
+    queue.get_job(store, job_id)  # NotFound for a bad id
+    last = 0
+    while True:
+        chunks = logs.read(store, job_id, after_id=last, attempt=attempt, stream=stream)
+        for chunk in chunks:
+            click.echo(chunk.text, nl=False)
+            last = chunk.id
+        sys.stdout.flush()
+        if len(chunks) == 1000:
+            continue
+        if not follow or queue.get_job(store, job_id).is_final:
+            if follow:  # output written just before the end
+                for chunk in logs.read(store, job_id, after_id=last, attempt=attempt,
+                                       stream=stream, limit=1_000_000):  # fmt: skip
+                    click.echo(chunk.text, nl=False)
+            return
+        time.sleep(interval)
+
+
+@jobs.command("cancel")
+@click.argument("job_ids", type=int, nargs=-1, required=True)
+@uri_option
+@json_option
+def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> None:
+    """Cancel jobs: a queued job at once; a running one is stopped by its worker (SIGTERM,
+    then SIGKILL after the worker's grace period)."""
+    from runner import queue
+
+    store = open_store(uri)
+    results = {job_id: queue.cancel(store, job_id) for job_id in job_ids}
+    if as_json:
+        echo_json({str(k): v for k, v in results.items()})
+        return
+    for job_id, result in results.items():
+        text = {"cancelled": "cancelled", "cancel_requested": "cancel requested (running)"}.get(
+            result, f"not cancelled: already {result}"
+        )
+        click.echo(f"job {job_id}: {text}")
+
+
+@jobs.command("requeue")
+@click.argument("job_id", type=int)
+@uri_option
+@json_option
+def jobs_requeue(job_id: int, uri: str | None, as_json: bool) -> None:
+    """Queue a finished job again for one more attempt (it resumes its run)."""
+    from runner import queue
+
+    job = queue.requeue(open_store(uri), job_id, reason="requeued by hand")
+    if as_json:
+        echo_json(job)
+    else:
+        click.echo(f"job {job.id} queued again (attempt {job.attempt + 1} next)")
+
+
+# ------------------------------------------------------------------------ workers
+
+
+@click.group()
+def workers() -> None:
+    """Workers registered in the store."""
+
+
+@workers.command("ls")
+@click.option("--all", "include_stopped", is_flag=True, help="Include stopped and lost workers.")
+@uri_option
+@json_option
+def workers_ls(include_stopped: bool, uri: str | None, as_json: bool) -> None:
+    """List live workers: host, GPUs, running jobs, last heartbeat."""
+    from runner import registry
+
+    found = registry.list_workers(open_store(uri), include_stopped=include_stopped)
+    if as_json:
+        echo_json(found)
+        return
+    rows = [
+        (w.id, w.host, w.pid, ",".join(str(g["index"]) for g in w.gpus) or "none", w.max_jobs,
+         w.status, ",".join(map(str, w.running_jobs)) or "-", fmt_time(w.heartbeat_at))
+        for w in found
+    ]  # fmt: skip
+    print_table(("ID", "HOST", "PID", "GPUS", "MAX", "STATUS", "JOBS", "HEARTBEAT"), rows)

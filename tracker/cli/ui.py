@@ -1,0 +1,235 @@
+"""``tracker ui`` (the dashboard) and ``tracker up`` (dashboard + one worker, optional demo).
+
+The dashboard binds 127.0.0.1 by default. Any other address needs an access token
+(``--token`` or ``TRACKER_TOKEN``): without one it refuses to start. It is served by
+gunicorn (``--workers N``, threads per worker); Flask's development server only with
+``--dev``. The token is never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracker.cli.common import uri_option
+from tracker.errors import InvalidInput
+
+DEMO_GRID = {"lr": [3e-3, 1e-3], "model.width": [16, 32]}
+DEMO_CONFIG = {"epochs": 8}
+
+
+def _split_hosts(values: Sequence[str]) -> list[str]:
+    return [h.strip() for v in values for h in v.split(",") if h.strip()]
+
+
+def server_options(f: Any) -> Any:
+    decorators = [
+        uri_option,
+        click.option("--host", default="127.0.0.1", show_default=True,
+                     help="Address to listen on. Anything but loopback needs a token."),
+        click.option("--port", type=click.IntRange(0, 65535), default=5000, show_default=True,
+                     help="Port to listen on."),
+        click.option("--token", envvar="TRACKER_TOKEN", default=None, show_envvar=True,
+                     help="Access token every page and API call must present "
+                     "(default: TRACKER_TOKEN). Never printed."),
+        click.option("--workers", type=click.IntRange(0, 64), default=1, show_default=True,
+                     help="gunicorn worker processes (0: Flask's development server, "
+                     "only with --dev)."),
+        click.option("--threads", type=click.IntRange(1, 256), default=8, show_default=True,
+                     help="Threads per gunicorn worker."),
+        click.option("--dev", is_flag=True,
+                     help="Use Flask's development server (one process; not for production)."),
+        click.option("--allowed-host", "allowed_hosts", multiple=True,
+                     envvar="TRACKER_ALLOWED_HOSTS",
+                     help="Host header value to accept (repeat or comma-separate; '*' for any). "
+                     "Default: loopback names, plus this machine's names for a public bind."),
+        click.option("--checkpoint-root", "checkpoint_roots", multiple=True,
+                     type=click.Path(file_okay=False),
+                     help="Directory checkpoints may be downloaded from (repeatable; "
+                     "default ./.tracker)."),
+        click.option("--log-root", type=click.Path(file_okay=False), default=None,
+                     help="Directory served as log files (default ./.tracker/logs)."),
+    ]  # fmt: skip
+    for decorator in reversed(decorators):
+        f = decorator(f)
+    return f
+
+
+def app_config(
+    uri: str | None,
+    host: str,
+    token: str | None,
+    allowed_hosts: Sequence[str],
+    checkpoint_roots: Sequence[str],
+    log_root: str | None,
+) -> dict[str, Any]:
+    """The ``create_app`` config for these options (refuses an unsafe bind).
+
+    Raises:
+        InsecureBind: a non-loopback host without a token.
+    """
+    from web.security import check_bind
+
+    check_bind(host, token)
+    return {
+        "STORE_URI": uri,
+        "TOKEN": token or None,
+        "BIND_HOST": host,
+        "ALLOWED_HOSTS": _split_hosts(allowed_hosts) or None,
+        "CHECKPOINT_ROOTS": list(checkpoint_roots) or None,
+        "LOG_ROOT": log_root,
+    }
+
+
+def _url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/"
+
+
+def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: int,
+          dev: bool) -> None:  # fmt: skip
+    """Run the dashboard in the foreground until interrupted.
+
+    Raises:
+        click.UsageError: ``--workers 0`` without ``--dev``.
+    """
+    from tracker.store import Store
+
+    Store(config["STORE_URI"]).close()  # migrate once, here, before any worker starts
+    if dev:
+        from web.app import create_app
+
+        create_app(config).run(host=host, port=port, threaded=True, use_reloader=False)
+        return
+    if workers < 1:
+        raise click.UsageError(
+            "--workers 0 means Flask's development server: add --dev to confirm "
+            "(use --workers N for gunicorn in production)"
+        )
+    _gunicorn(config, host, port, workers, threads)
+
+
+def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, threads: int) -> None:
+    from gunicorn.app.base import BaseApplication
+
+    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    class Dashboard(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            settings = {
+                "bind": bind,
+                "workers": workers,
+                "worker_class": "gthread",
+                "threads": threads,
+                "timeout": 120,
+                "graceful_timeout": 10,
+                "errorlog": "-",
+                "loglevel": "warning",
+                "proc_name": "tracker-ui",
+            }
+            for key, value in settings.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            from web.app import create_app
+
+            return create_app(config)
+
+    Dashboard().run()
+
+
+@click.command()
+@server_options
+def ui(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
+       dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
+       log_root: str | None) -> None:  # fmt: skip
+    """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
+    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root)
+    lock = " (sign in with the access token)" if token else ""
+    click.echo(f"tracker dashboard: {_url(host, port)}{lock}", err=True)
+    serve(config, host, port, workers, threads, dev)
+
+
+# ----------------------------------------------------------------------- up
+
+
+def demo_script() -> Path:
+    """examples/train_digits.py of this source tree.
+
+    Raises InvalidInput when the examples are not there (a non-editable install).
+    """
+    script = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
+    if not script.is_file():
+        raise InvalidInput(
+            f"the demo needs {script} (run from a source checkout: pip install -e .)",
+            field="demo",
+        )
+    return script
+
+
+def enqueue_demo(engine: Any, script: Path) -> list[int]:
+    """Queue a small sweep of the example, the same way the dashboard's clone does."""
+    from web import jobs_store
+
+    template = jobs_store.JobTemplate(
+        argv=[sys.executable, str(script)], project="digits", cwd=str(Path.cwd()),
+        config=dict(DEMO_CONFIG), tags=("demo",),
+    )  # fmt: skip
+    return jobs_store.enqueue(engine, jobs_store.expand(template, grid=DEMO_GRID))
+
+
+def _start_worker(uri: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, TRACKER_URI=uri)
+    argv = [sys.executable, "-c", "from tracker.cli import main; main()", "worker",
+            "--max-jobs", "2"]  # fmt: skip
+    return subprocess.Popen(argv, env=env)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@click.command()
+@server_options
+@click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py.")
+def up(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
+       dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
+       log_root: str | None, demo: bool) -> None:  # fmt: skip
+    """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
+
+    With --demo, queue a small sweep of the example training script first, so live runs
+    appear within seconds. Ctrl-C stops both.
+    """
+    from tracker.store import Store, resolve_uri
+
+    resolved = resolve_uri(uri)
+    config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root)
+    store = Store(resolved)
+    try:
+        if demo:
+            ids = enqueue_demo(store.engine, demo_script())
+            click.echo(f"queued {len(ids)} demo jobs (project 'digits')", err=True)
+    finally:
+        store.close()
+    worker = _start_worker(resolved)
+    try:
+        click.echo(f"tracker is up: {_url(host, port)} (Ctrl-C stops it)", err=True)
+        serve(config, host, port, workers, threads, dev)
+    finally:
+        _stop(worker)

@@ -1,0 +1,231 @@
+"""The HTTP sink: ``TRACKER_URI=http://host:port`` sends everything to the dashboard's JSON
+API instead of a database. Standard library only (``urllib``), so ``import tracker`` stays
+light.
+
+Durability is the SQL sink's: metric batches are idempotent on the server (a retried batch
+never duplicates a point), and when the server cannot be reached -- refused, reset, timed
+out, or answering 5xx -- ``StoreUnavailable`` is raised so the writer keeps the batch,
+retries with backoff and spills to disk past its memory limit. Control calls (start,
+finish, checkpoints) retry by themselves for ``retry_for`` seconds; a call that is not
+idempotent (create a run, add an event or a checkpoint) is retried only while the
+connection is refused, i.e. when the server certainly did not receive it.
+
+Bodies are JSON, gzip-compressed above 1 KiB; NaN and ±Inf travel as "NaN", "Infinity" and
+"-Infinity". ``TRACKER_TOKEN`` (or ``token=``) is sent as ``Authorization: Bearer``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from tracker.client.sinks import Record
+from tracker.errors import (
+    Conflict,
+    InvalidInput,
+    InvalidMetricKey,
+    InvalidMetricValue,
+    NotFound,
+    StoreUnavailable,
+    TrackerError,
+)
+from tracker.store.entities import CheckpointInfo, RunInfo
+
+__all__ = ["HttpSink"]
+
+_ERRORS: dict[str, type[TrackerError]] = {
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "invalid_metric_key": InvalidMetricKey,
+    "invalid_metric_value": InvalidMetricValue,
+}
+_RETRY_STATUS = (408, 429)
+_COMPRESS_MIN = 1024
+_RUN_FIELDS = set(RunInfo.__dataclass_fields__)
+_CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _encode(body: Any) -> bytes:
+    try:
+        text = json.dumps(body, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # NaN/Inf somewhere: spell them as strings (JSON has no such numbers)
+        text = json.dumps(_finite(body), allow_nan=False, separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+class _Refused(StoreUnavailable):
+    """The connection was refused: the server certainly did not see the request."""
+
+
+class HttpSink:
+    """A Sink over the dashboard's ``/api/v1`` (see ``web/API.md``).
+
+    Raises (from every method):
+        StoreUnavailable: the server cannot be reached or answers 5xx.
+        TrackerError subclasses (NotFound, InvalidInput, ...): the server refused the
+            request (4xx); the error's code is the server's.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_for: float = 30.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token if token is not None else (os.environ.get("TRACKER_TOKEN") or None)
+        self.timeout = timeout
+        self.retry_for = retry_for
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"HttpSink({self.base_url!r})"
+
+    # ------------------------------------------------------------------ transport
+
+    def _send(self, method: str, path: str, body: Any) -> Any:
+        headers = {"Accept": "application/json"}
+        data = None
+        if method != "GET":
+            data = _encode({} if body is None else body)
+            headers["Content-Type"] = "application/json"
+            if len(data) >= _COMPRESS_MIN:
+                data = gzip.compress(data, compresslevel=1)
+                headers["Content-Encoding"] = "gzip"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        url = self.base_url + "/api/v1" + path
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(method, path, exc) from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ConnectionRefusedError):
+                raise _Refused(f"{self.base_url} refused the connection") from exc
+            raise StoreUnavailable(f"{self.base_url} is unreachable: {exc.reason}") from exc
+        except ConnectionRefusedError as exc:
+            raise _Refused(f"{self.base_url} refused the connection") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise StoreUnavailable(f"{method} {path} to {self.base_url} failed: {exc!r}") from exc
+        return json.loads(raw) if raw.strip() else None
+
+    def _http_error(self, method: str, path: str, exc: urllib.error.HTTPError) -> TrackerError:
+        try:
+            detail = json.loads(exc.read() or b"{}").get("error") or {}
+        except (ValueError, AttributeError, OSError):
+            detail = {}
+        message = detail.get("message") or f"HTTP {exc.code}"
+        text = f"{method} {path}: {message}"
+        if exc.code >= 500 or exc.code in _RETRY_STATUS:
+            return StoreUnavailable(f"{self.base_url} answered {exc.code}: {text}")
+        code = detail.get("code") or "http_error"
+        cls = _ERRORS.get(code, InvalidInput if exc.code == 400 else TrackerError)
+        error = cls(text, field=detail.get("field"))
+        error.code = code
+        error.http_status = exc.code
+        if exc.code == 401:
+            error.message = f"{text} (set TRACKER_TOKEN to the dashboard's access token)"
+        return error
+
+    def _call(self, method: str, path: str, body: Any = None, *, idempotent: bool) -> Any:
+        """One request, retried for ``retry_for`` seconds while the server is away (only
+        while refused when the call is not idempotent)."""
+        deadline = time.monotonic() + self.retry_for
+        delay = 0.1
+        while True:
+            try:
+                return self._send(method, path, body)
+            except StoreUnavailable as exc:
+                retryable = isinstance(exc, _Refused) or idempotent
+                if not retryable or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)  # backoff between attempts to an absent server
+            delay = min(delay * 2, 2.0)
+
+    # ----------------------------------------------------------------- Sink API
+
+    def create_run(
+        self,
+        project: str,
+        name: str | None,
+        config: dict[str, Any],
+        tags: Sequence[str],
+        **attrs: Any,
+    ) -> RunInfo:
+        body = {"project": project, "name": name, "config": config, "tags": list(tags), **attrs}
+        return _run(self._call("POST", "/runs", body, idempotent=False))
+
+    def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo:
+        body = {"config": config, **attrs}
+        return _run(self._call("POST", f"/runs/{run_id}/start", body, idempotent=True))
+
+    def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
+        # No retry here: the writer keeps the batch, backs off and spills.
+        self._send("POST", f"/runs/{run_id}/metrics", {"records": records})
+
+    def heartbeat(self, run_id: int) -> None:
+        self._send("POST", f"/runs/{run_id}/heartbeat", None)
+
+    def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
+        body = {"status": status, **attrs}
+        self._call("POST", f"/runs/{run_id}/finish", body, idempotent=True)
+
+    def add_event(
+        self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None
+    ) -> None:
+        body = {"kind": kind, "message": message, "data": data}
+        self._call("POST", f"/runs/{run_id}/events", body, idempotent=False)
+
+    def add_checkpoint(
+        self, run_id: int, step: int, path: str, size: int, sha256: str, metrics: dict[str, Any]
+    ) -> CheckpointInfo:
+        body = {"step": step, "path": path, "bytes": size, "sha256": sha256, "metrics": metrics}
+        doc = self._call("POST", f"/runs/{run_id}/checkpoints", body, idempotent=False)
+        return _checkpoint(doc)
+
+    def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]:
+        doc = self._call("GET", f"/runs/{run_id}/checkpoints", idempotent=True)
+        return [_checkpoint(c) for c in doc["checkpoints"]]
+
+    def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
+        self._call("PATCH", f"/checkpoints/{checkpoint_id}", {"state": state}, idempotent=True)
+
+    def close(self) -> None:
+        """Nothing to release: every request uses its own connection."""
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value, value)
+    return value
+
+
+def _run(doc: dict[str, Any]) -> RunInfo:
+    fields = {k: v for k, v in doc.items() if k in _RUN_FIELDS}
+    fields["last_metrics"] = {k: _number(v) for k, v in (doc.get("last_metrics") or {}).items()}
+    return RunInfo(**fields)
+
+
+def _checkpoint(doc: dict[str, Any]) -> CheckpointInfo:
+    return CheckpointInfo(**{k: v for k, v in doc.items() if k in _CHECKPOINT_FIELDS})
