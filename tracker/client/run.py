@@ -11,7 +11,7 @@ from typing import Any
 
 from tracker.client import checkpoint as ckpt
 from tracker.client.sinks import Sink
-from tracker.client.values import check_key, convert_value, is_tensor
+from tracker.client.values import SCALAR_TYPES, check_key, convert_value, is_tensor
 from tracker.client.writer import Writer
 from tracker.errors import CheckpointError, InvalidInput, InvalidMetricType, NoActiveRun
 from tracker.store.entities import CheckpointInfo, RunInfo
@@ -104,6 +104,9 @@ class Run:
                 known.add(check_key(key))
             kind = type(value)
             if kind is float or kind is int:
+                continue
+            if kind in SCALAR_TYPES:
+                items[key] = float(value)
                 continue
             value = convert_value(key, value)
             items[key] = value

@@ -61,18 +61,29 @@ class SqlSink:
 
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
         key_ids = self._key_ids
-        missing = {k for _, _, items in records for k in items if k not in key_ids}
+        names: set[str] = set()
+        for _, _, items in records:
+            names.update(items)
+        missing = names.difference(key_ids)
         if missing:
             key_ids.update(self.store.intern_keys(missing))
-        rows: list[tuple[int, int, int, int, float | None]] = []
-        append = rows.append
-        last: dict[int, tuple[int, int, int, int, float | None]] = {}
-        for step, wall_ms, items in records:
-            for k, v in items.items():
-                row = (run_id, key_ids[k], step, wall_ms, v if v == v else None)
-                append(row)
-                last[row[1]] = row
-        self.store.write_points(rows, list(last.values()))
+        rows = [
+            (run_id, key_ids[k], step, wall_ms, v)
+            for step, wall_ms, items in records
+            for k, v in items.items()
+        ]
+        # Per record, not per point: the newest record holding each key, and one step range
+        # for every key of the batch (a wider range only re-reads a few more points).
+        last: dict[str, tuple[int, int, int, int, float | None]] = {}
+        for step, wall_ms, items in reversed(records):
+            for k in items.keys() - last.keys():
+                last[k] = (run_id, key_ids[k], step, wall_ms, items[k])
+            if len(last) == len(names):
+                break
+        steps = [r[0] for r in records]
+        span = (min(steps), max(steps))
+        bounds = {(run_id, key_ids[k]): span for k in names}
+        self.store.write_points(rows, list(last.values()), bounds)
 
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id)

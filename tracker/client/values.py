@@ -39,6 +39,11 @@ def check_key(key: object) -> str:
     return key
 
 
+# Scalar types (numpy's) that float() converts exactly; filled on first sight so log()
+# can take them without calling convert_value again.
+SCALAR_TYPES: set[type] = set()
+
+
 def convert_value(key: str, value: Any) -> Any:
     """Turn an accepted non-builtin value into a float or a detached one-element tensor.
 
@@ -71,6 +76,7 @@ def _numpy_value(key: str, value: Any) -> float:
     if isinstance(value, np.bool_):
         raise InvalidMetricType(f"metric {key!r}: numpy bool is not a metric value", field=key)
     if isinstance(value, np.integer | np.floating):
+        SCALAR_TYPES.add(type(value))
         return float(value)
     if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
         return float(value.reshape(()))
@@ -83,6 +89,8 @@ def _numpy_value(key: str, value: Any) -> float:
 
 
 def _torch_value(key: str, value: Any) -> Any:
+    """A float for CPU tensors; a detached tensor (converted later, in the writer thread,
+    one sync per batch) for tensors on an accelerator."""
     import torch
 
     if not isinstance(value, torch.Tensor):
@@ -97,6 +105,8 @@ def _torch_value(key: str, value: Any) -> Any:
         raise InvalidMetricType(
             f"metric {key!r}: a {value.dtype} tensor is not a metric value", field=key
         )
+    if value.device.type == "cpu":
+        return float(value.item())  # no device to wait for: convert now, keep no tensor
     return value.detach()
 
 

@@ -161,23 +161,26 @@ class Writer:
 
     def _drain(self, markers: list[_Marker]) -> list[Record]:
         queue = self._queue
+        popleft = queue.popleft
+        taken = [popleft() for _ in range(min(len(queue), MAX_BATCH_RECORDS))]
         entries: list[Entry] = []
         tensors: list[Any] = []
-        while queue and len(entries) < MAX_BATCH_RECORDS:
-            item = queue.popleft()
+        for item in taken:
             if type(item) is _Marker:
                 markers.append(item)
                 continue
             entries.append(item)
             if item[3]:
                 tensors.extend(v for v in item[2].values() if is_tensor(v))
-        floats = iter(tensors_to_floats(tensors)) if tensors else None
-        batch: list[Record] = []
-        for step, wall, items, has_tensor in entries:
-            if has_tensor and floats is not None:
-                items = {k: next(floats) if is_tensor(v) else v for k, v in items.items()}
-            batch.append((step, int(wall * 1000), items))
-        return batch
+        if tensors:
+            floats = iter(tensors_to_floats(tensors))
+            return [
+                (s, int(w * 1000), {k: next(floats) if is_tensor(v) else v for k, v in it.items()})
+                if t
+                else (s, int(w * 1000), it)
+                for s, w, it, t in entries
+            ]
+        return [(s, int(w * 1000), it) for s, w, it, _ in entries]
 
     def _send_kept(self) -> None:
         now = time.monotonic()

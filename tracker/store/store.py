@@ -255,9 +255,15 @@ class Store:
             ).all()
         return {name: key_id for name, key_id in rows}
 
-    def write_points(self, rows: Sequence[points.Row], last: Sequence[points.Row] | None = None):
-        """Store ``(run_id, key_id, step, wall_ms, value|None)`` rows idempotently."""
-        points.write_rows(self.engine, rows, last)
+    def write_points(
+        self,
+        rows: Sequence[points.Row],
+        last: Sequence[points.Row] | None = None,
+        bounds: dict[tuple[int, int], tuple[int, int]] | None = None,
+    ) -> None:
+        """Store ``(run_id, key_id, step, wall_ms, value)`` rows idempotently (NaN or None
+        for NaN). See :func:`tracker.store.points.write_rows`."""
+        points.write_rows(self.engine, rows, last, bounds)
 
     def log_metrics(
         self, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
