@@ -5,10 +5,10 @@
 
 A linear classifier trained with plain SGD at a far too high learning rate: its weights and
 logits grow geometrically until the logits overflow to ±inf, and the cross-entropy of
-infinite logits is NaN (inf - inf inside log-softmax). The loop checks the loss every step and raises ``NonFiniteLossError``
-("loss is nan at step N"), so the runner classifies the failure as ``nonfinite_loss`` and
-the dashboard's health check points at the step. Every step is logged first, so the stored
-series ends with the non-finite value.
+infinite logits is NaN (inf - inf inside log-softmax). The loop checks the loss every step
+and raises ``NonFiniteLossError`` ("loss is nan at step N"), so the runner classifies the
+failure as ``nonfinite_loss`` and the dashboard's health check points at the step. Every
+step is logged first, so the stored series ends with the non-finite value.
 """
 
 from __future__ import annotations
@@ -31,7 +31,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e4)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (a small model needs one)"
+    )
     args = parser.parse_args()
+    torch.set_num_threads(max(1, args.threads))
     defaults = {"lr": args.lr, "steps": args.steps, "seed": args.seed, "features": 32}
     with tracker.init(project="examples", config=defaults, system_interval=None):
         config = tracker.config

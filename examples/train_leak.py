@@ -24,11 +24,15 @@ import tracker
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--fixed", action="store_true", help="keep loss.item() (no leak)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (a small model needs one)"
+    )
     args = parser.parse_args()
+    torch.set_num_threads(max(1, args.threads))
     defaults = {"steps": args.steps, "batch": args.batch, "width": args.width, "fixed": args.fixed}
     device = "cuda" if torch.cuda.is_available() else "cpu"
     process = psutil.Process()

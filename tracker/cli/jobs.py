@@ -169,7 +169,10 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
     """Queue a training job: SCRIPT.py [ARGS] (run with this Python), or -- PROGRAM ARGS.
 
     Script arguments that start with '-' go after '--':
-    tracker submit train.py -c lr=3e-4 -- --epochs 3
+
+    \b
+        tracker submit train.py -c lr=3e-4 --gpus 1 -- --epochs 3
+        tracker submit -- ./train.sh --fast
     """
     from runner import queue
 
@@ -195,8 +198,9 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
           **kwargs: Any) -> None:  # fmt: skip
     """Queue one job per config: the grid of comma lists, or --random N samples.
 
-    tracker sweep train.py -c lr=1e-4,3e-4 -c model.width=64,128      (4 jobs)
-    tracker sweep train.py --random 20 -c "lr=loguniform(1e-5,1e-2)"
+    \b
+        tracker sweep train.py -c lr=1e-4,3e-4 -c model.width=64,128     # 4 jobs
+        tracker sweep train.py --random 20 -c "lr=loguniform(1e-5,1e-2)" -c seed=0,1,2
     """
     import dataclasses
 
@@ -386,7 +390,7 @@ def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> Non
         return
     for job_id, result in results.items():
         text = {"cancelled": "cancelled", "cancel_requested": "cancel requested (running)"}.get(
-            result, f"not cancelled: already {result}"
+            result.outcome, f"not cancelled: already {result.status}"
         )
         click.echo(f"job {job_id}: {text}")
 

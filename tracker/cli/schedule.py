@@ -43,8 +43,12 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
                  as_json: bool, **kwargs: Any) -> None:  # fmt: skip
     """Queue SCRIPT.py (or -- PROGRAM ARGS) at every CRON time.
 
-    CRON has 5 fields, minute hour day month weekday (0 or 7 = Sunday), e.g.
-    "0 2 * * *" for 02:00 every night; a 6th leading field gives seconds.
+    CRON has 5 fields, minute hour day month weekday (0 or 7 = Sunday); a 6th
+    leading field gives seconds.
+
+    \b
+        tracker schedule add "0 2 * * *" train.py -c lr=3e-4     # 02:00 every night
+        tracker schedule add "30 6 * * 1-5" train.py              # weekdays at 06:30
     """
     from runner import schedules
 
@@ -137,4 +141,4 @@ def scheduler(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_scheduler(open_store(uri), options, stop.wait)  # type: ignore[arg-type]
+    run_scheduler(open_store(uri), options, stop.wait)

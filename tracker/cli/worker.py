@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from tracker.cli.common import open_store, uri_option
+
+if TYPE_CHECKING:
+    from runner.scheduler import SweepOptions
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
@@ -38,7 +42,7 @@ def make_sweep_options(
     max_retry_delay: float,
     run_stale_seconds: float,
     schedules: bool = True,
-) -> object:
+) -> SweepOptions:
     from runner.queue import RetryPolicy
     from runner.scheduler import SweepOptions
 

@@ -1,0 +1,272 @@
+"""One job's process: spawned as argv (never through a shell) in its own process group.
+
+Output is read line by line by two threads into a bounded buffer the worker drains into the
+store. Stopping is two-step: SIGTERM to the whole group, then SIGKILL after a grace period;
+the group is killed again once the leader has exited, so DataLoader workers and other
+children never outlive the job. Children that left the group (``setsid``) are remembered
+from ``psutil`` snapshots and killed too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+import psutil
+
+from runner.logs import Line
+
+READ_LIMIT = 64 * 1024  # a longer "line" (e.g. a progress bar without newlines) is split
+TAIL_CHARS = 16 * 1024  # stderr kept for the failure classifier
+MAX_PENDING_CHARS = 8 * 1024 * 1024
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux ``setpriv`` if it supports ``--pdeathsig`` (checked once per process)."""
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if "--pdeathsig" in done.stdout else None
+
+
+def _die_with_worker() -> Any:
+    """A pre-exec hook (Linux) so a job's leader gets SIGKILL if its worker dies first.
+
+    Used only without ``setpriv``: a pre-exec hook makes Python fork instead of vfork,
+    which costs milliseconds per job in a large worker process. The hook only calls
+    ``prctl`` (resolved here, before any fork) and checks the parent.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the worker died before prctl took effect
+            os._exit(137)
+
+    return hook
+
+
+class SpawnError(Exception):
+    """The process could not be started (missing program or directory, no permission)."""
+
+
+def _check_program(program: str, cwd: str | None, env: Mapping[str, str]) -> None:
+    """Raise SpawnError unless ``program`` resolves to an executable file (as execvp would)."""
+    if os.sep in program:
+        found = os.path.join(cwd or os.getcwd(), program)
+        ok = os.path.isfile(found) and os.access(found, os.X_OK)
+    else:
+        ok = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    if not ok:
+        where = cwd or os.getcwd()
+        raise SpawnError(f"could not start {program!r} in {where}: no such executable file")
+
+
+def spawn_plan(
+    argv: Sequence[str], cwd: str | None, env: Mapping[str, str]
+) -> tuple[list[str], Any]:
+    """The argv to exec and the pre-exec hook, so the job's leader dies with its worker.
+
+    Without it a SIGKILLed worker would leave its jobs running next to their retries. On
+    Linux the leader gets PR_SET_PDEATHSIG=SIGKILL: through ``setpriv --pdeathsig KILL``
+    (which then execs the job in place: same pid), else through a pre-exec hook.
+    """
+    if not sys.platform.startswith("linux"):
+        return list(argv), None
+    setpriv = _setpriv()
+    if setpriv is None:
+        return list(argv), _die_with_worker()
+    _check_program(argv[0], cwd, env)  # setpriv would only say so on stderr
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
+
+
+class Execution:
+    """A running job process and its output. Thread-safe where the worker needs it."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str],
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._pending: deque[Line] = deque()
+        self._pending_chars = 0
+        self._dropped = 0
+        self._tail: deque[str] = deque()
+        self._tail_chars = 0
+        self._known: set[psutil.Process] = set()
+        self.stop_reason: str | None = None
+        self.kill_at: float | None = None
+        command, hook = spawn_plan(argv, cwd, env)
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own session and process group: pgid == pid
+                close_fds=True,
+                preexec_fn=hook,  # None with setpriv; else only prctl: safe with threads
+            )
+        except OSError as exc:
+            raise SpawnError(f"could not start {argv[0]!r} in {cwd or os.getcwd()}: {exc}") from exc
+        self.pid = self.pgid = self.proc.pid
+        self.started = time.monotonic()
+        self._on_exit = on_exit
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, "stderr"), daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
+        self._waiter = threading.Thread(target=self._wait, daemon=True)
+        self._waiter.start()
+
+    # ------------------------------------------------------------------ output
+
+    def _read(self, pipe: IO[bytes] | None, stream: str) -> None:
+        if pipe is None:
+            return
+        with contextlib.suppress(ValueError, OSError):  # the pipe was closed under us
+            for raw in iter(lambda: pipe.readline(READ_LIMIT), b""):
+                self._add(stream, raw.decode("utf-8", errors="replace"))
+
+    def _add(self, stream: str, text: str) -> None:
+        with self._lock:
+            self._pending.append((stream, time.time(), text))
+            self._pending_chars += len(text)
+            while self._pending_chars > MAX_PENDING_CHARS and len(self._pending) > 1:
+                dropped = self._pending.popleft()
+                self._pending_chars -= len(dropped[2])
+                self._dropped += len(dropped[2])
+            if stream == "stderr":
+                self._tail.append(text)
+                self._tail_chars += len(text)
+                while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:
+                    self._tail_chars -= len(self._tail.popleft())
+
+    def take_output(self) -> list[Line]:
+        """Lines read since the last call (with a note if some had to be dropped)."""
+        with self._lock:
+            lines = list(self._pending)
+            self._pending.clear()
+            self._pending_chars = 0
+            if self._dropped:
+                note = (
+                    f"[tracker: {self._dropped} characters of output were dropped: "
+                    "the job wrote faster than the store accepted]\n"
+                )
+                lines.insert(0, ("meta", time.time(), note))
+                self._dropped = 0
+        return lines
+
+    def unread(self, lines: Sequence[Line]) -> None:
+        """Put lines taken by ``take_output`` back in front (they could not be stored)."""
+        with self._lock:
+            self._pending.extendleft(reversed(lines))
+            self._pending_chars += sum(len(text) for _, _, text in lines)
+
+    def pending_chars(self) -> int:
+        with self._lock:
+            return self._pending_chars
+
+    def stderr_tail(self) -> str:
+        with self._lock:
+            return "".join(self._tail)
+
+    # -------------------------------------------------------------- lifecycle
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        if self._on_exit is not None:
+            self._on_exit()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def _remember_children(self) -> None:
+        # When the leader is already gone the group kill covers the rest.
+        with contextlib.suppress(psutil.Error):
+            self._known.update(psutil.Process(self.pid).children(recursive=True))
+
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def stop(self, reason: str, grace: float) -> None:
+        """SIGTERM the group now and SIGKILL it after ``grace`` seconds (first reason wins)."""
+        now = time.monotonic()
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._remember_children()
+        if self.kill_at is None:
+            self._signal_group(signal.SIGTERM)
+            self.kill_at = now + grace
+        else:
+            self.kill_at = min(self.kill_at, now + grace)
+
+    def kill(self, reason: str) -> None:
+        """SIGKILL the group at once."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._remember_children()
+        self.kill_at = time.monotonic()
+        self._kill_all()
+
+    def _kill_all(self) -> None:
+        self._signal_group(signal.SIGKILL)
+        for proc in list(self._known):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+    def tick(self) -> None:
+        """Escalate to SIGKILL when the grace period ran out."""
+        if self.kill_at is not None and time.monotonic() >= self.kill_at and self.running():
+            self._kill_all()
+
+    def cleanup(self, timeout: float = 5.0) -> None:
+        """After the leader exited: kill what is left of the group, then drain the output."""
+        self._kill_all()
+        deadline = time.monotonic() + timeout
+        for t in self._readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        # A pipe still held open by an escaped process keeps its reader blocked; closing it
+        # then would wait on the reader's lock, so such a pipe is left to the daemon thread.
+        for t, pipe in zip(self._readers, (self.proc.stdout, self.proc.stderr), strict=True):
+            if pipe is not None and not t.is_alive():
+                with contextlib.suppress(OSError):
+                    pipe.close()

@@ -1,0 +1,283 @@
+"""Job rows in and out: validating a JobSpec, inserting a job with its run, and reading jobs.
+
+The queue's state changes (claim, lease, finish, cancel) live in :mod:`runner.queue`; this
+module holds the plain SQL both it and the schedules share. ORM rows stop here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from runner.entities import JOB_STATUSES, JobAttemptInfo, JobInfo, JobSpec
+from tracker.client.config import normalize_config
+from tracker.errors import InvalidInput, NotFound, StoreUnavailable
+from tracker.store import models as m
+from tracker.store.engine import is_unavailable
+
+RESERVED_ENV = frozenset(
+    {
+        "TRACKER_RUN_ID",
+        "TRACKER_JOB_ID",
+        "TRACKER_ATTEMPT",
+        "TRACKER_CONFIG",
+        "TRACKER_PROJECT",
+        "TRACKER_URI",
+        "TRACKER_RESUME_CHECKPOINT",
+        "CUDA_VISIBLE_DEVICES",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+    }
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JOB = m.Job.__table__
+JOB_COLUMNS = [c for c in _JOB.columns if c.name != "lease_token"]
+
+
+@contextlib.contextmanager
+def read_conn(store: Any) -> Iterator[sa.Connection]:
+    """A connection for reads; a lost or locked database becomes StoreUnavailable."""
+    try:
+        with store.engine.connect() as conn:
+            yield conn
+    except sa.exc.DBAPIError as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
+        raise
+
+
+# ------------------------------------------------------------------------ enqueue
+
+
+def check_spec(spec: JobSpec) -> JobSpec:
+    """Validate a spec; returns it with a JSON-safe config. Raises InvalidInput naming the field."""
+    if not isinstance(spec.argv, list | tuple) or not spec.argv:
+        raise InvalidInput("argv must be a non-empty list of strings", field="argv")
+    for i, arg in enumerate(spec.argv):
+        if not isinstance(arg, str) or "\0" in arg:
+            raise InvalidInput(f"argv[{i}] {arg!r}: must be a string without NUL", field="argv")
+    if not spec.argv[0]:
+        raise InvalidInput("argv[0] is empty: it must name the program to run", field="argv")
+    if not isinstance(spec.project, str) or not 0 < len(spec.project) <= 200:
+        raise InvalidInput("project must be a name of 1 to 200 characters", field="project")
+    _check_int("priority", spec.priority, -1_000_000, 1_000_000)
+    _check_int("gpus", spec.gpus, 0, 1024)
+    _check_int("max_retries", spec.max_retries, 0, 1000)
+    if spec.gpu_memory_bytes is not None:
+        _check_int("gpu_memory_bytes", spec.gpu_memory_bytes, 1, 1 << 50)
+    if spec.nproc_per_node is not None:
+        _check_int("nproc_per_node", spec.nproc_per_node, 1, 1024)
+    if spec.timeout_s is not None and not (
+        isinstance(spec.timeout_s, int | float) and 0 < spec.timeout_s < float("inf")
+    ):
+        raise InvalidInput(f"timeout {spec.timeout_s!r}: must be seconds > 0", field="timeout")
+    for key, value in spec.env.items():
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            raise InvalidInput(f"env name {key!r}: must match [A-Za-z_][A-Za-z0-9_]*", field="env")
+        if key in RESERVED_ENV:
+            raise InvalidInput(f"env {key}: is set by the worker and cannot be given", field="env")
+        if not isinstance(value, str) or "\0" in value:
+            raise InvalidInput(f"env {key}: the value must be a string without NUL", field="env")
+    config = normalize_config(dict(spec.config))
+    return dataclasses.replace(spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags))
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidInput(f"{name} {value!r}: must be an integer from {lo} to {hi}", field=name)
+
+
+def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
+    """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
+
+    The spec must already be validated (``enqueue`` does that).
+    """
+    resources: dict[str, Any] = {"gpus": spec.gpus}
+    if spec.gpu_memory_bytes is not None:
+        resources["gpu_memory_bytes"] = spec.gpu_memory_bytes
+    job_id = conn.execute(
+        sa.insert(m.Job)
+        .values(
+            project=spec.project,
+            status="queued",
+            priority=spec.priority,
+            argv=list(spec.argv),
+            cwd=spec.cwd,
+            config=spec.config,
+            resources=resources,
+            env=dict(spec.env),
+            timeout_s=spec.timeout_s,
+            max_retries=spec.max_retries,
+            retry_on_failure=spec.retry_on_failure,
+            attempt=0,
+            nproc_per_node=spec.nproc_per_node,
+            not_before=spec.not_before,
+            cancel_requested=False,
+            schedule_id=spec.schedule_id,
+            parent_job_id=spec.parent_job_id,
+            created_at=now,
+        )
+        .returning(m.Job.id)
+    ).scalar_one()
+    run_id = create_job_run(conn, job_id, spec, now)
+    conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(run_id=run_id))
+    return job_id
+
+
+def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) -> int:
+    """Create the ``queued`` run a job logs into; every attempt of the job continues it."""
+    argv = list(spec.argv)
+    return conn.execute(
+        sa.insert(m.Run)
+        .values(
+            project_id=_project_id(conn, spec.project, now),
+            name=spec.name or _default_run_name(argv, job_id),
+            status="queued",
+            config=spec.config,
+            tags=list(spec.tags),
+            created_at=now,
+            command=argv,
+        )
+        .returning(m.Run.id)
+    ).scalar_one()
+
+
+def _default_run_name(argv: Sequence[str], job_id: int) -> str:
+    script = next((a for a in argv[1:] if a.endswith(".py")), None)
+    stem = (script or argv[0]).rsplit("/", 1)[-1].removesuffix(".py")
+    return f"{stem[:200]}-job{job_id}"
+
+
+def _project_id(conn: sa.Connection, name: str, now: float) -> int:
+    found = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
+    if found is not None:
+        return found
+    conn.execute(
+        dialect_insert(conn)(m.Project).values(name=name, created_at=now).on_conflict_do_nothing()
+    )
+    return conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one()
+
+
+def dialect_insert(conn: sa.Connection) -> Any:
+    """The dialect's ``insert`` (it has ``on_conflict_do_nothing``)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
+# -------------------------------------------------------------------------- reads
+
+
+def job_info(row: Any) -> JobInfo:
+    return JobInfo(
+        id=row.id,
+        project=row.project,
+        status=row.status,
+        priority=row.priority,
+        argv=list(row.argv or []),
+        cwd=row.cwd,
+        config=row.config or {},
+        resources=row.resources or {},
+        env=row.env or {},
+        timeout_s=row.timeout_s,
+        max_retries=row.max_retries,
+        retry_on_failure=bool(row.retry_on_failure),
+        attempt=row.attempt,
+        nproc_per_node=row.nproc_per_node,
+        not_before=row.not_before,
+        cancel_requested=bool(row.cancel_requested),
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        run_id=row.run_id,
+        schedule_id=row.schedule_id,
+        parent_job_id=row.parent_job_id,
+        exit_code=row.exit_code,
+        failure_class=row.failure_class,
+        failure_hint=row.failure_hint,
+        pending_reason=row.pending_reason,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+    )
+
+
+def jobs_by_id(store: Any, ids: Sequence[int]) -> list[JobInfo]:
+    with read_conn(store) as conn:
+        rows = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id.in_(list(ids)))).all()
+    by_id = {r.id: job_info(r) for r in rows}
+    return [by_id[i] for i in ids]
+
+
+def get_job(store: Any, job_id: int) -> JobInfo:
+    """Raises NotFound when there is no job with this id."""
+    with read_conn(store) as conn:
+        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
+    if row is None:
+        raise NotFound(f"job {job_id} does not exist", field="job")
+    return job_info(row)
+
+
+def list_jobs(
+    store: Any,
+    *,
+    status: str | Sequence[str] | None = None,
+    project: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+    newest_first: bool = True,
+) -> list[JobInfo]:
+    """Jobs filtered by status (one or several) and project. Raises InvalidInput on a bad status."""
+    query = sa.select(*JOB_COLUMNS)
+    if status is not None:
+        wanted = [status] if isinstance(status, str) else list(status)
+        for s in wanted:
+            if s not in JOB_STATUSES:
+                raise InvalidInput(
+                    f"status {s!r} is not a job status; use one of {', '.join(JOB_STATUSES)}",
+                    field="status",
+                )
+        query = query.where(m.Job.status.in_(wanted))
+    if project is not None:
+        query = query.where(m.Job.project == project)
+    order = m.Job.id.desc() if newest_first else m.Job.id
+    query = query.order_by(order).limit(limit).offset(offset)
+    with read_conn(store) as conn:
+        return [job_info(r) for r in conn.execute(query)]
+
+
+def count_jobs(store: Any) -> dict[str, int]:
+    """Number of jobs per status."""
+    query = sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)
+    with read_conn(store) as conn:
+        return {s: n for s, n in conn.execute(query)}
+
+
+def attempts(store: Any, job_id: int) -> list[JobAttemptInfo]:
+    """Every attempt of a job, oldest first."""
+    query = (
+        sa.select(*m.JobAttempt.__table__.columns)
+        .where(m.JobAttempt.job_id == job_id)
+        .order_by(m.JobAttempt.attempt)
+    )
+    with read_conn(store) as conn:
+        return [
+            JobAttemptInfo(
+                r.job_id,
+                r.attempt,
+                r.worker_id,
+                r.status,
+                r.started_at,
+                r.ended_at,
+                r.exit_code,
+                r.failure_class,
+                r.failure_hint,
+                r.resume_checkpoint,
+            )
+            for r in conn.execute(query)
+        ]

@@ -1,0 +1,184 @@
+"""Job output in the store: append fenced chunks, trim the oldest past a budget, read them back.
+
+A chunk is consecutive output of one stream (``stdout``/``stderr``) with its newlines, so
+concatenating a job's chunks in id order gives back its output. When a job's stored output
+passes its budget, the oldest chunks are deleted and the newest deleted one becomes a
+``meta`` marker that says how much was trimmed: it keeps the smallest remaining id, so
+readers see it first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from runner.entities import ClaimedJob, LogChunk
+from runner.jobrows import read_conn
+from tracker.store import models as m
+from tracker.store.engine import write_begin
+
+Line = tuple[str, float, str]  # (stream, time, text with its newline)
+
+
+CHUNK_CHARS = 8192  # small enough that trimming keeps most of the budget
+
+
+def group_lines(lines: Sequence[Line]) -> list[tuple[str, float, str]]:
+    """Merge consecutive lines of the same stream into chunks (stream, first time, text)."""
+    chunks: list[tuple[str, float, str]] = []
+    for stream, at, text in lines:
+        if chunks and chunks[-1][0] == stream and len(chunks[-1][2]) < CHUNK_CHARS:
+            prev = chunks[-1]
+            chunks[-1] = (stream, prev[1], prev[2] + text)
+        else:
+            chunks.append((stream, at, text))
+    return chunks
+
+
+@dataclass
+class LogBudget:
+    """What this worker stored for one job, so it can trim the oldest output past ``limit``."""
+
+    limit: int
+    chunks: deque[tuple[int, int]] = field(default_factory=deque)  # (id, characters), oldest first
+    total: int = 0
+    marker_id: int | None = None
+    trimmed: int = 0
+
+    def add(self, chunk_id: int, size: int) -> None:
+        self.chunks.append((chunk_id, size))
+        self.total += size
+
+    def over(self) -> bool:
+        return self.total > self.limit
+
+    def plan_trim(self) -> list[int]:
+        """Ids to drop (oldest first) to get back to 3/4 of the limit; updates the counts."""
+        drop = []
+        while self.chunks and self.total > self.limit * 3 // 4:
+            chunk_id, size = self.chunks.popleft()
+            self.total -= size
+            self.trimmed += size
+            drop.append(chunk_id)
+        return drop
+
+
+def load_budget(store: Any, job_id: int, limit: int) -> LogBudget:
+    """The budget state of a job's existing output (earlier attempts count against it)."""
+    query = (
+        sa.select(m.JobLogChunk.id, m.JobLogChunk.stream, sa.func.length(m.JobLogChunk.text))
+        .where(m.JobLogChunk.job_id == job_id)
+        .order_by(m.JobLogChunk.id)
+    )
+    budget = LogBudget(limit)
+    with read_conn(store) as conn:
+        for chunk_id, stream, size in conn.execute(query):
+            if stream == "meta":
+                budget.marker_id = chunk_id
+            else:
+                budget.add(chunk_id, int(size or 0))
+    return budget
+
+
+def append(
+    store: Any, claim: ClaimedJob, lines: Sequence[Line], budget: LogBudget | None = None
+) -> bool:
+    """Store lines of a job's output if this worker still holds its lease; trim past budget.
+
+    Returns False (and writes nothing) when the lease was lost.
+    """
+    chunks = group_lines(lines)
+    if not chunks:
+        return True
+    job_id = claim.job.id
+    with write_begin(store.engine) as conn:
+        held = conn.execute(
+            sa.select(m.Job.id)
+            .where(m.Job.id == job_id, m.Job.lease_token == claim.lease_token)
+            .with_for_update()
+        ).first()
+        if held is None:
+            return False
+        for stream, at, text in chunks:
+            chunk_id = conn.execute(
+                sa.insert(m.JobLogChunk)
+                .values(job_id=job_id, attempt=claim.attempt, stream=stream, at=at, text=text)
+                .returning(m.JobLogChunk.id)
+            ).scalar_one()
+            if budget is not None:
+                budget.add(chunk_id, len(text))
+        if budget is not None and budget.over():
+            _trim(conn, job_id, budget)
+    return True
+
+
+def _trim(conn: sa.Connection, job_id: int, budget: LogBudget) -> None:
+    drop = budget.plan_trim()
+    if not drop:
+        return
+    keep_as_marker = drop.pop()  # the newest dropped id: still older than everything kept
+    if budget.marker_id is not None:
+        drop.append(budget.marker_id)
+    if drop:
+        conn.execute(sa.delete(m.JobLogChunk).where(m.JobLogChunk.id.in_(drop)))
+    text = (
+        f"[tracker: {budget.trimmed} characters of older output were trimmed; "
+        f"a job keeps at most {budget.limit} characters]\n"
+    )
+    conn.execute(
+        sa.update(m.JobLogChunk)
+        .where(m.JobLogChunk.id == keep_as_marker)
+        .values(stream="meta", text=text, at=time.time())
+    )
+    budget.marker_id = keep_as_marker
+
+
+def read(
+    store: Any,
+    job_id: int,
+    *,
+    after_id: int = 0,
+    attempt: int | None = None,
+    stream: str | None = None,
+    limit: int = 1000,
+) -> list[LogChunk]:
+    """A job's chunks with id > ``after_id``, oldest first (``--follow`` passes the last id)."""
+    query = (
+        sa.select(*m.JobLogChunk.__table__.columns)
+        .where(m.JobLogChunk.job_id == job_id, m.JobLogChunk.id > after_id)
+        .order_by(m.JobLogChunk.id)
+        .limit(limit)
+    )
+    if attempt is not None:
+        query = query.where(m.JobLogChunk.attempt == attempt)
+    if stream is not None:
+        query = query.where(m.JobLogChunk.stream.in_([stream, "meta"]))
+    with read_conn(store) as conn:
+        return [
+            LogChunk(r.id, r.job_id, r.attempt, r.stream, r.at, r.text) for r in conn.execute(query)
+        ]
+
+
+def tail(store: Any, job_id: int, *, lines: int = 50) -> list[LogChunk]:
+    """Roughly the last ``lines`` lines of a job's output: its newest chunks, oldest first."""
+    query = (
+        sa.select(*m.JobLogChunk.__table__.columns)
+        .where(m.JobLogChunk.job_id == job_id)
+        .order_by(m.JobLogChunk.id.desc())
+        .limit(max(1, lines))
+    )
+    with read_conn(store) as conn:
+        rows = list(conn.execute(query))
+    out: list[LogChunk] = []
+    count = 0
+    for r in rows:
+        out.append(LogChunk(r.id, r.job_id, r.attempt, r.stream, r.at, r.text))
+        count += r.text.count("\n")
+        if count >= lines:
+            break
+    return out[::-1]

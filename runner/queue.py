@@ -1,0 +1,594 @@
+"""The job queue: enqueue, claim, renew, finish, cancel, requeue and list -- SQL through a Store.
+
+Concurrency lives in the database, not in Python:
+
+* A claim is atomic and exclusive: ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
+  ``BEGIN IMMEDIATE`` write transaction on SQLite (``write_begin``), so two workers never
+  take the same job.
+* A claim writes a lease: owner, a fresh random token and an expiry. Every later change a
+  worker makes is an ``UPDATE ... WHERE id = :job AND lease_token = :token``; when that
+  matches no row the worker has lost the job (the sweeper declared it crashed, or another
+  worker holds it now) and must kill its process without writing anything else.
+* The sweeper (:func:`sweep_expired`) ends jobs whose lease expired as ``crashed`` and
+  requeues them when the retry policy (:mod:`runner.retry`) allows it.
+
+Highest priority runs first, then the oldest job (lowest id). Each job owns one run, created
+``queued`` at enqueue so the dashboard shows it at once; every attempt of the job continues
+that run (a retry resumes from its last verified checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from runner import retry
+from runner.entities import (
+    FINAL_JOB_STATUSES,
+    RUN_STATUS_FOR_JOB,
+    CancelResult,
+    ClaimedJob,
+    FinishResult,
+    JobInfo,
+    JobSpec,
+    LeaseLost,
+    LeaseState,
+    RetryPolicy,
+)
+from runner.failure import Failure
+from runner.jobrows import (
+    JOB_COLUMNS,
+    RESERVED_ENV,
+    attempts,
+    check_spec,
+    count_jobs,
+    create_job_run,
+    dialect_insert,
+    get_job,
+    insert_job,
+    job_info,
+    jobs_by_id,
+    list_jobs,
+    read_conn,
+)
+from tracker.errors import Conflict, NotFound
+from tracker.store import models as m
+from tracker.store.engine import write_begin
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "RESERVED_ENV",
+    "CancelResult",
+    "LeaseLost",
+    "LeaseState",
+    "RetryPolicy",
+    "attempts",
+    "cancel",
+    "claim",
+    "count_jobs",
+    "enqueue",
+    "enqueue_many",
+    "finish",
+    "get_job",
+    "insert_job",
+    "list_jobs",
+    "poll",
+    "renew",
+    "requeue",
+    "set_resume_checkpoint",
+    "status_for",
+    "sweep_expired",
+]
+
+DEFAULT_POLICY = RetryPolicy()  # backoff 10 s, doubling, at most 600 s
+
+
+def enqueue(store: Any, spec: JobSpec, *, now: float | None = None) -> JobInfo:
+    """Queue one job (and create its run as ``queued``). Returns the stored job.
+
+    Raises:
+        InvalidInput: a field of ``spec`` breaks a rule (the message names it).
+        StoreUnavailable: the database cannot be reached.
+    """
+    return enqueue_many(store, [spec], now=now)[0]
+
+
+def enqueue_many(
+    store: Any, specs: Sequence[JobSpec], *, now: float | None = None
+) -> list[JobInfo]:
+    """Queue several jobs in one transaction (all or none), in order. Raises as ``enqueue``."""
+    checked = [check_spec(s) for s in specs]
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        ids = [insert_job(conn, spec, now) for spec in checked]
+    return jobs_by_id(store, ids)
+
+
+# -------------------------------------------------------------------------- claim
+
+
+def gpus_wanted() -> sa.ColumnElement[int]:
+    """SQL expression: the GPU count a job asks for (0 when not given)."""
+    return sa.func.coalesce(m.Job.resources["gpus"].as_integer(), 0)
+
+
+Fits = Callable[[Mapping[str, Any]], tuple[int, ...] | None]
+
+
+def claim(
+    store: Any,
+    worker_id: str,
+    *,
+    lease_s: float,
+    max_gpus: int = 0,
+    fits: Fits | None = None,
+    host: str | None = None,
+    now: float | None = None,
+) -> tuple[ClaimedJob, tuple[int, ...]] | None:
+    """Take the best ready job this worker can run, or ``None`` when there is none.
+
+    Ready: ``queued``, its ``not_before`` passed, asking for at most ``max_gpus`` GPUs.
+    ``fits(resources)`` may refine the choice (e.g. free GPU memory): it returns the device
+    indices to assign, or ``None`` to skip the job. Returns the claim and the devices.
+    The job becomes ``running`` with a new lease, a new attempt row, and its run ``running``.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached.
+    """
+    now = time.time() if now is None else now
+    ready = sa.and_(
+        m.Job.status == "queued",
+        sa.or_(m.Job.not_before.is_(None), m.Job.not_before <= now),
+        gpus_wanted() <= max_gpus,
+    )
+    if store.dialect == "sqlite":  # a cheap read first: an idle poll takes no write lock
+        with read_conn(store) as conn:
+            if conn.execute(sa.select(m.Job.id).where(ready).limit(1)).first() is None:
+                return None
+    candidates = (
+        sa.select(*JOB_COLUMNS)
+        .where(ready)
+        .order_by(m.Job.priority.desc(), m.Job.id)
+        .limit(1 if fits is None else 16)
+        .with_for_update(skip_locked=True)
+    )
+    with write_begin(store.engine) as conn:
+        chosen, devices = None, tuple[int, ...]()
+        for row in conn.execute(candidates).all():
+            placed = () if fits is None else fits(row.resources or {})
+            if placed is not None:
+                chosen, devices = row, placed
+                break
+        if chosen is None:
+            return None
+        claimed = _take(conn, chosen, worker_id, lease_s, host, now)
+    return claimed, tuple(devices)
+
+
+def _take(
+    conn: sa.Connection, row: Any, worker_id: str, lease_s: float, host: str | None, now: float
+) -> ClaimedJob:
+    token = uuid.uuid4().hex
+    attempt = row.attempt + 1
+    run_id = row.run_id
+    if run_id is None:  # a job row written by someone else without a run
+        spec = JobSpec(argv=list(row.argv or ["job"]), project=row.project, config=row.config or {})
+        run_id = create_job_run(conn, row.id, spec, now)
+    conn.execute(
+        sa.update(m.Job)
+        .where(m.Job.id == row.id, m.Job.status == "queued")
+        .values(
+            status="running",
+            attempt=attempt,
+            lease_owner=worker_id,
+            lease_token=token,
+            lease_expires_at=now + lease_s,
+            started_at=now,
+            ended_at=None,
+            exit_code=None,
+            pending_reason=None,
+            run_id=run_id,
+        )
+    )
+    _start_attempt(conn, row.id, attempt, run_id, worker_id, host, now)
+    job = dataclasses.replace(
+        job_info(row),
+        status="running",
+        attempt=attempt,
+        run_id=run_id,
+        lease_owner=worker_id,
+        lease_expires_at=now + lease_s,
+        started_at=now,
+    )
+    return ClaimedJob(job=job, lease_token=token, attempt=attempt, run_id=run_id)
+
+
+def _start_attempt(
+    conn: sa.Connection,
+    job_id: int,
+    attempt: int,
+    run_id: int,
+    worker_id: str,
+    host: str | None,
+    now: float,
+) -> None:
+    conn.execute(
+        dialect_insert(conn)(m.JobAttempt)
+        .values(job_id=job_id, attempt=attempt, worker_id=worker_id, status="running",
+                started_at=now)
+        .on_conflict_do_nothing()
+    )  # fmt: skip
+    conn.execute(
+        sa.update(m.Run)
+        .where(m.Run.id == run_id)
+        .values(
+            status="running",
+            started_at=sa.func.coalesce(m.Run.started_at, now),
+            heartbeat_at=now,
+            ended_at=None,
+            host=host,
+        )
+    )
+
+
+def set_resume_checkpoint(store: Any, claim_: ClaimedJob, path: str | None) -> bool:
+    """Record which checkpoint this attempt resumes from. False when the lease was lost."""
+    with write_begin(store.engine) as conn:
+        if not _hold(conn, claim_):
+            return False
+        conn.execute(
+            sa.update(m.JobAttempt)
+            .where(m.JobAttempt.job_id == claim_.job.id, m.JobAttempt.attempt == claim_.attempt)
+            .values(resume_checkpoint=path)
+        )
+    return True
+
+
+def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
+    """Inside a write transaction: lock the job row if this lease still holds it."""
+    found = conn.execute(
+        sa.select(m.Job.id)
+        .where(m.Job.id == claim_.job.id, m.Job.lease_token == claim_.lease_token)
+        .with_for_update()
+    ).first()
+    return found is not None
+
+
+# ---------------------------------------------------------------- leases and polls
+
+
+def renew(
+    store: Any, claims: Iterable[ClaimedJob], *, lease_s: float, now: float | None = None
+) -> set[int]:
+    """Extend the leases of running jobs and heartbeat their runs; returns the ids *lost*.
+
+    A lost job was taken over (crashed by the sweeper, possibly claimed again): its worker
+    must kill the process and write nothing more about it.
+    """
+    now = time.time() if now is None else now
+    claims = list(claims)
+    lost: set[int] = set()
+    if not claims:
+        return lost
+    with write_begin(store.engine) as conn:
+        for c in claims:
+            done = conn.execute(
+                sa.update(m.Job)
+                .where(
+                    m.Job.id == c.job.id,
+                    m.Job.lease_token == c.lease_token,
+                    m.Job.status == "running",
+                )
+                .values(lease_expires_at=now + lease_s)
+            )
+            if done.rowcount != 1:
+                lost.add(c.job.id)
+        held = [c.run_id for c in claims if c.job.id not in lost]
+        if held:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id.in_(held), m.Run.status == "running")
+                .values(heartbeat_at=now)
+            )
+    return lost
+
+
+def poll(store: Any, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
+    """For each claimed job: does this lease still hold it, and was a cancel requested?"""
+    tokens = {c.job.id: c.lease_token for c in claims}
+    if not tokens:
+        return {}
+    query = sa.select(m.Job.id, m.Job.lease_token, m.Job.cancel_requested).where(
+        m.Job.id.in_(list(tokens))
+    )
+    with read_conn(store) as conn:
+        rows = {r.id: r for r in conn.execute(query)}
+    out = {}
+    for job_id, token in tokens.items():
+        row = rows.get(job_id)
+        if row is None or row.lease_token != token:
+            out[job_id] = LeaseState(False, False)
+        else:
+            out[job_id] = LeaseState(True, bool(row.cancel_requested))
+    return out
+
+
+# ------------------------------------------------------------------------- ending
+
+
+def status_for(failure: Failure | None) -> str:
+    """The job state an attempt ends in: succeeded, cancelled, timed_out, crashed or failed."""
+    if failure is None:
+        return "succeeded"
+    return {"cancelled": "cancelled", "timeout": "timed_out", "crashed": "crashed"}.get(
+        failure.cls, "failed"
+    )
+
+
+def finish(
+    store: Any,
+    claim_: ClaimedJob,
+    *,
+    exit_code: int | None,
+    failure: Failure | None,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    now: float | None = None,
+) -> FinishResult | None:
+    """End this worker's attempt: the job, its attempt row and its run get their state.
+
+    ``failure`` is ``None`` for success, else the classifier's verdict (``cancelled`` and
+    ``timeout`` map to those job states). A retryable failure with retries left requeues the
+    job with backoff (``FinishResult.retry_at``). Returns ``None`` when the lease was lost:
+    then nothing was written.
+    """
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(*JOB_COLUMNS)
+            .where(m.Job.id == claim_.job.id, m.Job.lease_token == claim_.lease_token)
+            .with_for_update()
+        ).first()
+        if row is None:
+            return None
+        try:
+            return _end_attempt(conn, row, claim_.lease_token, exit_code, failure, policy, now)
+        except LeaseLost:
+            return None
+
+
+def _retry_at(row: Any, failure: Failure | None, policy: RetryPolicy, now: float) -> float | None:
+    """When the failed attempt of ``row`` runs again (``runner.retry`` decides), or None."""
+    if failure is None:
+        return None
+    now_dt = dt.datetime.fromtimestamp(now, dt.timezone.utc)
+    when = retry.next_attempt(
+        failure.cls,
+        max(row.attempt, 1),
+        row.max_retries,
+        now_dt,
+        base_delay_s=policy.base_delay_s,
+        max_delay_s=policy.max_delay_s,
+        retry_on_failure=bool(row.retry_on_failure),
+    )
+    # now + delay, not when.timestamp(): datetimes round to microseconds
+    return None if when is None else now + (when - now_dt).total_seconds()
+
+
+def _end_attempt(
+    conn: sa.Connection,
+    row: Any,
+    token: str,
+    exit_code: int | None,
+    failure: Failure | None,
+    policy: RetryPolicy,
+    now: float,
+) -> FinishResult:
+    """Write the end of the running attempt of ``row`` (locked by the caller).
+
+    The job's update is fenced by ``token`` as well, so it can never end another lease.
+    """
+    status = status_for(failure)
+    retry_at = _retry_at(row, failure, policy, now)
+    cls = failure.cls if failure else None
+    hint = failure.hint if failure else None
+    values: dict[str, Any] = {
+        "lease_owner": None,
+        "lease_token": None,
+        "lease_expires_at": None,
+        "exit_code": exit_code,
+        "failure_class": cls,
+        "failure_hint": hint,
+        "cancel_requested": False,
+    }
+    if retry_at is None:
+        values.update(status=status, ended_at=now, not_before=None, pending_reason=None)
+    else:
+        stamp = dt.datetime.fromtimestamp(retry_at).strftime("%H:%M:%S")
+        reason = (
+            f"retry {row.attempt + 1} of {row.max_retries + 1} after {status} ({cls}); "
+            f"not before {stamp}"
+        )
+        values.update(status="queued", ended_at=None, not_before=retry_at, pending_reason=reason)
+    fenced = sa.and_(m.Job.id == row.id, m.Job.lease_token == token)
+    if conn.execute(sa.update(m.Job).where(fenced).values(**values)).rowcount != 1:
+        raise LeaseLost(f"job {row.id}: the lease changed under a locked row")
+    conn.execute(
+        sa.update(m.JobAttempt)
+        .where(m.JobAttempt.job_id == row.id, m.JobAttempt.attempt == row.attempt)
+        .values(
+            status=status, ended_at=now, exit_code=exit_code, failure_class=cls, failure_hint=hint
+        )
+    )
+    if row.run_id is not None:
+        _end_run(conn, row.run_id, status, exit_code, cls, hint, retry_at, row.attempt, now)
+    return FinishResult(status if retry_at is None else "queued", retry_at)
+
+
+def _end_run(
+    conn: sa.Connection,
+    run_id: int,
+    status: str,
+    exit_code: int | None,
+    cls: str | None,
+    hint: str | None,
+    retry_at: float | None,
+    attempt: int,
+    now: float,
+) -> None:
+    run_values: dict[str, Any] = {"exit_code": exit_code}
+    if cls is not None:
+        run_values.update(failure_class=cls, failure_hint=hint)
+    if retry_at is None:
+        run_values.update(status=RUN_STATUS_FOR_JOB[status], ended_at=now)
+    else:  # it will run again: the dashboard shows it waiting, not dead
+        run_values.update(status="queued", ended_at=None)
+    conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**run_values))
+    if cls is not None:
+        then = " -- retrying" if retry_at is not None else ""
+        conn.execute(
+            sa.insert(m.RunEvent).values(
+                run_id=run_id,
+                at=now,
+                kind="job_attempt",
+                message=f"attempt {attempt} {status} ({cls}): {hint}{then}",
+                data={
+                    "attempt": attempt,
+                    "status": status,
+                    "failure_class": cls,
+                    "exit_code": exit_code,
+                    "retry_at": retry_at,
+                },
+            )
+        )
+
+
+def sweep_expired(
+    store: Any,
+    *,
+    now: float | None = None,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    limit: int = 100,
+) -> list[tuple[int, str]]:
+    """End running jobs whose lease expired (their worker died or hung) as ``crashed``.
+
+    A job with a pending cancel request ends ``cancelled`` instead. Crashes are retried with
+    backoff while retries remain. Safe with many sweepers at once (rows are locked and
+    skipped; every update is fenced by the expired token). Returns (job id, new status).
+    """
+    now = time.time() if now is None else now
+    expired = (
+        sa.select(*JOB_COLUMNS, m.Job.lease_token)
+        .where(m.Job.status == "running", m.Job.lease_expires_at < now)
+        .order_by(m.Job.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    with read_conn(store) as conn:
+        probe = sa.select(m.Job.id).where(m.Job.status == "running", m.Job.lease_expires_at < now)
+        if conn.execute(probe.limit(1)).first() is None:
+            return []
+    done = []
+    with write_begin(store.engine) as conn:
+        for row in conn.execute(expired).all():
+            who = row.lease_owner or "its worker"
+            if row.cancel_requested:
+                hint = f"The job was cancelled; worker {who} had stopped renewing its lease."
+                failure = Failure("cancelled", hint, False)
+            else:
+                failure = Failure(
+                    "crashed",
+                    f"worker {who} stopped renewing the lease (the worker or its host died, "
+                    "hung, or lost the database).",
+                    True,
+                )
+            result = _end_attempt(conn, row, row.lease_token, None, failure, policy, now)
+            done.append((row.id, result.status))
+    return done
+
+
+# ------------------------------------------------------------- cancel and requeue
+
+
+def cancel(store: Any, job_id: int, *, now: float | None = None) -> CancelResult:
+    """Cancel a job; see :class:`CancelResult`. Raises NotFound for an unknown job."""
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+        ).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        if row.status == "running":
+            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
+            return CancelResult("cancel_requested", "running")
+        if row.status != "queued":
+            return CancelResult("unchanged", row.status)
+        hint = "The job was cancelled before it started."
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status="cancelled",
+                ended_at=now,
+                failure_class="cancelled",
+                failure_hint=hint,
+                pending_reason=None,
+                not_before=None,
+            )
+        )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
+            )
+    return CancelResult("cancelled", "cancelled")
+
+
+def requeue(
+    store: Any,
+    job_id: int,
+    *,
+    not_before: float | None = None,
+    reason: str | None = None,
+    now: float | None = None,
+) -> JobInfo:
+    """Put a finished job back in the queue for one more attempt (a person's decision).
+
+    Raises:
+        NotFound: no such job.
+        Conflict: the job is queued or running.
+    """
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+        ).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        if row.status not in FINAL_JOB_STATUSES:
+            raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status="queued",
+                ended_at=None,
+                not_before=not_before,
+                cancel_requested=False,
+                pending_reason=reason or "requeued",
+            )
+        )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(status="queued", ended_at=None)
+            )
+    return get_job(store, job_id)

@@ -1,0 +1,157 @@
+"""Workers in the store: registration, heartbeats, listing, and why queued jobs wait.
+
+A worker is *live* while its status is not ``stopped`` and its heartbeat is recent
+(``WORKER_TTL_S``). ``explain_pending`` is pure: it says why a job cannot run on any live
+worker (too many GPUs asked, GPUs too small, no worker at all), or ``None``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from runner.entities import GpuDevice, WorkerInfo
+from runner.jobrows import read_conn
+from tracker.store import models as m
+from tracker.store.engine import write_begin
+
+WORKER_TTL_S = 60.0
+_GIB = 1024**3
+
+
+def register_worker(
+    store: Any,
+    worker_id: str,
+    *,
+    host: str,
+    pid: int,
+    gpus: Sequence[GpuDevice],
+    max_jobs: int,
+    now: float | None = None,
+) -> None:
+    """Insert (or replace, for a restarted worker with the same id) the worker's row."""
+    now = time.time() if now is None else now
+    values = {
+        "host": host,
+        "pid": pid,
+        "gpus": [{"index": g.index, "name": g.name, "total_bytes": g.total_bytes} for g in gpus],
+        "max_jobs": max_jobs,
+        "status": "running",
+        "started_at": now,
+        "heartbeat_at": now,
+    }
+    with write_begin(store.engine) as conn:
+        done = conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
+        if done.rowcount == 0:
+            conn.execute(sa.insert(m.Worker).values(id=worker_id, **values))
+
+
+def heartbeat_worker(
+    store: Any, worker_id: str, *, status: str = "running", now: float | None = None
+) -> None:
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        conn.execute(
+            sa.update(m.Worker)
+            .where(m.Worker.id == worker_id)
+            .values(heartbeat_at=now, status=status)
+        )
+
+
+def list_workers(
+    store: Any, *, include_stopped: bool = False, now: float | None = None
+) -> list[WorkerInfo]:
+    """Live workers (or all, with ``include_stopped``), newest first, with their running jobs."""
+    now = time.time() if now is None else now
+    query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
+    if not include_stopped:
+        fresh = m.Worker.heartbeat_at >= now - WORKER_TTL_S
+        query = query.where(m.Worker.status != "stopped", fresh)
+    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == "running")
+    with read_conn(store) as conn:
+        rows = conn.execute(query).all()
+        jobs: dict[str, list[int]] = {}
+        for owner, job_id in conn.execute(running):
+            jobs.setdefault(owner or "", []).append(job_id)
+    return [
+        WorkerInfo(
+            r.id,
+            r.host,
+            r.pid,
+            list(r.gpus or []),
+            r.max_jobs,
+            _status(r, now),
+            r.started_at,
+            r.heartbeat_at,
+            sorted(jobs.get(r.id, [])),
+        )
+        for r in rows
+    ]
+
+
+def _status(row: Any, now: float) -> str:
+    if row.status != "stopped" and row.heartbeat_at < now - WORKER_TTL_S:
+        return "lost"  # no heartbeat for a minute: killed without a chance to say so
+    return row.status
+
+
+def explain_pending(
+    gpus: int, gpu_memory_bytes: int | None, workers: Sequence[WorkerInfo]
+) -> str | None:
+    """Why no live worker can ever run a job asking for this, or ``None`` if one could."""
+    able = [w for w in workers if w.status == "running"]
+    if not able:
+        return "no live worker: start one with `tracker worker`"
+    most = max(able, key=lambda w: len(w.gpus))
+    if gpus > len(most.gpus):
+        if not most.gpus:
+            return (
+                f"needs {gpus} GPU(s), but every live worker is CPU-only; "
+                "start `tracker worker --gpus ...` on a GPU host"
+            )
+        return f"needs {gpus} GPU(s); the largest live worker ({most.id}) has {len(most.gpus)}"
+    big = gpu_memory_bytes or 0
+    if big and gpus > 0 and not any(_big_enough(w.gpus, big) >= gpus for w in able):
+        return (
+            f"needs {gpus} GPU(s) with {big / _GIB:.1f} GiB each; "
+            "no live worker has that many GPUs that large"
+        )
+    return None
+
+
+def _big_enough(devices: Sequence[Mapping[str, Any]], need: int) -> int:
+    return sum(1 for d in devices if d.get("total_bytes") is None or d["total_bytes"] >= need)
+
+
+def update_pending_reasons(store: Any, *, now: float | None = None) -> int:
+    """Refresh ``pending_reason`` of queued jobs from the live workers; returns rows changed.
+
+    Jobs waiting out a retry backoff keep the reason their retry wrote.
+    """
+    now = time.time() if now is None else now
+    workers = list_workers(store, now=now)
+    query = sa.select(m.Job.id, m.Job.resources, m.Job.not_before, m.Job.pending_reason).where(
+        m.Job.status == "queued"
+    )
+    with read_conn(store) as conn:
+        rows = conn.execute(query).all()
+    changes = []
+    for row in rows:
+        if row.not_before is not None and row.not_before > now:
+            continue
+        res = row.resources or {}
+        reason = explain_pending(int(res.get("gpus") or 0), res.get("gpu_memory_bytes"), workers)
+        if reason != row.pending_reason:
+            changes.append((row.id, reason))
+    if changes:
+        with write_begin(store.engine) as conn:
+            for job_id, reason in changes:
+                conn.execute(
+                    sa.update(m.Job)
+                    .where(m.Job.id == job_id, m.Job.status == "queued")
+                    .values(pending_reason=reason)
+                )
+    return len(changes)

@@ -1,0 +1,88 @@
+"""Browser-test fixtures: the real dashboard on a seeded SQLite store, served by a real HTTP
+server in a thread (one per test module), driven by Debian's headless Chromium.
+
+Every page a test opens is checked for uncaught script errors and Content-Security-Policy
+violations; screenshots go to ``test-artifacts/screenshots/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # browser_helpers, browser_seed
+
+from browser_helpers import SCREENSHOTS, VIEWPORT, WAIT_MS, Dashboard, ServerThread
+from browser_seed import seed
+from browser_support import NO_CHROMIUM_REASON, chromium_path, launch_chromium
+
+from tracker.store import Store
+from web.app import create_app
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    """The dashboard on a freshly seeded SQLite store, one per test module."""
+    if chromium_path() is None:
+        pytest.skip(NO_CHROMIUM_REASON)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log in test output
+    store_url = f"sqlite:///{tmp_path_factory.mktemp('dashboard') / 'tracker.db'}"
+    store = Store(store_url)
+    seeded = seed(store)
+    app = create_app({"STORE_URI": store_url})
+    server = ServerThread(app)
+    yield Dashboard(server.url, store_url, store, seeded)
+    server.stop()
+    app.extensions["tracker"].store.close()
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if chromium_path() is None:
+        pytest.skip(NO_CHROMIUM_REASON)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page; fails the test on an uncaught script error or a CSP violation."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+
+    def on_console(message: Any) -> None:
+        # 4xx answers the test provokes (a bad query) are logged as "Failed to load resource".
+        if message.type == "error" and "Failed to load resource" not in message.text:
+            problems.append(f"console: {message.text}")
+
+    page.on("console", on_console)
+    yield page
+    context.close()
+    if problems:
+        pytest.fail("the page reported errors:\n" + "\n".join(problems))
+
+
+@pytest.fixture
+def screenshot() -> Callable[[Any, str], Path]:
+    """Save a full-page screenshot as test-artifacts/screenshots/<name>.png."""
+
+    def take(page: Any, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take

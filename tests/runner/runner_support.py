@@ -1,0 +1,186 @@
+"""Helpers for the runner tests: real ``tracker worker`` / ``tracker scheduler`` processes.
+
+``procs`` starts commands in their own process groups, keeps their output in files, and
+kills whatever is left at the end of the test (job processes die with their worker through
+PR_SET_PDEATHSIG). ``wait_for`` is the one way to wait: a bounded poll that fails with a
+message saying what did not happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+SCRIPTS = Path(__file__).parent / "scripts"
+_SCRIPT = Path(sys.executable).with_name("tracker")
+TRACKER = (
+    [str(_SCRIPT)]
+    if _SCRIPT.exists()
+    else [
+        sys.executable,
+        "-c",
+        "import sys; sys.argv[0] = 'tracker'; from tracker.cli import main; main()",
+    ]
+)
+# Fast settings for tests: short sweeps and polls, no retry backoff.
+SWEEP = ["--sweep-interval", "0.5", "--retry-delay", "0"]
+FAST = ["--poll-interval", "0.05", *SWEEP]
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a live (not zombie) process."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def group_gone(pgid: int) -> bool:
+    """True when no process (not even a zombie waiting to be reaped) is left in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+class Proc:
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str], cwd: Path) -> None:
+        self.log = log
+        self._fh = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            argv, stdout=self._fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+            start_new_session=True,
+        )  # fmt: skip
+        self.pid = self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float, what: str = "the process to exit") -> int:
+        wait_for(lambda: self.popen.poll() is not None, timeout, what)
+        return self.popen.returncode
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)
+                os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+        self._fh.close()
+
+
+class Procs:
+    """Starts ``tracker`` commands against one store; everything is killed at teardown."""
+
+    def __init__(self, uri: str, tmp: Path) -> None:
+        self.uri = uri
+        self.tmp = tmp
+        self.started: list[Proc] = []
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+        env["TRACKER_URI"] = self.uri
+        return env
+
+    def tracker(self, *args: str, name: str = "cmd") -> Proc:
+        log = self.tmp / f"{name}-{len(self.started)}.log"
+        proc = Proc([*TRACKER, *args], log, self.env(), self.tmp)
+        self.started.append(proc)
+        return proc
+
+    def worker(self, *args: str, name: str = "worker") -> Proc:
+        return self.tracker("worker", *FAST, *args, name=name)
+
+    def scheduler(self, *args: str) -> Proc:
+        return self.tracker("scheduler", *SWEEP, *args, name="scheduler")
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run a short ``tracker`` command to completion."""
+        return subprocess.run(
+            [*TRACKER, *args], capture_output=True, text=True, env=self.env(), cwd=self.tmp,
+            timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        for proc in self.started:
+            proc.stop()
+
+
+def script(name: str, *args: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / name), *args]
+
+
+def _writable(store: Any, job_id: int) -> bool:
+    """Can another process lock the job's row right now (no stopped writer holds it)?"""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+
+    if store.dialect == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(store.engine.url.database, timeout=0.3, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
+    with store.engine.connect() as conn:
+        try:
+            conn.execute(sa.select(m.Job.id).where(m.Job.id == job_id).with_for_update(nowait=True))
+            return True
+        except sa.exc.DBAPIError:
+            return False
+        finally:
+            conn.rollback()
+
+
+def stop_between_transactions(proc: Proc, store: Any, job_id: int) -> None:
+    """SIGSTOP a worker at a moment it holds no lock on the store.
+
+    A process frozen inside a write transaction blocks SQLite writers (and holds the job's
+    row lock on PostgreSQL) until it runs again; that is the database's behaviour, not what
+    the SIGSTOP test is about, so such a moment is skipped.
+    """
+    for _ in range(50):
+        proc.signal(signal.SIGSTOP)
+        if _writable(store, job_id):
+            return
+        proc.signal(signal.SIGCONT)
+    pytest.fail("could not stop the worker outside a write transaction in 50 tries")

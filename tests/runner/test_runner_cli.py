@@ -1,0 +1,141 @@
+"""The queue's CLI: submit, sweep, jobs, workers and schedule commands (in-process click)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from runner import queue, registry
+from tracker.cli import main
+from tracker.store import Store
+
+
+@pytest.fixture
+def cli(store_url: str, tmp_path: Path) -> Any:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(main, list(args), env={"TRACKER_URI": store_url})
+
+    return invoke
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> None:
+    done = ok(cli(
+        "submit", "train.py", "-c", "lr=3e-4", "-c", "model.width=128", "--gpus", "1",
+        "--gpu-memory", "20GiB", "--priority", "5", "--timeout", "2h", "--retries", "2",
+        "--retry-on-failure", "--project", "digits", "--name", "first", "--tag", "baseline",
+        "--env", "OMP_NUM_THREADS=4", "--json", "--", "--epochs", "3",
+    ))  # fmt: skip
+    job = json.loads(done.output)
+    stored = queue.get_job(store, job["id"])
+    assert stored.argv == [sys.executable, "train.py", "--epochs", "3"]
+    assert stored.cwd == str(tmp_path)
+    assert stored.config == {"lr": 3e-4, "model": {"width": 128}}
+    assert (stored.gpus, stored.gpu_memory_bytes) == (1, 20 * 1024**3)
+    assert (stored.priority, stored.timeout_s, stored.max_retries) == (5, 7200.0, 2)
+    assert stored.retry_on_failure and stored.env == {"OMP_NUM_THREADS": "4"}
+    run = store.get_run(stored.run_id)
+    assert (run.name, run.project, run.tags, run.status) == (
+        "first", "digits", ["baseline"], "queued",
+    )  # fmt: skip
+
+
+def test_submit_a_plain_command_after_double_dash(cli: Any, store: Store) -> None:
+    ok(cli("submit", "--", "bash", "-c", "echo $HOME; exit 3"))
+    assert queue.list_jobs(store)[0].argv == ["bash", "-c", "echo $HOME; exit 3"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.py"], "script missing.py does not exist"),
+        (["train.py", "-c", "lr=1e-4,3e-4"], "several values need `tracker sweep`"),
+        (["train.py", "-c", "lr"], "expected key=value"),
+        (["train.py", "--timeout", "soon"], "duration 'soon'"),
+        (["train.py", "--gpu-memory", "20"], "give a size with a unit"),
+        (["train.py", "--env", "CUDA_VISIBLE_DEVICES=1"], "is set by the worker"),
+        (["train.py", "--env", "SURELY_NOT_SET_ANYWHERE"], "not set in this environment"),
+    ],
+)
+def test_submit_refuses_bad_input_and_stores_nothing(
+    cli: Any, store: Store, args: list[str], message: str
+) -> None:
+    done = cli("submit", *args)
+    assert done.exit_code == 2 and message in done.output, done.output
+    assert queue.list_jobs(store) == []
+
+
+def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
+    grid = json.loads(ok(cli(
+        "sweep", "train.py", "-c", "lr=1e-4,3e-4,1e-3", "-c", "model.width=64,128", "--json",
+    )).output)  # fmt: skip
+    configs = [j["config"] for j in grid["jobs"]]
+    assert len(configs) == 6 and {"lr": 1e-3, "model": {"width": 128}} in configs
+    assert all(grid["tag"] in store.get_run(j["run_id"]).tags for j in grid["jobs"])
+    first = json.loads(ok(cli(
+        "sweep", "train.py", "--random", "5", "--seed", "7", "-c", "lr=loguniform(1e-5,1e-2)",
+        "-c", "seed=0,1,2", "--json",
+    )).output)  # fmt: skip
+    again = json.loads(ok(cli(
+        "sweep", "train.py", "--random", "5", "--seed", "7", "-c", "lr=loguniform(1e-5,1e-2)",
+        "-c", "seed=0,1,2", "--dry-run", "--json",
+    )).output)  # fmt: skip
+    assert [j["config"] for j in first["jobs"]] == again  # the seed reproduces the samples
+    assert all(1e-5 <= c["lr"] <= 1e-2 and c["seed"] in (0, 1, 2) for c in again)
+    assert len(queue.list_jobs(store)) == 11
+
+
+def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
+    ok(cli("submit", "train.py", "--project", "a"))
+    ok(cli("submit", "train.py", "--project", "b", "--gpus", "2"))
+    listed = json.loads(ok(cli("jobs", "ls", "--json")).output)
+    assert [j["id"] for j in listed] == [2, 1]
+    assert [j["id"] for j in json.loads(ok(cli("jobs", "ls", "--project", "a", "--json")).output)]
+    table = ok(cli("jobs", "ls")).output
+    assert "train.py" in table and "queued" in table
+    shown = ok(cli("jobs", "show", "2")).output
+    assert "waiting because: no live worker" in shown and "2 GPU(s)" in shown
+    assert "cancelled" in ok(cli("jobs", "cancel", "1")).output
+    assert "already cancelled" in ok(cli("jobs", "cancel", "1")).output
+    assert json.loads(ok(cli("jobs", "ls", "--status", "cancelled", "--json")).output)[0]["id"] == 1
+    assert "queued again" in ok(cli("jobs", "requeue", "1")).output
+    missing = cli("jobs", "show", "99")
+    assert missing.exit_code == 2 and "job 99 does not exist" in missing.output
+    bad = cli("jobs", "ls", "--status", "done")
+    assert bad.exit_code == 2 and "not a job status" in bad.output
+    assert ok(cli("jobs", "logs", "2")).output == ""
+
+
+def test_workers_ls_json(cli: Any, store: Store) -> None:
+    assert json.loads(ok(cli("workers", "ls", "--json")).output) == []
+    registry.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
+    [worker] = json.loads(ok(cli("workers", "ls", "--json")).output)
+    assert (worker["id"], worker["max_jobs"], worker["status"]) == ("w-1", 2, "running")
+
+
+def test_schedule_commands(cli: Any, store: Store) -> None:
+    added = json.loads(ok(cli(
+        "schedule", "add", "0 2 * * *", "train.py", "-c", "lr=3e-4", "--timezone", "UTC",
+        "--json",
+    )).output)  # fmt: skip
+    assert added["spec"]["config"] == {"lr": 3e-4} and added["next_fire_at"] is not None
+    listed = json.loads(ok(cli("schedule", "ls", "--json")).output)
+    assert [s["cron"] for s in listed] == ["0 2 * * *"]
+    assert "paused" in ok(cli("schedule", "pause", str(added["id"]))).output
+    assert "active" in ok(cli("schedule", "resume", str(added["id"]))).output
+    assert "0 2 * * *" in ok(cli("schedule", "ls")).output
+    ok(cli("schedule", "delete", str(added["id"])))
+    assert json.loads(ok(cli("schedule", "ls", "--json")).output) == []
+    bad = cli("schedule", "add", "0 25 * * *", "train.py")
+    assert bad.exit_code == 2 and "cron '0 25 * * *'" in bad.output

@@ -1,0 +1,274 @@
+"""The queue's SQL on real SQLite and PostgreSQL: claims, leases, fencing, endings, logs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from runner import logs, queue, registry
+from runner.entities import GpuDevice, JobSpec
+from runner.failure import Failure
+from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.store import Store
+
+FAST = queue.RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
+
+
+def spec(name: str = "a", **kw: Any) -> JobSpec:
+    return JobSpec(argv=["python", f"{name}.py"], **kw)
+
+
+def claim_one(store: Store, worker: str = "w1", **kw: Any) -> Any:
+    got = queue.claim(store, worker, lease_s=kw.pop("lease_s", 30.0), **kw)
+    return None if got is None else got[0]
+
+
+def test_enqueue_creates_a_queued_run_the_dashboard_can_show(store: Store) -> None:
+    job = queue.enqueue(store, spec("train", config={"model": {"width": 64}}, project="digits"))
+    assert job.status == "queued" and job.attempt == 0
+    run = store.get_run(job.run_id)
+    assert (run.status, run.project, run.name) == ("queued", "digits", f"train-job{job.id}")
+    assert run.config == {"model": {"width": 64}}
+    assert run.command == ["python", "train.py"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"argv": []}, "argv"),
+        ({"argv": ["python", "a\0b"]}, "argv"),
+        ({"gpus": -1}, "gpus"),
+        ({"priority": 1.5}, "priority"),
+        ({"timeout_s": 0}, "timeout"),
+        ({"max_retries": -2}, "max_retries"),
+        ({"env": {"CUDA_VISIBLE_DEVICES": "3"}}, "env"),
+        ({"env": {"BAD NAME": "x"}}, "env"),
+        ({"config": {"lr": float("nan")}}, "config.lr"),
+        ({"project": ""}, "project"),
+    ],
+)
+def test_bad_specs_are_refused_and_nothing_is_stored(
+    store: Store, change: dict[str, Any], field: str
+) -> None:
+    base = {"argv": ["python", "a.py"]}
+    with pytest.raises(InvalidInput) as info:
+        queue.enqueue_many(store, [spec("ok"), JobSpec(**{**base, **change})])
+    assert info.value.field == field
+    assert queue.list_jobs(store) == []
+    assert store.list_runs() == []
+
+
+def test_claims_take_highest_priority_first_then_oldest(store: Store) -> None:
+    names = [("low-1", 0), ("high-1", 5), ("low-2", 0), ("mid", 2), ("high-2", 5)]
+    for name, priority in names:
+        queue.enqueue(store, spec(name, priority=priority))
+    order = []
+    while (c := claim_one(store)) is not None:
+        order.append(c.job.argv[1].removesuffix(".py"))
+    assert order == ["high-1", "high-2", "mid", "low-1", "low-2"]
+
+
+def test_claim_respects_gpus_not_before_and_fits(store: Store) -> None:
+    now = time.time()
+    gpu = queue.enqueue(store, spec("gpu", gpus=2, priority=9))
+    later = queue.enqueue(store, spec("later", not_before=now + 60, priority=8))
+    cpu = queue.enqueue(store, spec("cpu"))
+    assert claim_one(store, now=now).job.id == cpu.id  # a CPU-only worker skips the GPU job
+    assert claim_one(store, now=now) is None
+    assert claim_one(store, max_gpus=2, fits=lambda r: None, now=now) is None
+    got = queue.claim(store, "w", lease_s=5, max_gpus=2, fits=lambda r: (3, 1), now=now)
+    assert got is not None and got[0].job.id == gpu.id and got[1] == (3, 1)
+    assert claim_one(store, now=now + 61).job.id == later.id
+
+
+def test_claim_starts_an_attempt_and_the_run(store: Store) -> None:
+    job = queue.enqueue(store, spec())
+    c = claim_one(store, "w7", host="gpu-host-3")
+    assert (c.attempt, c.run_id) == (1, job.run_id)
+    stored = queue.get_job(store, job.id)
+    assert (stored.status, stored.lease_owner, stored.attempt) == ("running", "w7", 1)
+    assert [a.status for a in queue.attempts(store, job.id)] == ["running"]
+    run = store.get_run(job.run_id)
+    assert (run.status, run.host) == ("running", "gpu-host-3")
+
+
+def test_concurrent_claimers_take_each_job_exactly_once(store_url: str) -> None:
+    setup = Store(store_url)
+    queue.enqueue_many(setup, [spec(str(i)) for i in range(120)])
+    taken: list[list[int]] = [[] for _ in range(6)]
+    errors: list[BaseException] = []
+
+    def claimer(n: int) -> None:
+        own = Store(store_url)
+        try:
+            while (c := claim_one(own, f"w{n}")) is not None:
+                taken[n].append(c.job.id)
+                queue.finish(own, c, exit_code=0, failure=None)
+        except BaseException as exc:  # surfaced below: a lock error must fail the test
+            errors.append(exc)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    every = [j for ids in taken for j in ids]
+    assert sorted(every) == list(range(1, 121))
+    assert queue.count_jobs(setup) == {"succeeded": 120}
+
+
+def test_a_lost_lease_fences_every_write(store: Store) -> None:
+    job = queue.enqueue(store, spec(max_retries=1))
+    old = claim_one(store, "old", lease_s=1.0)
+    later = time.time() + 2
+    swept = queue.sweep_expired(store, now=later, policy=FAST)
+    assert swept == [(job.id, "queued")]  # crashed, retried at once
+    new = claim_one(store, "new", now=later)
+    before = queue.get_job(store, job.id)
+    assert queue.renew(store, [old, new], lease_s=30, now=later) == {job.id}  # only the old one
+    assert queue.finish(store, old, exit_code=0, failure=None) is None
+    assert logs.append(store, old, [("stdout", time.time(), "stale\n")]) is False
+    assert queue.set_resume_checkpoint(store, old, "/x.pt") is False
+    assert queue.poll(store, [old])[job.id].held is False
+    after = queue.get_job(store, job.id)
+    assert (after.status, after.lease_owner, after.attempt) == ("running", "new", 2)
+    assert after.lease_expires_at >= before.lease_expires_at  # renewed by its holder only
+    assert logs.read(store, job.id) == []
+    assert [a.status for a in queue.attempts(store, job.id)] == ["crashed", "running"]
+
+
+@pytest.mark.parametrize(
+    ("max_retries", "cancel", "status", "run_status"),
+    [(0, False, "crashed", "crashed"), (1, False, "queued", "queued"),
+     (1, True, "cancelled", "killed")],
+)  # fmt: skip
+def test_sweeper_ends_expired_leases(
+    store: Store, max_retries: int, cancel: bool, status: str, run_status: str
+) -> None:
+    job = queue.enqueue(store, spec(max_retries=max_retries))
+    c = claim_one(store, "dead-worker", lease_s=1.0)
+    if cancel:
+        assert queue.cancel(store, job.id).outcome == "cancel_requested"
+    assert queue.sweep_expired(store, now=time.time(), policy=FAST) == []  # not expired yet
+    assert queue.sweep_expired(store, now=time.time() + 5, policy=FAST) == [(job.id, status)]
+    after = queue.get_job(store, job.id)
+    assert after.status == status and after.lease_owner is None
+    assert queue.attempts(store, job.id)[0].status in ("crashed", "cancelled")
+    assert store.get_run(c.run_id).status == run_status
+    assert "dead-worker" in (after.failure_hint or "")
+
+
+def test_finish_maps_failures_to_states_and_retries(store: Store) -> None:
+    cases = [
+        (None, 0, {}, "succeeded", "finished"),
+        (Failure("python_exception", "ValueError: x", False), 1, {"max_retries": 2}, "failed",
+         "failed"),
+        (Failure("python_exception", "ValueError: x", False), 1,
+         {"max_retries": 2, "retry_on_failure": True}, "queued", "queued"),
+        (Failure("timeout", "too slow", True), None, {"max_retries": 1}, "queued", "queued"),
+        (Failure("timeout", "too slow", True), None, {}, "timed_out", "killed"),
+        (Failure("cancelled", "cancelled", False), -15, {"max_retries": 3}, "cancelled", "killed"),
+        (Failure("killed", "SIGKILL", True), -9, {"max_retries": 1}, "queued", "queued"),
+    ]  # fmt: skip
+    for failure, code, options, status, run_status in cases:
+        job = queue.enqueue(store, spec(**options))
+        c = claim_one(store)
+        result = queue.finish(store, c, exit_code=code, failure=failure, policy=FAST)
+        assert result is not None and result.status == status, (failure, options)
+        stored = queue.get_job(store, job.id)
+        assert stored.status == status and stored.exit_code == code
+        assert store.get_run(job.run_id).status == run_status
+        if status == "queued":
+            assert result.retry_at is not None and "retry 2 of" in stored.pending_reason
+            queue.cancel(store, job.id)  # out of the way of the next case
+
+
+def test_cancel_and_requeue(store: Store) -> None:
+    queued = queue.enqueue(store, spec("q"))
+    running = queue.enqueue(store, spec("r"))
+    assert queue.cancel(store, queued.id) == queue.CancelResult("cancelled", "cancelled")
+    assert store.get_run(queued.run_id).status == "killed"
+    c = claim_one(store)
+    assert c.job.id == running.id
+    assert queue.cancel(store, running.id) == queue.CancelResult("cancel_requested", "running")
+    assert queue.poll(store, [c])[running.id].cancel_requested
+    queue.finish(store, c, exit_code=-15, failure=Failure("cancelled", "cancelled", False))
+    assert queue.cancel(store, running.id) == queue.CancelResult("unchanged", "cancelled")
+    with pytest.raises(NotFound):
+        queue.cancel(store, 999)
+    again = queue.requeue(store, running.id)
+    assert (again.status, again.cancel_requested, again.attempt) == ("queued", False, 1)
+    with pytest.raises(Conflict):
+        queue.requeue(store, running.id)
+    assert claim_one(store).attempt == 2
+
+
+def test_log_chunks_are_grouped_trimmed_and_read_in_order(store: Store) -> None:
+    queue.enqueue(store, spec())
+    c = claim_one(store)
+    budget = logs.load_budget(store, c.job.id, limit=200)
+    t = time.time()
+    for i in range(40):
+        lines = [("stdout", t, f"out line {i:03d}\n"), ("stdout", t, f"more {i:03d}\n"),
+                 ("stderr", t, f"err line {i:03d}\n")]  # fmt: skip
+        assert logs.append(store, c, lines, budget)
+    chunks = logs.read(store, c.job.id)
+    assert chunks[0].stream == "meta" and "trimmed" in chunks[0].text
+    assert [ch.stream for ch in chunks[-2:]] == ["stdout", "stderr"]
+    assert chunks[-2].text == "out line 039\nmore 039\n"
+    kept = sum(len(ch.text) for ch in chunks if ch.stream != "meta")
+    assert kept <= 200
+    assert [ch.id for ch in chunks] == sorted(ch.id for ch in chunks)
+    assert len([ch for ch in chunks if ch.stream == "meta"]) == 1
+    only_err = logs.read(store, c.job.id, stream="stderr")
+    assert {ch.stream for ch in only_err} == {"meta", "stderr"}
+    assert logs.read(store, c.job.id, after_id=chunks[-1].id) == []
+
+
+def test_pending_reasons_name_what_no_live_worker_has(store: Store) -> None:
+    big = queue.enqueue(store, spec("big", gpus=4))
+    small = queue.enqueue(store, spec("small", gpus=1, gpu_memory_bytes=80 * 1024**3))
+    cpu = queue.enqueue(store, spec("cpu"))
+    registry.update_pending_reasons(store)
+    assert "no live worker" in queue.get_job(store, cpu.id).pending_reason
+    registry.register_worker(store, "cpu-only", host="h", pid=1, gpus=[], max_jobs=1)
+    registry.register_worker(
+        store, "two-gpus", host="h", pid=2, max_jobs=1,
+        gpus=[GpuDevice(0, "A", 40 * 1024**3), GpuDevice(1, "A", 40 * 1024**3)],
+    )  # fmt: skip
+    registry.update_pending_reasons(store)
+    assert queue.get_job(store, big.id).pending_reason == (
+        "needs 4 GPU(s); the largest live worker (two-gpus) has 2"
+    )
+    assert "80.0 GiB" in queue.get_job(store, small.id).pending_reason
+    assert queue.get_job(store, cpu.id).pending_reason is None
+    registry.heartbeat_worker(store, "two-gpus", status="stopped")
+    registry.update_pending_reasons(store)
+    assert "CPU-only" in queue.get_job(store, big.id).pending_reason
+    assert [w.id for w in registry.list_workers(store)] == ["cpu-only"]
+
+
+def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None:
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+
+    with store.engine.begin() as conn:  # as another writer (e.g. the dashboard) might
+        conn.execute(
+            sa.insert(m.Job).values(
+                project="web", status="queued", priority=0, argv=["python", "clone.py"],
+                config={"lr": 1}, resources={}, env={}, max_retries=0, attempt=0,
+                cancel_requested=False, created_at=time.time(),
+            )
+        )  # fmt: skip
+    c = claim_one(store)
+    run = store.get_run(c.run_id)
+    assert (run.project, run.name, run.status, run.config) == ("web", "clone-job1", "running",
+                                                               {"lr": 1})  # fmt: skip
+    assert queue.get_job(store, c.job.id).run_id == run.id

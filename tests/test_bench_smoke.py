@@ -1,0 +1,88 @@
+"""The benchmarks still run: ``bench/*.py --quick`` as real subprocesses, SQLite only.
+
+Only the shape of the JSON report is checked -- every number that must exist is there and
+positive. Speed is never asserted here (it belongs to bench/RESULTS.md), so a slow or busy
+machine cannot fail this test; a benchmark that crashes, loses points (the benchmarks count
+what was stored and exit non-zero on a mismatch) or stops reporting a field does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+HAVE_MLFLOW = importlib.util.find_spec("mlflow") is not None
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+CALL_FIELDS = ("calls", "median_us", "p99_us", "p999_us", "max_us", "mean_us")
+
+
+def _run_bench(script: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / f"{script}.json"
+    args = [sys.executable, str(BENCH / script), "--quick", "--json", str(out)]
+    if not HAVE_MLFLOW:
+        args.append("--no-mlflow")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "MLFLOW_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    assert done.stdout.startswith(f"$ python {BENCH / script} --quick"), done.stdout[:300]
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _positive(doc: dict[str, Any], *fields: str) -> None:
+    for field in fields:
+        value = doc.get(field)
+        assert isinstance(value, int | float), f"{field} is {value!r} in {doc}"
+        assert value > 0, f"{field} is {value!r}, expected > 0"
+
+
+def test_bench_log_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_log.py", tmp_path)
+    assert doc["benchmark"] == "log"
+    assert doc["params"]["quick"] is True
+    expected = {"float", "numpy_f64", "numpy_f32"} | ({"torch_0d"} if HAVE_TORCH else set())
+    assert set(doc["tracker"]) == expected
+    for variant in doc["tracker"].values():
+        _positive(variant, *CALL_FIELDS, "loop_us_per_call", "timed_loop_s")
+        assert variant["calls"] == doc["params"]["calls"]
+        assert variant["median_us"] <= variant["p99_us"] <= variant["p999_us"]
+        assert variant["p999_us"] <= variant["max_us"]
+    if HAVE_MLFLOW:
+        assert set(doc["mlflow"]) == {
+            "log_metric_sync",
+            "log_metrics_sync",
+            "log_metric_async",
+            "log_metrics_async",
+        }
+        for call in doc["mlflow"].values():
+            _positive(call, *CALL_FIELDS, "points_per_s")
+        _positive(doc["ratios"], "log_metric_sync_median_over_tracker")
+
+
+def test_bench_ingest_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_ingest.py", tmp_path)
+    assert doc["benchmark"] == "ingest"
+    results = doc["results"]
+    sqlite = results["tracker_sqlite"]
+    _positive(sqlite, "points", "seconds", "points_per_s", "db_bytes", "bytes_per_point")
+    assert sqlite["points"] == doc["params"]["points"]
+    assert "skipped" in results["tracker_postgres"]  # no server URL given to the subprocess
+    assert doc["targets"]["sqlite_points_per_s"]["value"] == sqlite["points_per_s"]
+    if HAVE_MLFLOW:
+        _positive(results["mlflow_sqlite"], "points", "points_per_s", "bytes_per_point")
+        _positive(
+            doc["ratios"], "sqlite_points_per_s_over_mlflow", "mlflow_bytes_per_point_over_sqlite"
+        )

@@ -1,0 +1,68 @@
+"""Fixtures for the dashboard backend: a real app on a real store (SQLite file and
+PostgreSQL through ``store_url``), its test client, a token-protected variant, and a real
+HTTP server in a thread for the HTTP sink."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+sys.path.insert(0, str(Path(__file__).parent))  # web_support, as tests/conftest.py does
+
+from web_support import TOKEN, ServerThread
+
+from web.app import create_app
+
+
+@pytest.fixture
+def make_app(store_url: str) -> Iterator[Callable[..., Flask]]:
+    """Build apps on the test's store; each one's store is closed at the end."""
+    apps: list[Flask] = []
+
+    def build(**config: Any) -> Flask:
+        app = create_app({"STORE_URI": store_url, "TESTING": True, **config})
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["tracker"].store.close()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask]) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def store(app: Flask) -> Any:
+    return app.extensions["tracker"].store
+
+
+@pytest.fixture
+def token_app(make_app: Callable[..., Flask]) -> Flask:
+    return make_app(TOKEN=TOKEN)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Flask], ServerThread]]:
+    servers: list[ServerThread] = []
+
+    def start(app: Flask) -> ServerThread:
+        servers.append(ServerThread(app))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()

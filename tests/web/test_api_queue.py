@@ -1,0 +1,165 @@
+"""API tests for jobs, workers and schedules. The rows the dashboard writes are read back
+by the runner's own queue code (claim, fire schedules), so both sides agree on them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask.testing import FlaskClient
+from web_support import envelope
+
+from runner import queue, registry, schedules
+from runner.entities import GpuDevice, JobSpec
+from tracker.store import Store
+
+
+def runner_job(store: Store, **kw: Any) -> Any:
+    spec = JobSpec(argv=["python", "train.py", "--fast"], project="digits", **kw)
+    return queue.enqueue(store, spec)
+
+
+def test_jobs_list_with_queue_positions_and_counts(client: FlaskClient, store: Store) -> None:
+    low = runner_job(store, priority=0)
+    high = runner_job(store, priority=10)
+    other = runner_job(store, priority=0)
+    doc = client.get("/api/v1/jobs").json
+    assert [j["id"] for j in doc["jobs"]] == [other.id, high.id, low.id]  # newest first
+    positions = {j["id"]: j["position"] for j in doc["jobs"]}
+    assert positions == {high.id: 1, low.id: 2, other.id: 3}  # the order a worker claims
+    assert doc["total"] == 3 and doc["counts"] == {"queued": 3}
+    assert client.get("/api/v1/jobs?status=running").json["jobs"] == []
+    assert envelope(client.get("/api/v1/jobs?status=bogus"))["field"] == "status"
+
+
+def test_job_detail_hides_env_values(client: FlaskClient, store: Store) -> None:
+    job = runner_job(store, env={"API_KEY": "hidden-value"}, config={"lr": 0.1})
+    doc = client.get(f"/api/v1/jobs/{job.id}").json
+    assert doc["env_keys"] == ["API_KEY"] and "hidden-value" not in str(doc)
+    assert (doc["status"], doc["config"], doc["attempts"]) == ("queued", {"lr": 0.1}, [])
+    assert client.get("/api/v1/jobs/999").status_code == 404
+
+
+def test_cancel_queued_and_running_jobs_like_the_runner(client: FlaskClient, store: Store) -> None:
+    queued = runner_job(store)
+    running = runner_job(store)
+    claimed, _ = queue.claim(store, "w1", lease_s=30)
+    assert claimed.job.id == queued.id  # oldest first
+    first = client.post(f"/api/v1/jobs/{running.id}/cancel", json={}).json
+    assert first == {"job_id": running.id, "result": "cancelled"}
+    assert store.get_run(running.run_id).status == "killed"
+    second = client.post(f"/api/v1/jobs/{queued.id}/cancel", json={}).json
+    assert second["result"] == "cancel_requested"
+    assert queue.poll(store, [claimed])[queued.id].cancel_requested  # the worker sees it
+    again = client.post(f"/api/v1/jobs/{running.id}/cancel", json={}).json
+    assert again["result"] == "cancelled"
+    assert client.post("/api/v1/jobs/999/cancel", json={}).status_code == 404
+
+
+def test_clone_job_with_edited_config_is_claimed_by_the_runner(
+    client: FlaskClient, store: Store
+) -> None:
+    source = runner_job(store, config={"lr": 0.1, "model": {"width": 32}}, gpus=0, max_retries=2)
+    response = client.post(
+        f"/api/v1/jobs/{source.id}/clone", json={"config": {"lr": 0.01, "model": {"width": 64}}}
+    )
+    assert response.status_code == 201
+    (new_id,) = response.json["job_ids"]
+    got, _ = queue.claim(store, "w1", lease_s=30)
+    assert got.job.id == source.id
+    got, _ = queue.claim(store, "w1", lease_s=30)
+    job = got.job
+    assert job.id == new_id and job.parent_job_id == source.id
+    assert (job.argv, job.config, job.max_retries) == (
+        ["python", "train.py", "--fast"],
+        {"lr": 0.01, "model": {"width": 64}},
+        2,
+    )
+    run = store.get_run(got.run_id)
+    assert (run.status, run.project, run.name) == ("running", "digits", f"train-job{new_id}")
+
+
+def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: Store) -> None:
+    source = runner_job(store)
+    cases = [
+        ({"config": [1]}, "config"),
+        ({"config": {"x": {"y": object.__name__}}, "grid": {"a": []}}, "grid"),
+        ({"grid": {"a": list(range(20)), "b": list(range(20))}}, "grid"),
+        ({"priority": "high"}, "priority"),
+        ({"grid": {"a..b": [1]}}, "grid"),
+    ]
+    for body, field in cases:
+        response = client.post(f"/api/v1/jobs/{source.id}/clone", json=body)
+        assert response.status_code == 400, body
+        assert envelope(response)["field"] == field
+    assert len(queue.list_jobs(store)) == 1
+    grid = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"lr": [1, 2, 3]}})
+    assert len(grid.json["job_ids"]) == 3
+
+
+def test_workers_list(client: FlaskClient, store: Store) -> None:
+    registry.register_worker(
+        store, "host-a:1", host="host-a", pid=1, gpus=[GpuDevice(0, "A100", 80 << 30)], max_jobs=2
+    )
+    registry.register_worker(
+        store, "host-b:2", host="host-b", pid=2, gpus=[], max_jobs=1, now=time.time() - 3600
+    )
+    job = runner_job(store)
+    queue.claim(store, "host-a:1", lease_s=30)
+    workers = {w["id"]: w for w in client.get("/api/v1/workers").json["workers"]}
+    assert workers["host-a:1"]["status"] == "running"
+    assert workers["host-a:1"]["running_jobs"] == [job.id]
+    assert workers["host-a:1"]["gpus"][0]["name"] == "A100"
+    assert workers["host-b:2"]["status"] == "lost"
+
+
+def test_schedules_add_pause_delete_and_the_runner_fires_them(
+    client: FlaskClient, store: Store
+) -> None:
+    source = runner_job(store, config={"lr": 0.1})
+    response = client.post(
+        "/api/v1/schedules",
+        json={"job_id": source.id, "cron": "0 3 * * 1-5", "config": {"lr": 0.5}, "name": "nightly"},
+    )
+    assert response.status_code == 201, response.json
+    sched = response.json
+    assert (sched["name"], sched["cron"], sched["paused"]) == ("nightly", "0 3 * * 1-5", False)
+    assert sched["next_fire_at"] > time.time()
+    (runner_view,) = schedules.list_schedules(store)
+    assert runner_view.next_fire_at == sched["next_fire_at"]  # both read the cron alike
+    paused = client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": True}).json
+    assert paused["paused"] is True and paused["next_fire_at"] is None
+    client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": False})
+    fired = schedules.fire_due(store, now=sched["next_fire_at"] + 1)
+    assert [f[0] for f in fired] == [sched["id"]]
+    job = queue.get_job(store, fired[0][2])
+    assert (job.argv, job.config, job.schedule_id) == (source.argv, {"lr": 0.5}, sched["id"])
+    listed = client.get("/api/v1/schedules").json["schedules"]
+    assert [s["id"] for s in listed] == [sched["id"]]
+    assert client.delete(f"/api/v1/schedules/{sched['id']}", json={}).json["deleted"] is True
+    assert client.get("/api/v1/schedules").json["schedules"] == []
+    assert client.delete(f"/api/v1/schedules/{sched['id']}", json={}).status_code == 404
+
+
+def test_bad_schedules_are_refused(client: FlaskClient, store: Store) -> None:
+    source = runner_job(store)
+    cases = [
+        ({"job_id": source.id, "cron": "61 * * * *"}, "cron"),
+        ({"job_id": source.id, "cron": "* * *"}, "cron"),
+        ({"job_id": source.id, "cron": "0 3 * * *", "timezone": "Mars/Base"}, "cron"),
+        ({"cron": "0 3 * * *"}, "job_id"),
+        ({"job_id": source.id, "run_id": 1, "cron": "0 3 * * *"}, "job_id"),
+        ({"job_id": source.id}, "cron"),
+    ]
+    for body, field in cases:
+        response = client.post("/api/v1/schedules", json=body)
+        assert response.status_code == 400, body
+        assert envelope(response)["field"] == field, body
+    assert (
+        client.post("/api/v1/schedules", json={"job_id": 999, "cron": "* * * * *"}).status_code
+        == 404
+    )
+    assert schedules.list_schedules(store) == []
+    assert (
+        envelope(client.patch("/api/v1/schedules/1", json={"paused": "yes"}))["field"] == "paused"
+    )

@@ -1,0 +1,82 @@
+"""``tracker ui`` and ``tracker up`` as real processes: a public bind with a token, the
+token never printed, and ``tracker up --demo`` running the example sweep until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from web_support import TOKEN, TRACKER, Proc, free_port, wait_for
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
+
+
+def get(port: int, path: str, token: str | None = None) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, None
+
+
+def test_public_bind_with_a_token_serves_only_with_it(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "TRACKER_TOKEN": TOKEN}
+    argv = [*TRACKER, "ui", "--host", "0.0.0.0", "--port", str(port), "--uri",
+            f"sqlite:///{tmp_path / 't.db'}"]  # fmt: skip
+    server = Proc(argv, env, tmp_path)
+    try:
+        wait_for(lambda: get(port, "/api/v1/health")[0] == 200, 60, "the dashboard to start")
+        assert get(port, "/api/v1/runs")[0] == 401
+        assert get(port, "/api/v1/runs", "wrong")[0] == 401
+        status, body = get(port, "/api/v1/runs", TOKEN)
+        assert status == 200 and body["runs"] == []
+    finally:
+        server.kill()
+    assert "http://127.0.0.1:" in server.output() and TOKEN not in server.output()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/train_digits.py is not there")
+def test_up_demo_runs_the_sweep_live_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("TRACKER_URI", "TRACKER_TOKEN")}
+    up = Proc([*TRACKER, "up", "--demo", "--port", str(port)], env, tmp_path)
+    try:
+        wait_for(lambda: get(port, "/api/v1/health")[0] == 200, 60, "the dashboard to start")
+        jobs = get(port, "/api/v1/jobs")[1]["jobs"]
+        assert len(jobs) == 4 and all(j["project"] == "digits" for j in jobs)
+
+        def live_points() -> bool:
+            runs = get(port, "/api/v1/runs?q=status%20==%20running")[1]["runs"]
+            return any(get(port, f"/api/v1/runs/{r['id']}/metrics")[1]["metrics"] for r in runs)
+
+        wait_for(live_points, 180, "a demo run to log metrics while running")
+        worker_pids = [p.pid for p in psutil.Process(up.popen.pid).children(recursive=True)]
+        assert worker_pids
+        os.killpg(up.popen.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        assert up.wait(90) in (0, 1, -signal.SIGINT), up.output()
+        wait_for(lambda: not any(psutil.pid_exists(p) and _alive(p) for p in worker_pids), 60,
+                 "the worker and its jobs to stop")  # fmt: skip
+    finally:
+        if up.popen.poll() is None:
+            up.kill()
+    assert (tmp_path / ".tracker" / "tracker.db").exists()  # the embedded SQLite default
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

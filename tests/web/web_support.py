@@ -1,0 +1,117 @@
+"""Helpers shared by the dashboard backend tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from werkzeug.serving import BaseWSGIServer, make_server
+
+TOKEN = "s3cret-token-for-tests-only"
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+TRACKER = [sys.executable, "-c", "from tracker.cli import main; main()"]
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+class ServerThread:
+    """A real HTTP server for ``app`` on a free port, served by a thread."""
+
+    def __init__(self, app: Flask) -> None:
+        self.server: BaseWSGIServer = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=10)
+        self.server.server_close()
+
+
+def envelope(response: Any) -> dict[str, Any]:
+    """The error object of a response, after checking it is exactly the envelope."""
+    assert response.mimetype == "application/json", response.data[:200]
+    body = response.get_json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) <= {"code", "message", "field"} and {"code", "message"} <= set(error)
+    assert isinstance(error["code"], str) and error["code"]
+    assert isinstance(error["message"], str) and error["message"]
+    return error
+
+
+def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """A real process in its own session; stdout lines can be awaited, output is kept."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.popen = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            cwd=cwd, start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+
+    def wait_for_line(self, prefix: str, timeout: float) -> str:
+        """Bounded wait for an output line starting with ``prefix``."""
+        stdout = self.popen.stdout
+        assert stdout is not None
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    continue
+                line = stdout.readline()
+                if not line:
+                    break
+                self.lines.append(line)
+                if line.startswith(prefix):
+                    return line.strip()
+        self.kill()
+        pytest.fail(f"no line starting {prefix!r} within {timeout} s; output:\n{self.output()}")
+
+    def output(self) -> str:
+        if self.popen.poll() is not None and self.popen.stdout is not None:
+            self.lines.append(self.popen.stdout.read())
+        return "".join(self.lines)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"the process did not exit within {timeout} s:\n{self.output()}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole session (a gunicorn master and its workers)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(timeout=30)

@@ -1,0 +1,303 @@
+"""JSON API ``/api/v1``: runs, metrics, checkpoints, events, logs, compare, files, and the
+ingest endpoints of the client's HTTP sink. Documented in ``web/API.md``.
+
+Each view parses its input (``web.params``), makes one call below it and serializes the
+result; errors leave through the one envelope (``web.errors``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flask import Blueprint, current_app, request, send_file
+
+from tracker.errors import InvalidInput, NotFound
+from tracker.store.engine import SCHEMA_HEAD
+from tracker.store.entities import CheckpointInfo, RunInfo
+from web import ingest as parse
+from web import jobs_store, queries
+from web.config_diff import MISSING, diff_configs
+from web.context import state
+from web.metric_levels import DEFAULT_BUCKETS, MAX_BUCKETS, read_many
+from web.params import bool_arg, int_arg, int_list_arg, json_body, list_arg, optional_int_arg
+from web.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch, search_runs
+from web.security import file_inside_roots, public, resolve_inside
+
+bp = Blueprint("api", __name__, url_prefix="/api/v1")
+
+MAX_COMPARE = 200
+
+
+# ------------------------------------------------------------------ serializers
+
+
+def run_json(run: RunInfo) -> dict[str, Any]:
+    out = dataclasses.asdict(run)
+    out["duration"] = run.duration
+    return out
+
+
+def row_json(row: RunRow) -> dict[str, Any]:
+    out = dataclasses.asdict(row)
+    out["duration"] = row.duration
+    return out
+
+
+def checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
+    out = dataclasses.asdict(c)
+    out["download_url"] = f"/api/v1/checkpoints/{c.id}/download"
+    return out
+
+
+def _asdicts(items: list[Any]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(i) for i in items]
+
+
+# ---------------------------------------------------------------------- reads
+
+
+@bp.get("/health")
+@public
+def health() -> Any:
+    return {"ok": True, "schema": SCHEMA_HEAD, "auth": bool(current_app.config.get("TOKEN"))}
+
+
+@bp.get("/projects")
+def projects() -> Any:
+    return {"projects": state().store.list_projects()}
+
+
+@bp.get("/runs")
+def runs_search() -> Any:
+    spec = RunSearch(
+        query=request.args.get("q", ""),
+        project=request.args.get("project") or None,
+        tags=tuple(list_arg("tag", split=False)),
+        sort=request.args.get("sort", "created"),
+        order=request.args.get("order", "desc"),
+        limit=int_arg("limit", 50, 1, MAX_LIMIT),
+        offset=int_arg("offset", 0, 0, 10**9),
+        config_columns=tuple(list_arg("config")),
+        metric_columns=tuple(list_arg("metrics")),
+    )
+    page = search_runs(state().store.engine, spec)
+    return {
+        "runs": [row_json(r) for r in page.runs],
+        "total": page.total,
+        "limit": spec.limit,
+        "offset": spec.offset,
+        "sort": spec.sort,
+        "order": spec.order,
+        "query": page.query,
+    }
+
+
+@bp.get("/runs/columns")
+def run_columns() -> Any:
+    config, metrics = queries.run_columns(state().store.engine, request.args.get("project") or None)
+    return {"attributes": list(SORT_ATTRIBUTES), "config": config, "metrics": metrics}
+
+
+@bp.get("/runs/<int:run_id>")
+def run_detail(run_id: int) -> Any:
+    run, job = queries.run_detail(state().store.engine, run_id)
+    out = run_json(run)
+    out["job"] = None if job is None else dataclasses.asdict(job)
+    return out
+
+
+@bp.get("/runs/<int:run_id>/metrics")
+def run_metrics(run_id: int) -> Any:
+    items = queries.metric_summaries(state().store.engine, run_id)
+    return {"run_id": run_id, "metrics": _asdicts(items)}
+
+
+def _series_window() -> dict[str, Any]:
+    return {
+        "lo": optional_int_arg("lo"),
+        "hi": optional_int_arg("hi"),
+        "max_buckets": int_arg("max_buckets", DEFAULT_BUCKETS, 1, MAX_BUCKETS),
+    }
+
+
+@bp.get("/runs/<int:run_id>/series")
+def run_series(run_id: int) -> Any:
+    keys = list_arg("key")
+    if not keys:
+        raise InvalidInput("key is required (repeat it or separate keys with commas)", field="key")
+    engine = state().store.engine
+    queries.runs_by_ids(engine, [run_id])  # 404 for an unknown run
+    found = read_many(engine, [(run_id, k) for k in keys], **_series_window())
+    return {"run_id": run_id, "series": [s.payload() for s in found]}
+
+
+@bp.get("/series")
+def multi_run_series() -> Any:
+    key = request.args.get("key")
+    if not key:
+        raise InvalidInput("key is required", field="key")
+    run_ids = int_list_arg("runs", limit=MAX_COMPARE)
+    if not run_ids:
+        raise InvalidInput("runs is required: comma-separated run ids", field="runs")
+    found = read_many(state().store.engine, [(r, key) for r in run_ids], **_series_window())
+    return {
+        "key": key,
+        "series": {str(r): s.payload() for r, s in zip(run_ids, found, strict=True)},
+    }
+
+
+@bp.get("/runs/<int:run_id>/checkpoints")
+def run_checkpoints(run_id: int) -> Any:
+    items = state().store.list_checkpoints(run_id)
+    return {"run_id": run_id, "checkpoints": [checkpoint_json(c) for c in items]}
+
+
+@bp.get("/checkpoints/<int:checkpoint_id>/download")
+def checkpoint_download(checkpoint_id: int) -> Any:
+    st = state()
+    info = queries.get_checkpoint(st.store.engine, checkpoint_id)
+    path = file_inside_roots(st.checkpoint_roots, info.path)
+    return send_file(path, as_attachment=True, download_name=path.name, max_age=0)
+
+
+@bp.get("/runs/<int:run_id>/events")
+def run_events(run_id: int) -> Any:
+    events = queries.events_after(
+        state().store.engine, run_id, int_arg("after", 0, 0, 2**62), int_arg("limit", 500, 1, 5000)
+    )
+    next_after = events[-1].id if events else int_arg("after", 0, 0, 2**62)
+    return {"run_id": run_id, "events": _asdicts(events), "next_after": next_after}
+
+
+def _log_options() -> dict[str, Any]:
+    return {
+        "after": int_arg("after", 0, 0, 2**62),
+        "limit": int_arg("limit", 500, 1, 5000),
+        "stream": request.args.get("stream") or None,
+        "tail": bool_arg("tail"),
+    }
+
+
+def logs_json(job_id: int | None, chunks: list[Any], after: int) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "chunks": _asdicts(chunks),
+        "next_after": chunks[-1].id if chunks else after,
+    }
+
+
+@bp.get("/runs/<int:run_id>/logs")
+def run_logs(run_id: int) -> Any:
+    options = _log_options()
+    job_id, chunks = queries.run_logs(state().store.engine, run_id, **options)
+    return logs_json(job_id, chunks, options["after"])
+
+
+@bp.get("/compare")
+def compare() -> Any:
+    run_ids = int_list_arg("runs", limit=MAX_COMPARE)
+    if not run_ids:
+        raise InvalidInput("runs is required: comma-separated run ids", field="runs")
+    runs = queries.runs_by_ids(state().store.engine, run_ids)
+    rows = diff_configs({str(r.id): r.config for r in runs}, only_differing=not bool_arg("all"))
+    return {
+        "runs": [run_json(r) for r in runs],
+        "rows": [
+            {
+                "key": row.key,
+                "differs": row.differs,
+                "values": [None if v is MISSING else v for v in row.values.values()],
+                "missing": [v is MISSING for v in row.values.values()],
+            }
+            for row in rows
+        ],
+    }
+
+
+@bp.get("/files/<root>/<path:relpath>")
+def files(root: str, relpath: str) -> Any:
+    roots = state().file_roots.get(root)
+    if roots is None:
+        raise NotFound(f"no file root named {root!r}", field="root")
+    path = resolve_inside(roots, relpath)
+    return send_file(path, as_attachment=True, download_name=path.name, max_age=0)
+
+
+# --------------------------------------------------------------------- ingest
+
+
+@bp.post("/runs")
+def create_run() -> Any:
+    run = state().store.create_run(**parse.create_run_args(json_body()))
+    return run_json(run), 201
+
+
+@bp.post("/runs/<int:run_id>/start")
+def start_run(run_id: int) -> Any:
+    config, attrs = parse.start_run_args(json_body())
+    store = state().store
+    if config is not None:
+        store.update_run(run_id, config=config)
+    return run_json(store.start_run(run_id, **attrs))
+
+
+@bp.post("/runs/<int:run_id>/finish")
+def finish_run(run_id: int) -> Any:
+    args = parse.finish_run_args(json_body())
+    state().store.finish_run(run_id, args.pop("status"), **args)
+    return {"run_id": run_id, "ok": True}
+
+
+@bp.post("/runs/<int:run_id>/heartbeat")
+def heartbeat(run_id: int) -> Any:
+    json_body()
+    state().store.heartbeat(run_id)
+    return {"run_id": run_id, "ok": True}
+
+
+@bp.post("/runs/<int:run_id>/metrics")
+def write_metrics(run_id: int) -> Any:
+    points = state().ingest.write(run_id, json_body())
+    return {"run_id": run_id, "points": points}
+
+
+@bp.post("/runs/<int:run_id>/events")
+def add_event(run_id: int) -> Any:
+    args = parse.event_args(json_body())
+    state().ingest.require_run(run_id)
+    state().store.add_event(run_id, args["kind"], args["message"], args["data"])
+    return {"run_id": run_id, "ok": True}, 201
+
+
+@bp.post("/runs/<int:run_id>/checkpoints")
+def add_checkpoint(run_id: int) -> Any:
+    args = parse.checkpoint_args(json_body())
+    state().ingest.require_run(run_id)
+    info = state().store.add_checkpoint(run_id, **args)
+    return checkpoint_json(info), 201
+
+
+@bp.patch("/checkpoints/<int:checkpoint_id>")
+def set_checkpoint_state(checkpoint_id: int) -> Any:
+    new_state = parse.checkpoint_state(json_body())
+    store = state().store
+    queries.get_checkpoint(store.engine, checkpoint_id)  # 404 for an unknown id
+    store.set_checkpoint_state(checkpoint_id, new_state)
+    return {"id": checkpoint_id, "state": new_state}
+
+
+# ---------------------------------------------------------------------- clone
+
+
+@bp.post("/runs/<int:run_id>/clone")
+def clone_run(run_id: int) -> Any:
+    body = json_body()
+    ids = jobs_store.clone(
+        state().store.engine,
+        ("run", run_id),
+        config=body.get("config"),
+        grid=body.get("grid"),
+        priority=body.get("priority"),
+    )
+    return {"job_ids": ids}, 201

@@ -1,0 +1,134 @@
+"""JSON API ``/api/v1`` for the queue: jobs (list, show, cancel, clone, logs), workers and
+schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
+
+New jobs and schedules are always copies of an existing job or run (``web.jobs_store``):
+the dashboard never takes a command line from a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from flask import Blueprint, request
+
+from tracker.errors import InvalidInput
+from web import jobs_store, queries
+from web.api import logs_json
+from web.context import state
+from web.params import body_field, bool_arg, int_arg, json_body, list_arg
+
+bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
+
+
+@bp.get("/jobs")
+def jobs() -> Any:
+    found, total, counts = queries.list_jobs(
+        state().store.engine,
+        statuses=list_arg("status"),
+        project=request.args.get("project") or None,
+        limit=int_arg("limit", 100, 1, 1000),
+        offset=int_arg("offset", 0, 0, 10**9),
+    )
+    return {"jobs": [dataclasses.asdict(j) for j in found], "total": total, "counts": counts}
+
+
+@bp.get("/jobs/<int:job_id>")
+def job(job_id: int) -> Any:
+    engine = state().store.engine
+    out = dataclasses.asdict(queries.get_job(engine, job_id))
+    out["attempts"] = [dataclasses.asdict(a) for a in queries.attempts(engine, job_id)]
+    return out
+
+
+@bp.post("/jobs/<int:job_id>/cancel")
+def cancel(job_id: int) -> Any:
+    json_body()
+    outcome = jobs_store.cancel(state().store.engine, job_id)
+    return {"job_id": job_id, "result": outcome}
+
+
+@bp.post("/jobs/<int:job_id>/clone")
+def clone(job_id: int) -> Any:
+    body = json_body()
+    ids = jobs_store.clone(
+        state().store.engine,
+        ("job", job_id),
+        config=body.get("config"),
+        grid=body.get("grid"),
+        priority=body.get("priority"),
+    )
+    return {"job_ids": ids}, 201
+
+
+@bp.get("/jobs/<int:job_id>/logs")
+def job_logs(job_id: int) -> Any:
+    after = int_arg("after", 0, 0, 2**62)
+    engine = state().store.engine
+    chunks = queries.logs_after(
+        engine,
+        job_id,
+        after=after,
+        limit=int_arg("limit", 500, 1, 5000),
+        stream=request.args.get("stream") or None,
+        tail=bool_arg("tail"),
+    )
+    return logs_json(job_id, chunks, after)
+
+
+@bp.get("/workers")
+def workers() -> Any:
+    found = queries.list_workers(state().store.engine, include_stopped=bool_arg("all"))
+    return {"workers": [dataclasses.asdict(w) for w in found]}
+
+
+@bp.get("/schedules")
+def schedules() -> Any:
+    found = queries.list_schedules(state().store.engine)
+    return {"schedules": [dataclasses.asdict(s) for s in found]}
+
+
+def _schedule_source(body: dict[str, Any]) -> tuple[str, int]:
+    job_id = body_field(body, "job_id", int)
+    run_id = body_field(body, "run_id", int)
+    if (job_id is None) == (run_id is None):
+        raise InvalidInput("give exactly one of job_id or run_id to schedule", field="job_id")
+    return ("job", job_id) if job_id is not None else ("run", run_id)
+
+
+@bp.post("/schedules")
+def add_schedule() -> Any:
+    body = json_body()
+    engine = state().store.engine
+    kind, source_id = _schedule_source(body)
+    template = (
+        jobs_store.template_from_job(engine, source_id)
+        if kind == "job"
+        else jobs_store.template_from_run(engine, source_id)
+    )
+    (template,) = jobs_store.expand(
+        template, config=body.get("config"), priority=body.get("priority")
+    )
+    schedule_id = jobs_store.add_schedule(
+        engine,
+        template,
+        body_field(body, "cron", str, required=True),
+        timezone=body_field(body, "timezone", str, default="UTC"),
+        name=body_field(body, "name", str),
+    )
+    return dataclasses.asdict(queries.get_schedule(engine, schedule_id)), 201
+
+
+@bp.patch("/schedules/<int:schedule_id>")
+def pause_schedule(schedule_id: int) -> Any:
+    paused = body_field(json_body(), "paused", bool, required=True)
+    engine = state().store.engine
+    jobs_store.set_paused(engine, schedule_id, paused)
+    return dataclasses.asdict(queries.get_schedule(engine, schedule_id))
+
+
+@bp.delete("/schedules/<int:schedule_id>")
+def delete_schedule(schedule_id: int) -> Any:
+    json_body()
+    jobs_store.delete_schedule(state().store.engine, schedule_id)
+    return {"id": schedule_id, "deleted": True}

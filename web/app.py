@@ -1,0 +1,120 @@
+"""The dashboard's application factory: ``create_app(config)`` builds a Flask app on a store.
+
+Config keys (all optional):
+
+``STORE_URI``        SQL store URL (default: ``TRACKER_URI``, else ``./.tracker/tracker.db``)
+``TOKEN``            access token; with one set, every page and API call needs it
+``BIND_HOST``        the address the server listens on (picks the default allowed hosts)
+``ALLOWED_HOSTS``    Host header names accepted (``"*"`` accepts any); default: loopback
+                     names, plus this machine's names and addresses for a non-loopback bind
+``CHECKPOINT_ROOTS`` directories checkpoint downloads may come from (default ``./.tracker``)
+``LOG_ROOT``         directory served under ``/api/v1/files/logs/`` (default ``./.tracker/logs``)
+``SECRET_KEY``       signs the session cookie (default: derived from the token, so every
+                     gunicorn worker and restart agrees; random when there is no token)
+``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (compressed / inflated)
+
+Nothing is module-global: each app owns its Store, its caches and its roots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from tracker.store import Store
+from web import security
+from web.context import AppState
+from web.errors import TrackerJSONProvider, register_error_handlers
+from web.ingest import MetricIngest
+
+__all__ = ["DEFAULTS", "create_app"]
+
+DEFAULTS: dict[str, Any] = {
+    "STORE_URI": None,
+    "TOKEN": None,
+    "BIND_HOST": "127.0.0.1",
+    "ALLOWED_HOSTS": None,
+    "CHECKPOINT_ROOTS": None,
+    "LOG_ROOT": None,
+    "SECRET_KEY": None,
+    "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
+    "MAX_INFLATED_BYTES": 512 * 1024 * 1024,
+    "SESSION_COOKIE_NAME": "tracker_session",
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+}
+
+
+def _secret_key(token: str | None) -> str:
+    if token:
+        return hashlib.sha256(b"tracker-session-key:" + token.encode("utf-8")).hexdigest()
+    return os.urandom(32).hex()
+
+
+def _paths(value: Any, default: Path) -> list[Path]:
+    if value is None:
+        return [default]
+    if isinstance(value, str | os.PathLike):
+        value = [value]
+    return [Path(v).resolve() for v in value]
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the dashboard app.
+
+    Raises:
+        InvalidInput: ``STORE_URI`` is not a SQL URL.
+        StoreUnavailable / SchemaError: the store cannot be opened or migrated.
+    """
+    app = Flask(__name__)
+    app.config.update(DEFAULTS)
+    app.config.update(config or {})
+    cfg = app.config
+    cfg["TOKEN"] = cfg["TOKEN"] or None
+    if not cfg["SECRET_KEY"]:
+        cfg["SECRET_KEY"] = _secret_key(cfg["TOKEN"])
+    if cfg["ALLOWED_HOSTS"] is None:
+        cfg["ALLOWED_HOSTS"] = security.default_allowed_hosts(cfg["BIND_HOST"])
+    app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
+    app.json = TrackerJSONProvider(app)
+
+    store = Store(cfg["STORE_URI"])
+    home = Path.cwd() / ".tracker"
+    app.extensions["tracker"] = AppState(
+        store=store,
+        ingest=MetricIngest(store),
+        checkpoint_roots=_paths(cfg["CHECKPOINT_ROOTS"], home),
+        file_roots={
+            "checkpoints": _paths(cfg["CHECKPOINT_ROOTS"], home),
+            "logs": _paths(cfg["LOG_ROOT"], home / "logs"),
+        },
+    )
+    register_error_handlers(app)
+    security.install(app)
+    from web import api, api_queue
+
+    app.register_blueprint(api.bp)
+    app.register_blueprint(api_queue.bp)
+    _register_pages(app)
+    return app
+
+
+def _register_pages(app: Flask) -> None:
+    """The HTML pages live in ``web.pages`` (when that module is part of this build)."""
+    try:
+        pages = importlib.import_module("web.pages")
+    except ModuleNotFoundError as exc:
+        if exc.name == "web.pages":
+            return
+        raise
+    register = getattr(pages, "register", None)
+    if register is not None:
+        register(app)
+    else:
+        app.register_blueprint(pages.bp)

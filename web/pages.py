@@ -1,0 +1,100 @@
+"""The dashboard's HTML pages: thin shells that load their data from the JSON API.
+
+Each page renders a template with the ids it needs (as ``data-`` attributes, since the
+Content-Security-Policy forbids inline scripts); the page's script in ``web/static/``
+fetches everything else from ``/api/v1``. plotly.js is served from the installed plotly
+package (``plotly/package_data/plotly.min.js``), never from a CDN.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, render_template, request, send_file
+
+from tracker.errors import InvalidInput, NotFound
+
+__all__ = ["MAX_COMPARE", "bp", "plotly_js_path"]
+
+bp = Blueprint("pages", __name__, template_folder="templates", static_folder=None)
+
+MAX_COMPARE = 200
+ONE_YEAR = 365 * 24 * 3600
+
+
+@cache
+def plotly_js_path() -> Path:
+    """The plotly.min.js bundled with the installed plotly Python package.
+
+    Raises:
+        NotFound (404): plotly is installed without its bundled plotly.js.
+    """
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise NotFound("plotly.min.js is missing from the installed plotly package")
+    return path
+
+
+@cache
+def plotly_version() -> str:
+    import plotly
+
+    return str(plotly.__version__)
+
+
+@bp.app_context_processor
+def _asset_versions() -> dict[str, Any]:
+    # The version in the URL busts the year-long browser cache when plotly is upgraded.
+    return {"plotly_version": plotly_version()}
+
+
+@bp.get("/static/vendor/plotly.min.js")
+def plotly_js() -> Any:
+    response = send_file(plotly_js_path(), mimetype="text/javascript", max_age=ONE_YEAR)
+    response.headers["Cache-Control"] = f"public, max-age={ONE_YEAR}, immutable"
+    return response
+
+
+@bp.get("/")
+def runs() -> Any:
+    return render_template("runs.html", page="runs")
+
+
+@bp.get("/runs/<int:run_id>")
+def run(run_id: int) -> Any:
+    return render_template("run.html", page="runs", run_id=run_id)
+
+
+def _compare_ids(raw: str) -> list[int]:
+    """Run ids from ``?runs=1,2,3``.
+
+    Raises:
+        InvalidInput (400): a part is not a positive integer, or more than MAX_COMPARE ids.
+    """
+    ids: list[int] = []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit():
+            raise InvalidInput(f"runs: {part[:40]!r} is not a run id", field="runs")
+        if int(part) not in ids:
+            ids.append(int(part))
+    if len(ids) > MAX_COMPARE:
+        raise InvalidInput(f"runs: at most {MAX_COMPARE} runs can be compared", field="runs")
+    return ids
+
+
+@bp.get("/compare")
+def compare() -> Any:
+    ids = _compare_ids(request.args.get("runs", ""))
+    return render_template("compare.html", page="runs", run_ids=",".join(map(str, ids)))
+
+
+@bp.get("/jobs")
+def jobs() -> Any:
+    return render_template("jobs.html", page="jobs")

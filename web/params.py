@@ -1,0 +1,127 @@
+"""Parsing of query strings and JSON bodies for the views: every bad value becomes an
+``InvalidInput`` that names the parameter, its problem and the rule (-> 400 envelope)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+from flask import current_app, request
+
+from tracker.errors import InvalidInput
+from web.errors import PayloadTooLarge
+
+__all__ = ["body_field", "bool_arg", "int_arg", "json_body", "list_arg", "optional_int_arg"]
+
+
+def int_arg(name: str, default: int, lo: int, hi: int) -> int:
+    """An integer query parameter within ``[lo, hi]`` (``default`` when absent)."""
+    value = optional_int_arg(name)
+    if value is None:
+        return default
+    if not lo <= value <= hi:
+        raise InvalidInput(f"{name}={value} is out of range: use {lo} to {hi}", field=name)
+    return value
+
+
+def optional_int_arg(name: str) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name}={raw[:50]!r} is not an integer", field=name) from None
+
+
+def bool_arg(name: str, default: bool = False) -> bool:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"{name}={raw[:50]!r} is not a boolean: use 1/0 or true/false", field=name)
+
+
+def list_arg(name: str, *, split: bool = True) -> list[str]:
+    """A list parameter: repeated (``?k=a&k=b``) and/or comma-separated (``?k=a,b``)."""
+    out: list[str] = []
+    for raw in request.args.getlist(name):
+        parts = raw.split(",") if split else [raw]
+        out.extend(p.strip() for p in parts if p.strip())
+    return out
+
+
+def int_list_arg(name: str, *, limit: int) -> list[int]:
+    values = list_arg(name)
+    try:
+        ids = [int(v) for v in values]
+    except ValueError:
+        raise InvalidInput(
+            f"{name} must be a comma-separated list of integer ids", field=name
+        ) from None
+    if len(ids) > limit:
+        raise InvalidInput(f"{name} has {len(ids)} ids; at most {limit} are allowed", field=name)
+    return list(dict.fromkeys(ids))
+
+
+def _decompress(data: bytes, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits=31)  # gzip container
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise InvalidInput(f"the gzip body is corrupt: {exc}", field="body") from None
+    if len(out) > limit:
+        raise PayloadTooLarge(f"the body inflates to more than {limit} bytes", field="body")
+    return out
+
+
+def json_body() -> dict[str, Any]:
+    """The request's JSON object (gunzipped when ``Content-Encoding: gzip``); ``{}`` if empty.
+
+    Raises:
+        InvalidInput: not valid JSON, or not a JSON object.
+        PayloadTooLarge: the body inflates beyond ``MAX_INFLATED_BYTES``.
+    """
+    data = request.get_data(cache=True)
+    if request.headers.get("Content-Encoding", "").strip().lower() == "gzip":
+        data = _decompress(data, current_app.config["MAX_INFLATED_BYTES"])
+    if not data.strip():
+        return {}
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"the body is not valid JSON: {exc}", field="body") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput(
+            f"the body must be a JSON object, not a {type(doc).__name__}", field="body"
+        )
+    return doc
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
+               list: "a list", bool: "true or false"}  # fmt: skip
+
+
+def body_field(
+    body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False,
+    default: Any = None,
+) -> Any:  # fmt: skip
+    """``body[name]`` checked against ``kind`` (bool is never accepted as a number)."""
+    if name not in body or body[name] is None:
+        if required:
+            raise InvalidInput(f"{name} is required", field=name)
+        return default
+    value = body[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise InvalidInput(f"{name} must be {wanted}, not {type(value).__name__}", field=name)
+    return value

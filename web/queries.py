@@ -1,0 +1,542 @@
+"""Read queries of the dashboard that the core Store does not have: run detail with its job,
+metric summaries, events and logs after a cursor, jobs with their queue position, workers
+and schedules. ORM rows stop here; callers get the frozen dataclasses below.
+
+The job and worker columns mean what the runner writes (``runner/queue.py``,
+``runner/registry.py``); web and runner meet only in these rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from tracker.errors import InvalidInput, NotFound
+from tracker.store import models as m
+from tracker.store.entities import CheckpointInfo, RunInfo
+
+__all__ = [
+    "JOB_STATUSES",
+    "WORKER_TTL_S",
+    "AttemptView",
+    "EventView",
+    "JobView",
+    "LogChunkView",
+    "MetricSummaryView",
+    "ScheduleView",
+    "WorkerView",
+    "attempts",
+    "events_after",
+    "get_checkpoint",
+    "get_job",
+    "get_schedule",
+    "job_for_run",
+    "list_jobs",
+    "list_schedules",
+    "list_workers",
+    "logs_after",
+    "metric_summaries",
+    "run_columns",
+    "run_detail",
+    "run_logs",
+    "runs_by_ids",
+]
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
+WORKER_TTL_S = 60.0  # as runner/registry.py: no heartbeat for a minute -> "lost"
+
+
+@dataclass(frozen=True)
+class MetricSummaryView:
+    key: str
+    last_step: int
+    last_wall_time: float
+    last_value: float
+
+
+@dataclass(frozen=True)
+class EventView:
+    id: int
+    run_id: int
+    at: float
+    kind: str
+    message: str
+    data: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A job row for the API. ``env`` values are not exposed (they may hold secrets): only
+    ``env_keys``. ``position`` is the 1-based place in the claim order while queued."""
+
+    id: int
+    project: str
+    status: str
+    priority: int
+    argv: list[str]
+    cwd: str | None
+    config: dict[str, Any]
+    resources: dict[str, Any]
+    env_keys: list[str]
+    timeout_s: float | None
+    max_retries: int
+    attempt: int
+    nproc_per_node: int | None
+    not_before: float | None
+    cancel_requested: bool
+    worker: str | None
+    lease_expires_at: float | None
+    run_id: int | None
+    schedule_id: int | None
+    parent_job_id: int | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    pending_reason: str | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    attempt: int
+    worker: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    resume_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class LogChunkView:
+    id: int
+    attempt: int
+    stream: str
+    at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    id: str
+    host: str
+    pid: int
+    gpus: list[dict[str, Any]]
+    max_jobs: int
+    status: str
+    started_at: float
+    heartbeat_at: float
+    running_jobs: list[int]
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    spec: dict[str, Any]
+    paused: bool
+    created_at: float
+    last_fire_at: float | None
+    next_fire_at: float | None
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def metric_summaries(engine: sa.Engine, run_id: int) -> list[MetricSummaryView]:
+    """Every metric of a run with its last step and value (to poll for new points)."""
+    query = (
+        sa.select(
+            m.MetricKey.name,
+            m.MetricSummary.last_step,
+            m.MetricSummary.last_wall_ms,
+            m.MetricSummary.last_value,
+        )
+        .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
+        .where(m.MetricSummary.run_id == run_id)
+        .order_by(m.MetricKey.name)
+    )
+    with engine.connect() as conn:
+        return [MetricSummaryView(n, s, w / 1000.0, v) for n, s, w, v in conn.execute(query)]
+
+
+def events_after(
+    engine: sa.Engine, run_id: int, after: int = 0, limit: int = 500
+) -> list[EventView]:
+    query = (
+        sa.select(*m.RunEvent.__table__.columns)
+        .where(m.RunEvent.run_id == run_id, m.RunEvent.id > after)
+        .order_by(m.RunEvent.id)
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        return [
+            EventView(e.id, e.run_id, e.at, e.kind, e.message, e.data) for e in conn.execute(query)
+        ]
+
+
+# ------------------------------------------------------------------------ jobs
+
+
+def _job_view(r: Any, position: int | None = None) -> JobView:
+    return JobView(
+        id=r.id,
+        project=r.project,
+        status=r.status,
+        priority=r.priority,
+        argv=list(r.argv or []),
+        cwd=r.cwd,
+        config=r.config or {},
+        resources=r.resources or {},
+        env_keys=sorted((r.env or {}).keys()),
+        timeout_s=r.timeout_s,
+        max_retries=r.max_retries,
+        attempt=r.attempt,
+        nproc_per_node=r.nproc_per_node,
+        not_before=r.not_before,
+        cancel_requested=bool(r.cancel_requested),
+        worker=r.lease_owner,
+        lease_expires_at=r.lease_expires_at,
+        run_id=r.run_id,
+        schedule_id=r.schedule_id,
+        parent_job_id=r.parent_job_id,
+        exit_code=r.exit_code,
+        failure_class=r.failure_class,
+        failure_hint=r.failure_hint,
+        pending_reason=r.pending_reason,
+        created_at=r.created_at,
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        position=position,
+    )
+
+
+_JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
+
+
+def _positions(conn: sa.Connection) -> dict[int, int]:
+    """Place of each queued job in the claim order: highest priority first, then oldest."""
+    query = (
+        sa.select(m.Job.id)
+        .where(m.Job.status == "queued")
+        .order_by(m.Job.priority.desc(), m.Job.id)
+    )
+    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
+
+
+def _check_statuses(statuses: Sequence[str]) -> None:
+    for s in statuses:
+        if s not in JOB_STATUSES:
+            raise InvalidInput(
+                f"status {s!r} is not a job status; use {', '.join(JOB_STATUSES)}",
+                field="status",
+            )
+
+
+def list_jobs(
+    engine: sa.Engine,
+    *,
+    statuses: Sequence[str] = (),
+    project: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[JobView], int, dict[str, int]]:
+    """(jobs newest first, total matching, count per status over all jobs).
+
+    Raises InvalidInput for an unknown status.
+    """
+    _check_statuses(statuses)
+    where: list[Any] = []
+    if statuses:
+        where.append(m.Job.status.in_(list(statuses)))
+    if project:
+        where.append(m.Job.project == project)
+    query = (
+        sa.select(*_JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+        total = conn.execute(
+            sa.select(sa.func.count()).select_from(m.Job).where(*where)
+        ).scalar_one()
+        counts = dict(
+            conn.execute(sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)).all()
+        )
+        positions = _positions(conn) if any(r.status == "queued" for r in rows) else {}
+    return [_job_view(r, positions.get(r.id)) for r in rows], total, counts
+
+
+def get_job(engine: sa.Engine, job_id: int) -> JobView:
+    """Raises NotFound for an unknown id."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(*_JOB_COLUMNS).where(m.Job.id == job_id)).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        positions = _positions(conn) if row.status == "queued" else {}
+    return _job_view(row, positions.get(job_id))
+
+
+def job_for_run(engine: sa.Engine, run_id: int) -> JobView | None:
+    """The (newest) job that logs into this run, if the run was started by a job."""
+    query = sa.select(*_JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
+    with engine.connect() as conn:
+        row = conn.execute(query.limit(1)).first()
+    return None if row is None else _job_view(row)
+
+
+def attempts(engine: sa.Engine, job_id: int) -> list[AttemptView]:
+    query = (
+        sa.select(*m.JobAttempt.__table__.columns)
+        .where(m.JobAttempt.job_id == job_id)
+        .order_by(m.JobAttempt.attempt)
+    )
+    with engine.connect() as conn:
+        return [
+            AttemptView(
+                r.attempt,
+                r.worker_id,
+                r.status,
+                r.started_at,
+                r.ended_at,
+                r.exit_code,
+                r.failure_class,
+                r.failure_hint,
+                r.resume_checkpoint,
+            )
+            for r in conn.execute(query)
+        ]
+
+
+def logs_after(
+    engine: sa.Engine,
+    job_id: int,
+    *,
+    after: int = 0,
+    limit: int = 500,
+    stream: str | None = None,
+    tail: bool = False,
+) -> list[LogChunkView]:
+    """Log chunks with id > ``after``, oldest first; ``tail`` gives the newest ``limit``
+    instead of the oldest (the first read of a live view)."""
+    c = m.JobLogChunk
+    query = sa.select(c.id, c.attempt, c.stream, c.at, c.text).where(
+        c.job_id == job_id, c.id > after
+    )
+    if stream is not None:
+        if stream not in ("stdout", "stderr"):
+            raise InvalidInput(f"stream={stream!r}: use stdout or stderr", field="stream")
+        query = query.where(c.stream.in_([stream, "meta"]))
+    query = query.order_by(c.id.desc() if tail else c.id).limit(limit)
+    with engine.connect() as conn:
+        rows = [LogChunkView(*r) for r in conn.execute(query)]
+    return rows[::-1] if tail else rows
+
+
+# ---------------------------------------------------------- workers, schedules
+
+
+def list_workers(
+    engine: sa.Engine, *, include_stopped: bool = False, now: float | None = None
+) -> list[WorkerView]:
+    """Workers newest first; a worker without a heartbeat for ``WORKER_TTL_S`` is "lost"."""
+    now = time.time() if now is None else now
+    query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
+    if not include_stopped:
+        query = query.where(m.Worker.status != "stopped")
+    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == "running")
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+        jobs: dict[str, list[int]] = {}
+        for owner, job_id in conn.execute(running):
+            if owner is not None:
+                jobs.setdefault(owner, []).append(job_id)
+    out = []
+    for r in rows:
+        status = r.status
+        if status != "stopped" and r.heartbeat_at < now - WORKER_TTL_S:
+            status = "lost"
+        out.append(
+            WorkerView(
+                r.id,
+                r.host,
+                r.pid,
+                list(r.gpus or []),
+                r.max_jobs,
+                status,
+                r.started_at,
+                r.heartbeat_at,
+                sorted(jobs.get(r.id, [])),
+            )
+        )
+    return out
+
+
+def list_schedules(engine: sa.Engine, *, now: float | None = None) -> list[ScheduleView]:
+    from web.jobs_store import next_fire_time
+
+    now = time.time() if now is None else now
+    query = sa.select(*m.Schedule.__table__.columns).order_by(m.Schedule.id)
+    with engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return [schedule_view(r, now, next_fire_time) for r in rows]
+
+
+def get_schedule(engine: sa.Engine, schedule_id: int, *, now: float | None = None) -> ScheduleView:
+    """Raises NotFound for an unknown id."""
+    from web.jobs_store import next_fire_time
+
+    query = sa.select(*m.Schedule.__table__.columns).where(m.Schedule.id == schedule_id)
+    with engine.connect() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
+    return schedule_view(row, time.time() if now is None else now, next_fire_time)
+
+
+def schedule_view(r: Any, now: float, next_fire: Any) -> ScheduleView:
+    nxt = (
+        None
+        if r.paused
+        else next_fire(r.cron, r.timezone, max(r.last_fire_at or r.created_at, now))
+    )
+    return ScheduleView(
+        r.id,
+        r.name,
+        r.cron,
+        r.timezone,
+        r.spec or {},
+        bool(r.paused),
+        r.created_at,
+        r.last_fire_at,
+        nxt,
+    )
+
+
+# ------------------------------------------------------------- runs, checkpoints
+
+
+def runs_by_ids(engine: sa.Engine, run_ids: Sequence[int]) -> list[RunInfo]:
+    """Runs in the order asked, with their last metric values. Raises NotFound for a
+    missing id (naming it)."""
+    query = (
+        sa.select(*m.Run.__table__.columns, m.Project.name.label("project"))
+        .join(m.Project, m.Project.id == m.Run.project_id)
+        .where(m.Run.id.in_(list(run_ids)))
+    )
+    with engine.connect() as conn:
+        rows = {r.id: r for r in conn.execute(query)}
+        last: dict[int, dict[str, float]] = {}
+        summaries = (
+            sa.select(m.MetricSummary.run_id, m.MetricKey.name, m.MetricSummary.last_value)
+            .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
+            .where(m.MetricSummary.run_id.in_(list(run_ids)))
+        )
+        for run_id, name, value in conn.execute(summaries):
+            last.setdefault(run_id, {})[name] = value
+    missing = [i for i in run_ids if i not in rows]
+    if missing:
+        raise NotFound(f"run {missing[0]} does not exist", field="runs")
+    return [_run_info(rows[i], last.get(i, {})) for i in run_ids]
+
+
+def _run_info(r: Any, last: dict[str, float]) -> RunInfo:
+    return RunInfo(
+        id=r.id,
+        project=r.project,
+        name=r.name,
+        status=r.status,
+        config=r.config or {},
+        tags=list(r.tags or []),
+        created_at=r.created_at,
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        heartbeat_at=r.heartbeat_at,
+        host=r.host,
+        pid=r.pid,
+        git_commit=r.git_commit,
+        command=r.command,
+        exit_code=r.exit_code,
+        failure_class=r.failure_class,
+        failure_hint=r.failure_hint,
+        error=r.error,
+        last_metrics=last,
+    )
+
+
+def run_detail(engine: sa.Engine, run_id: int) -> tuple[RunInfo, JobView | None]:
+    """The run and the job that runs it (if any). Raises NotFound for an unknown run."""
+    (run,) = runs_by_ids(engine, [run_id])
+    return run, job_for_run(engine, run_id)
+
+
+def run_columns(
+    engine: sa.Engine, project: str | None = None, sample: int = 500
+) -> tuple[list[str], list[str]]:
+    """(config keys, metric names) seen in runs, for the column chooser.
+
+    Config keys are the flattened keys of the newest ``sample`` runs; metric names come
+    from every run (of the project).
+    """
+    from tracker.client.config import flatten
+
+    runs = sa.select(m.Run.config).order_by(m.Run.id.desc()).limit(sample)
+    names = (
+        sa.select(m.MetricKey.name)
+        .where(
+            sa.exists(
+                sa.select(1)
+                .select_from(m.MetricSummary)
+                .join(m.Run, m.Run.id == m.MetricSummary.run_id)
+                .where(m.MetricSummary.key_id == m.MetricKey.id, *_project_filter(project))
+            )
+        )
+        .order_by(m.MetricKey.name)
+    )
+    if project:
+        runs = runs.where(*_project_filter(project))
+    keys: set[str] = set()
+    with engine.connect() as conn:
+        for (config,) in conn.execute(runs):
+            keys.update(flatten(config or {}))
+        metrics = list(conn.execute(names).scalars())
+    return sorted(keys), metrics
+
+
+def _project_filter(project: str | None) -> list[Any]:
+    if not project:
+        return []
+    pid = sa.select(m.Project.id).where(m.Project.name == project).scalar_subquery()
+    return [m.Run.project_id == pid]
+
+
+def get_checkpoint(engine: sa.Engine, checkpoint_id: int) -> CheckpointInfo:
+    """Raises NotFound for an unknown id."""
+    query = sa.select(*m.Checkpoint.__table__.columns).where(m.Checkpoint.id == checkpoint_id)
+    with engine.connect() as conn:
+        c = conn.execute(query).first()
+    if c is None:
+        raise NotFound(f"checkpoint {checkpoint_id} does not exist", field="checkpoint")
+    return CheckpointInfo(
+        c.id, c.run_id, c.step, c.path, c.bytes, c.sha256, c.metrics or {}, c.state, c.created_at
+    )
+
+
+def run_logs(
+    engine: sa.Engine, run_id: int, **options: Any
+) -> tuple[int | None, list[LogChunkView]]:
+    """(job id, chunks) of the job that runs this run; (None, []) for a run without a job."""
+    job = job_for_run(engine, run_id)
+    if job is None:
+        return None, []
+    return job.id, logs_after(engine, job.id, **options)

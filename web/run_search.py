@@ -1,0 +1,427 @@
+"""Runs search: the dashboard's query language (``web.query``) translated to SQL.
+
+* ``config.a.b`` reads the runs' JSON config: ``json_extract``/``json_type`` on SQLite,
+  ``#>``/``#>>``/``jsonb_typeof`` on PostgreSQL. A comparison only matches values of the
+  compared kind: ``config.lr > 0.001`` never matches a string or a missing key.
+* ``metrics.name`` is the run's last value of that metric (``metric_summaries``); a NaN or
+  missing metric matches no comparison.
+* ``a != v`` is ``not (a == v)``; every condition is two-valued, so ``not`` includes the
+  runs that lack the key.
+* ``~`` is a case-insensitive substring match; ``contains`` tests list membership;
+  ``created`` takes unix seconds or an ISO date (naive dates are server-local time;
+  ``created == 2024-05-01`` means that whole day); ``duration`` is seconds.
+
+Sorting works on every attribute, ``config.<key>`` and ``metrics.<name>`` (missing values
+last, ties by id, newest first). Pagination and the total count are done by the database;
+only the requested config and metric columns come back (the full config of 10,000 runs
+never leaves the database).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import orm
+from sqlalchemy.dialects import postgresql
+
+from tracker.errors import InvalidInput
+from tracker.store import models as m
+from tracker.store.store import tag_filter
+from web.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
+
+__all__ = ["SORT_ATTRIBUTES", "RunPage", "RunRow", "RunSearch", "search_runs"]
+
+MAX_LIMIT = 500
+_DURATION = sa.func.coalesce(m.Run.ended_at, m.Run.heartbeat_at) - m.Run.started_at
+SORT_ATTRIBUTES: dict[str, Any] = {
+    "id": m.Run.id,
+    "name": m.Run.name,
+    "status": m.Run.status,
+    "project": m.Project.name,
+    "host": m.Run.host,
+    "created": m.Run.created_at,
+    "started": m.Run.started_at,
+    "ended": m.Run.ended_at,
+    "duration": _DURATION,
+}
+_STRING_ATTRS = {"status": m.Run.status, "name": m.Run.name, "host": m.Run.host,
+                 "project": m.Project.name}  # fmt: skip
+_ORDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__", "==": "__eq__"}
+
+
+@dataclass(frozen=True)
+class RunSearch:
+    """One page request. ``sort``: an attribute, ``config.<key>`` or ``metrics.<name>``."""
+
+    query: str = ""
+    project: str | None = None
+    tags: tuple[str, ...] = ()
+    sort: str = "created"
+    order: str = "desc"
+    limit: int = 50
+    offset: int = 0
+    config_columns: tuple[str, ...] = ()
+    metric_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    project: str
+    name: str
+    status: str
+    tags: list[str]
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    heartbeat_at: float | None
+    host: str | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else self.heartbeat_at
+        return None if end is None else max(0.0, end - self.started_at)
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: list[RunRow]
+    total: int
+    query: str
+
+
+# ------------------------------------------------------------------- JSON access
+
+
+class _Json:
+    """SQL expressions for one config path on one dialect."""
+
+    node: Any
+    text: Any
+    type: Any
+    raw: Any
+
+    def __init__(self, dialect: str, keys: Sequence[str]) -> None:
+        self.pg = dialect == "postgresql"
+        if self.pg:
+            path = sa.bindparam(None, list(keys), type_=postgresql.ARRAY(sa.Text))
+            self.node = m.Run.config.op("#>")(path)
+            self.text = m.Run.config.op("#>>", return_type=sa.Text)(path)
+            self.type = sa.func.jsonb_typeof(self.node)
+        else:
+            for key in keys:
+                if '"' in key:
+                    raise InvalidInput(
+                        f"config key {key!r}: keys containing '\"' cannot be queried",
+                        field="q",
+                    )
+            path_text = "$" + "".join(f'."{k}"' for k in keys)
+            self.path = path_text
+            self.node = sa.func.json_extract(m.Run.config, path_text)
+            self.text = self.node
+            self.type = sa.func.json_type(m.Run.config, path_text)
+            self.raw = m.Run.config.op("->", return_type=sa.Text)(path_text)
+
+    def number(self) -> tuple[Any, Any]:
+        if self.pg:
+            is_num = self.type == "number"
+            return is_num, sa.case((is_num, sa.cast(self.text, sa.Float)), else_=None)
+        return self.type.in_(("integer", "real")), self.node
+
+    def string(self) -> tuple[Any, Any]:
+        return self.type == ("string" if self.pg else "text"), self.text
+
+    def boolean(self, value: bool) -> Any:
+        if self.pg:
+            return sa.and_(self.type == "boolean", self.text == ("true" if value else "false"))
+        return self.type == ("true" if value else "false")
+
+    def is_null(self) -> Any:
+        return sa.or_(self.type.is_(None), self.type == "null")
+
+    def contains(self, value: Any) -> Any:
+        if self.pg:
+            needle = sa.cast(sa.literal(json.dumps([value])), postgresql.JSONB)
+            return sa.and_(self.type == "array", self.node.op("@>")(needle))
+        each = sa.func.json_each(m.Run.config, self.path).table_valued("value", "type")
+        if isinstance(value, bool):
+            match = each.c.type == ("true" if value else "false")
+        elif isinstance(value, int | float):
+            match = sa.and_(each.c.type.in_(("integer", "real")), each.c.value == value)
+        elif value is None:
+            match = each.c.type == "null"
+        else:
+            match = sa.and_(each.c.type == "text", each.c.value == value)
+        inner = sa.exists(sa.select(1).select_from(each).where(match))
+        return sa.and_(self.type == "array", inner)
+
+
+# ------------------------------------------------------------------ translation
+
+
+class _Translator:
+    def __init__(self, dialect: str, key_ids: dict[str, int]) -> None:
+        self.dialect = dialect
+        self.key_ids = key_ids
+
+    def node(self, node: Node) -> Any:
+        if isinstance(node, And):
+            return sa.and_(*(self.node(n) for n in node.items))
+        if isinstance(node, Or):
+            return sa.or_(*(self.node(n) for n in node.items))
+        if isinstance(node, Not):
+            # NULL-safe: a comparison that is unknown (missing key) counts as false.
+            return sa.not_(sa.func.coalesce(self.node(node.item), sa.false()))
+        return self.compare(node)
+
+    def compare(self, c: Compare) -> Any:
+        if c.op == "in":
+            values = c.value if isinstance(c.value, tuple) else (c.value,)
+            return sa.or_(*(self.compare(Compare(c.field, "==", v)) for v in values))
+        if c.op == "!=":
+            inner = self.compare(Compare(c.field, "==", c.value))
+            return sa.not_(sa.func.coalesce(inner, sa.false()))
+        kind = c.field.kind
+        if kind == "config":
+            return self.config(_Json(self.dialect, c.field.path), c)
+        if kind == "metrics":
+            return self.metric(c)
+        return self.attribute(c)
+
+    def config(self, j: _Json, c: Compare) -> Any:
+        value, op = c.value, c.op
+        if op == "contains":
+            return j.contains(value)
+        if value is None:
+            if op != "==":
+                raise _order_error(c)
+            return j.is_null()
+        if isinstance(value, bool):
+            if op != "==":
+                raise _order_error(c)
+            return j.boolean(value)
+        if isinstance(value, int | float):
+            guard, expr = j.number()
+            return sa.and_(guard, getattr(expr, _ORDER[op])(value))
+        guard, expr = j.string()
+        if op == "~":
+            return sa.and_(guard, expr.icontains(str(value), autoescape=True))
+        return sa.and_(guard, getattr(expr, _ORDER[op])(value))
+
+    def metric(self, c: Compare) -> Any:
+        key_id = self.key_ids.get(c.field.name, -1)
+        value = (
+            sa.select(m.MetricSummary.last_value)
+            .where(m.MetricSummary.run_id == m.Run.id, m.MetricSummary.key_id == key_id)
+            .scalar_subquery()
+        )
+        return sa.and_(value.is_not(None), getattr(value, _ORDER[c.op])(c.value))
+
+    def attribute(self, c: Compare) -> Any:
+        name, value, op = c.field.name, c.value, c.op
+        if name == "tags":
+            return tag_filter(self.dialect, str(value))
+        if name in _STRING_ATTRS:
+            col = _STRING_ATTRS[name]
+            if value is None:
+                return col.is_(None)
+            if op == "~":
+                return col.icontains(str(value), autoescape=True)
+            return getattr(col, _ORDER[op])(str(value))
+        if name == "id":
+            return m.Run.id == _as_int(value, "id")
+        if name == "duration":
+            return sa.and_(_DURATION.is_not(None), getattr(_DURATION, _ORDER[op])(value))
+        return _created(op, value)
+
+
+def _order_error(c: Compare) -> InvalidInput:
+    return InvalidInput(
+        f"'{c.op}' cannot compare {c.field} with {json.dumps(c.value)}; "
+        "null and true/false only work with == and !=",
+        field="q",
+    )
+
+
+def _as_int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} compares with integers, got {value!r}", field="q") from None
+
+
+def _created(op: str, value: Any) -> Any:
+    col = m.Run.created_at
+    if isinstance(value, str):
+        parsed = dt.datetime.fromisoformat(value)
+        start = parsed.timestamp()
+        if op == "==" and len(value) <= 10:  # a bare date: that whole day
+            return sa.and_(col >= start, col < start + 86400)
+        value = start
+    return getattr(col, _ORDER[op])(value)
+
+
+# ------------------------------------------------------------------------ search
+
+
+def _sort_expr(spec: RunSearch, dialect: str, key_ids: dict[str, int]) -> tuple[Any, Any]:
+    """(ORDER BY expression, outer join target or None)."""
+    sort = spec.sort
+    if sort.startswith("config."):
+        keys = sort[len("config.") :].split(".")
+        if not all(keys):
+            raise InvalidInput(f"sort={sort!r} has an empty key part", field="sort")
+        return _Json(dialect, keys).node, None
+    if sort.startswith("metrics."):
+        alias = orm.aliased(m.MetricSummary, name="sort_metric")
+        key_id = key_ids.get(sort[len("metrics.") :], -1)
+        join = (alias, sa.and_(alias.run_id == m.Run.id, alias.key_id == key_id))
+        return alias.last_value, join
+    if sort not in SORT_ATTRIBUTES:
+        raise InvalidInput(
+            f"sort={sort!r} is not sortable; use one of {', '.join(SORT_ATTRIBUTES)}, "
+            "config.<key> or metrics.<name>",
+            field="sort",
+        )
+    return SORT_ATTRIBUTES[sort], None
+
+
+def _metric_names(spec: RunSearch, node: Node | None) -> set[str]:
+    names = {f.name for f in fields_used(node) if f.kind == "metrics"}
+    names.update(spec.metric_columns)
+    if spec.sort.startswith("metrics."):
+        names.add(spec.sort[len("metrics.") :])
+    return names
+
+
+def _key_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
+    if not names:
+        return {}
+    rows = conn.execute(
+        sa.select(m.MetricKey.name, m.MetricKey.id).where(m.MetricKey.name.in_(sorted(names)))
+    )
+    return {name: key_id for name, key_id in rows}
+
+
+def _check(spec: RunSearch) -> None:
+    if spec.order not in ("asc", "desc"):
+        raise InvalidInput(f"order={spec.order!r}: use asc or desc", field="order")
+    if not 1 <= spec.limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit={spec.limit}: use 1 to {MAX_LIMIT}", field="limit")
+    if spec.offset < 0:
+        raise InvalidInput(f"offset={spec.offset} is negative", field="offset")
+
+
+def search_runs(engine: sa.Engine, spec: RunSearch) -> RunPage:
+    """One page of runs matching ``spec``, with the total count of matches.
+
+    Raises:
+        QueryError (400): the query does not parse (the message names the position).
+        InvalidInput (400): a bad sort key, order, limit, offset, or an impossible comparison.
+    """
+    _check(spec)
+    node = parse_query(spec.query)
+    dialect = engine.dialect.name
+    with engine.connect() as conn:
+        key_ids = _key_ids(conn, _metric_names(spec, node))
+        where = _where(spec, node, dialect, key_ids)
+        sort_expr, join = _sort_expr(spec, dialect, key_ids)
+        base = sa.select(m.Run.id).join(m.Project, m.Project.id == m.Run.project_id)
+        total = conn.execute(
+            sa.select(sa.func.count()).select_from(base.where(*where).subquery())
+        ).scalar_one()
+        page = base.where(*where)
+        if join is not None:
+            page = page.outerjoin(*join)
+        direction = sort_expr.desc() if spec.order == "desc" else sort_expr.asc()
+        tie = m.Run.id.desc() if spec.order == "desc" else m.Run.id.asc()
+        page = page.order_by(direction.nulls_last(), tie).limit(spec.limit).offset(spec.offset)
+        ids = list(conn.execute(page).scalars())
+        rows = _load_rows(conn, ids, spec, dialect, key_ids)
+    return RunPage(runs=rows, total=total, query=format_query(node))
+
+
+def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, int]) -> list:
+    where = []
+    if node is not None:
+        where.append(_Translator(dialect, key_ids).node(node))
+    if spec.project:
+        where.append(m.Project.name == spec.project)
+    where.extend(tag_filter(dialect, t) for t in spec.tags)
+    return where
+
+
+def _load_rows(
+    conn: sa.Connection, ids: list[int], spec: RunSearch, dialect: str, key_ids: dict[str, int]
+) -> list[RunRow]:
+    if not ids:
+        return []
+    config_cols = []
+    for i, name in enumerate(spec.config_columns):
+        j = _Json(dialect, name.split("."))
+        config_cols.append((j.node if j.pg else j.raw).label(f"c{i}"))
+    query = (
+        sa.select(*m.Run.__table__.columns, m.Project.name.label("project"), *config_cols)
+        .join(m.Project, m.Project.id == m.Run.project_id)
+        .where(m.Run.id.in_(ids))
+    )
+    by_id = {r.id: r for r in conn.execute(query)}
+    metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
+    out = []
+    for run_id in ids:
+        r = by_id[run_id]
+        config = {}
+        for i, name in enumerate(spec.config_columns):
+            raw = getattr(r, f"c{i}")
+            config[name] = (
+                json.loads(raw) if isinstance(raw, str) and dialect != "postgresql" else raw
+            )
+        out.append(_row(r, config, metrics.get(run_id, {})))
+    return out
+
+
+def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunRow:
+    return RunRow(
+        id=r.id,
+        project=r.project,
+        name=r.name,
+        status=r.status,
+        tags=list(r.tags or []),
+        created_at=r.created_at,
+        started_at=r.started_at,
+        ended_at=r.ended_at,
+        heartbeat_at=r.heartbeat_at,
+        host=r.host,
+        exit_code=r.exit_code,
+        failure_class=r.failure_class,
+        failure_hint=r.failure_hint,
+        config=config,
+        metrics=metrics,
+    )
+
+
+def _metric_columns(
+    conn: sa.Connection, ids: list[int], names: Sequence[str], key_ids: dict[str, int]
+) -> dict[int, dict[str, float]]:
+    wanted = {key_ids[n]: n for n in names if n in key_ids}
+    if not wanted:
+        return {}
+    query = sa.select(
+        m.MetricSummary.run_id, m.MetricSummary.key_id, m.MetricSummary.last_value
+    ).where(m.MetricSummary.run_id.in_(ids), m.MetricSummary.key_id.in_(list(wanted)))
+    out: dict[int, dict[str, float]] = {}
+    for run_id, key_id, value in conn.execute(query):
+        out.setdefault(run_id, {})[wanted[key_id]] = value
+    return out

@@ -1,0 +1,226 @@
+/* Metric charts from the server's downsampled series payload (see web/API.md).
+ *
+ * Every bucket keeps min, max and last: the band (min..max) shows what a bucket hides, so a
+ * one-step spike is always visible; the line is the last value. Buckets holding NaN or +-Inf
+ * get a red marker. Smoothing is an exponential moving average over the last values, drawn
+ * over the faint raw line. Depends on plotly.js (served from /static/vendor). */
+"use strict";
+
+const Charts = (() => {
+  const PALETTE = [
+    "#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed",
+    "#db2777", "#0891b2", "#65a30d", "#ea580c", "#4f46e5",
+  ];
+  const NONFINITE_COLOR = "#dc2626";
+  const FIELDS = [
+    "first_step", "last_step", "min", "max", "last", "last_kind",
+    "count", "nan", "posinf", "neginf", "wall_time",
+  ];
+  const PLOT_CONFIG = {
+    displaylogo: false,
+    responsive: true,
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
+  };
+
+  /** One distinct colour per series: a fixed palette, or evenly spread hues for many runs. */
+  function color(i, n) {
+    if (n <= PALETTE.length) return PALETTE[i % PALETTE.length];
+    const hue = Math.round((i * 137.508) % 360); // golden angle: neighbours differ most
+    return `hsl(${hue}, 68%, ${i % 3 === 0 ? 38 : i % 3 === 1 ? 46 : 54}%)`;
+  }
+
+  function withAlpha(c, alpha) {
+    if (c.startsWith("#")) {
+      const n = parseInt(c.slice(1), 16);
+      return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+    }
+    return c.replace(/^hsl\((.*)\)$/, `hsla($1, ${alpha})`);
+  }
+
+  /** Debiased exponential moving average (as TensorBoard); null values stay gaps. */
+  function ema(values, weight) {
+    if (!weight) return values.slice();
+    let acc = 0;
+    let n = 0;
+    return values.map((v) => {
+      if (v === null || !Number.isFinite(v)) return null;
+      acc = acc * weight + (1 - weight) * v;
+      n += 1;
+      return acc / (1 - weight ** n);
+    });
+  }
+
+  function emptyPayload(key) {
+    const out = { key, resolution: "full", lo: null, hi: null };
+    for (const f of FIELDS) out[f] = [];
+    return out;
+  }
+
+  /** Append the buckets of `next` that lie after `prev`'s last step (a live update). */
+  function merge(prev, next) {
+    if (!prev || !prev.last_step.length) return next;
+    const end = prev.last_step[prev.last_step.length - 1];
+    const start = next.first_step.findIndex((s) => s > end);
+    if (start < 0) return prev;
+    const out = { ...prev, hi: next.hi };
+    for (const f of FIELDS) out[f] = prev[f].concat(next[f].slice(start));
+    return out;
+  }
+
+  // ------------------------------------------------------------------- x axes
+
+  const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+  /** Local time as the date string plotly shows as it is (plotly's dates carry no zone). */
+  function localDate(seconds) {
+    const d = new Date(seconds * 1000);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  }
+
+  function parseLocalDate(text) {
+    if (typeof text === "number") return text / 1000;
+    return new Date(String(text).replace(" ", "T")).getTime() / 1000;
+  }
+
+  /** How x is shown: {mode: "step"|"wall"|"relative", t0: start time (s), unit: s per unit}. */
+  function xAxis(mode, t0, span) {
+    if (mode === "wall") return { mode, t0, unit: 1, title: "wall time", type: "date" };
+    if (mode === "relative") {
+      const [unit, label] = span > 3 * 3600 ? [3600, "h"] : span > 600 ? [60, "min"] : [1, "s"];
+      return { mode, t0, unit, title: `time since start (${label})`, type: "linear" };
+    }
+    return { mode: "step", t0, unit: 1, title: "step", type: "linear" };
+  }
+
+  function xValues(payload, axis) {
+    if (axis.mode === "wall") return payload.wall_time.map(localDate);
+    if (axis.mode === "relative") return payload.wall_time.map((t) => (t - axis.t0) / axis.unit);
+    return payload.last_step;
+  }
+
+  /** The step window [lo, hi] that an x-axis range covers, for re-querying on zoom. */
+  function stepWindow(payload, axis, range) {
+    if (axis.mode === "step") {
+      return [Math.max(0, Math.floor(Number(range[0]))), Math.max(0, Math.ceil(Number(range[1])))];
+    }
+    const toSeconds = axis.mode === "wall"
+      ? parseLocalDate
+      : (x) => axis.t0 + Number(x) * axis.unit;
+    const [t0, t1] = [toSeconds(range[0]), toSeconds(range[1])];
+    const times = payload.wall_time;
+    let lo = null;
+    let hi = null;
+    for (let i = 0; i < times.length; i += 1) {
+      if (times[i] >= t0 && lo === null) lo = payload.first_step[Math.max(0, i - 1)];
+      if (times[i] <= t1) hi = payload.last_step[Math.min(times.length - 1, i + 1)];
+    }
+    if (lo === null || hi === null || hi < lo) return null;
+    return [lo, hi];
+  }
+
+  // ------------------------------------------------------------------- traces
+
+  const KIND_NAMES = ["", "NaN", "+Inf", "-Inf"];
+
+  function nonFiniteLabel(p, i) {
+    const parts = [];
+    if (p.nan[i]) parts.push(`NaN ×${p.nan[i]}`);
+    if (p.posinf[i]) parts.push(`+Inf ×${p.posinf[i]}`);
+    if (p.neginf[i]) parts.push(`-Inf ×${p.neginf[i]}`);
+    const steps = p.first_step[i] === p.last_step[i]
+      ? `step ${p.first_step[i]}`
+      : `steps ${p.first_step[i]}–${p.last_step[i]}`;
+    return `${parts.join(", ")} at ${steps}`;
+  }
+
+  /** Red marks along the top edge (a rug on a hidden 0..1 axis) at the buckets holding NaN or
+   * +-Inf: a non-finite value has no height of its own, and the marks must not rescale y. */
+  function nonFiniteTrace(p, x, name) {
+    const xs = [];
+    const text = [];
+    for (let i = 0; i < x.length; i += 1) {
+      if (p.nan[i] + p.posinf[i] + p.neginf[i]) {
+        xs.push(x[i]);
+        text.push(nonFiniteLabel(p, i));
+      }
+    }
+    if (!xs.length) return null;
+    return {
+      type: "scatter", mode: "markers", name: `${name}: NaN/Inf`, x: xs, y: xs.map(() => 0.97),
+      yaxis: "y3", text, hovertemplate: "%{text}<extra></extra>", showlegend: false,
+      marker: { color: NONFINITE_COLOR, symbol: "triangle-down", size: 8, opacity: 0.9 },
+      meta: { role: "nonfinite" },
+    };
+  }
+
+  /**
+   * Traces for one series: band (min trace + max trace filled to it), the last-value line,
+   * the smoothed line when smoothing > 0, and the NaN/Inf markers when there are any.
+   */
+  function seriesTraces(p, { axis, c, name = p.key, smoothing = 0, band = true, legend = false }) {
+    const x = xValues(p, axis);
+    const hover = p.last.map((v, i) => [
+      p.min[i] === null ? "–" : T.fmtValue(p.min[i]),
+      p.max[i] === null ? "–" : T.fmtValue(p.max[i]),
+      p.first_step[i], p.last_step[i], p.count[i],
+      v === null ? KIND_NAMES[p.last_kind[i]] || "–" : T.fmtValue(v),
+    ]);
+    const traces = [];
+    if (band) {
+      // Thin, faint edges: a one-bucket spike is a sliver of band, but its edge line shows.
+      const edge = { type: "scatter", mode: "lines", x, line: { width: 0.8, color: withAlpha(c, 0.45) }, hoverinfo: "skip", showlegend: false };
+      traces.push({ ...edge, y: p.min, name: `${name} min`, meta: { role: "band-min" } });
+      traces.push({ ...edge, y: p.max, name: `${name} max`, fill: "tonexty", fillcolor: withAlpha(c, 0.2), meta: { role: "band-max" } });
+    }
+    traces.push({
+      type: "scatter", mode: "lines", x, y: p.last, name, customdata: hover,
+      line: { color: c, width: smoothing ? 1 : 1.6 }, opacity: smoothing ? 0.3 : 1,
+      showlegend: legend && !smoothing, legendgroup: name, meta: { role: "last" },
+      hovertemplate: `<b>${escapeHtml(name)}</b> %{customdata[5]}<br>` +
+        "min %{customdata[0]} · max %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]} (%{customdata[4]} points)<extra></extra>",
+    });
+    if (smoothing) {
+      traces.push({
+        type: "scatter", mode: "lines", x, y: ema(p.last, smoothing), name: `${name} (smoothed)`,
+        line: { color: c, width: 2 }, showlegend: legend, legendgroup: name, hoverinfo: "skip",
+        meta: { role: "smoothed" },
+      });
+    }
+    const marks = nonFiniteTrace(p, x, name);
+    if (marks) traces.push(marks);
+    return traces;
+  }
+
+  function escapeHtml(text) {
+    return String(text).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+  }
+
+  function layout({ axis, logY = false, height = 260, yTitle = "", legend = false, revision = "" }) {
+    return {
+      height,
+      margin: { l: 58, r: 14, t: 10, b: 40 },
+      paper_bgcolor: "rgba(0,0,0,0)",
+      plot_bgcolor: "#ffffff",
+      font: { family: "Inter, system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#475569" },
+      xaxis: {
+        title: { text: axis.title, font: { size: 11 } }, type: axis.type, gridcolor: "#eef2f7",
+        zeroline: false, linecolor: "#cbd5e1", automargin: true,
+      },
+      yaxis: {
+        title: { text: yTitle, font: { size: 11 } }, type: logY ? "log" : "linear", gridcolor: "#eef2f7",
+        zeroline: false, linecolor: "#cbd5e1", exponentformat: "e", automargin: true,
+      },
+      yaxis3: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      hovermode: "closest",
+      showlegend: legend,
+      legend: { orientation: "h", y: -0.25, font: { size: 10 } },
+      uirevision: revision,
+    };
+  }
+
+  return {
+    PLOT_CONFIG, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, stepWindow,
+    seriesTraces, layout, escapeHtml,
+  };
+})();

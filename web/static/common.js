@@ -1,0 +1,245 @@
+/* Shared helpers for every dashboard page: the JSON API client, DOM building, formatting.
+ * No framework, no build step. The Content-Security-Policy allows only scripts from this
+ * origin, so nothing here uses eval or inline handlers. */
+"use strict";
+
+const T = (() => {
+  /** An error answered by the API in its one envelope: {"error": {code, message, field}}. */
+  class ApiError extends Error {
+    constructor(status, error) {
+      super(error.message || `HTTP ${status}`);
+      this.status = status;
+      this.code = error.code || "http_error";
+      this.field = error.field || null;
+    }
+  }
+
+  /** fetch a JSON endpoint; state changes send a JSON body (the server refuses anything else). */
+  async function api(path, { method = "GET", body, signal } = {}) {
+    const init = { method, signal, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (method !== "GET") {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body === undefined ? {} : body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (exc) {
+      if (exc.name === "AbortError") throw exc;
+      setConnection(false);
+      throw new ApiError(0, { code: "network", message: "the dashboard server cannot be reached" });
+    }
+    setConnection(true);
+    if (response.status === 401) {
+      window.location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+    }
+    const text = await response.text();
+    let doc = null;
+    try {
+      doc = text ? JSON.parse(text) : {};
+    } catch (_exc) {
+      throw new ApiError(response.status, { code: "bad_response", message: `HTTP ${response.status}: not JSON` });
+    }
+    if (!response.ok) throw new ApiError(response.status, (doc && doc.error) || {});
+    return doc;
+  }
+
+  function setConnection(ok) {
+    const el = document.getElementById("conn-status");
+    if (!el) return;
+    el.textContent = ok ? "" : "offline: retrying";
+    el.classList.toggle("bad", !ok);
+  }
+
+  /** Build an element: h("a", {href: "/x", class: "btn"}, "text", child, ...). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") el.className = value;
+      else if (key === "dataset") Object.assign(el.dataset, value);
+      else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+      else if (value === true) el.setAttribute(key, "");
+      else el.setAttribute(key, String(value));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(el, children) {
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function clear(el) {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    return el;
+  }
+
+  // ------------------------------------------------------------------ formatting
+
+  /** Metric values: finite numbers, or the strings "NaN", "Infinity", "-Infinity". */
+  function fmtValue(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value === "string") {
+      if (value === "Infinity") return "+Inf";
+      if (value === "-Infinity") return "-Inf";
+      return value;
+    }
+    if (typeof value !== "number") return JSON.stringify(value);
+    if (Number.isInteger(value) && Math.abs(value) < 1e9) return String(value);
+    const abs = Math.abs(value);
+    if (abs !== 0 && (abs >= 1e6 || abs < 1e-3)) return value.toExponential(3).replace(/\.?0+e/, "e");
+    return String(Number(value.toPrecision(4)));
+  }
+
+  /** Config values as the user wrote them (strings unquoted, objects as compact JSON). */
+  function fmtConfig(value) {
+    if (value === null) return "null";
+    if (value === undefined) return "";
+    if (typeof value === "number") return fmtValue(value);
+    if (typeof value === "string") return value;
+    return JSON.stringify(value);
+  }
+
+  const pad = (n) => String(n).padStart(2, "0");
+
+  function fmtTime(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    const d = new Date(seconds * 1000);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  }
+
+  function fmtDuration(seconds) {
+    if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "";
+    if (seconds < 60) return `${seconds < 10 ? seconds.toFixed(1) : Math.round(seconds)}s`;
+    const s = Math.round(seconds);
+    const d = Math.floor(s / 86400);
+    const hh = Math.floor((s % 86400) / 3600);
+    const mm = Math.floor((s % 3600) / 60);
+    if (d) return `${d}d ${hh}h`;
+    if (hh) return `${hh}h ${pad(mm)}m`;
+    return `${mm}m ${pad(s % 60)}s`;
+  }
+
+  /** A run's duration; a running run's grows with the clock between refreshes. */
+  function runDuration(run) {
+    if (run.status === "running" && run.started_at) return Math.max(0, Date.now() / 1000 - run.started_at);
+    return run.duration;
+  }
+
+  function fmtAge(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    const age = Math.max(0, Date.now() / 1000 - seconds);
+    return `${fmtDuration(age)} ago`;
+  }
+
+  function fmtBytes(bytes) {
+    if (bytes === null || bytes === undefined) return "";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let value = bytes;
+    let i = 0;
+    while (Math.abs(value) >= 1024 && i < units.length - 1) {
+      value /= 1024;
+      i += 1;
+    }
+    return `${i ? value.toFixed(value < 10 ? 2 : 1) : value} ${units[i]}`;
+  }
+
+  const STATUS_TITLES = {
+    running: "running now",
+    finished: "finished normally",
+    succeeded: "finished normally",
+    failed: "failed",
+    crashed: "lost: no heartbeat from the process or its worker",
+    queued: "waiting in the queue",
+    killed: "stopped (SIGTERM, Ctrl-C or cancelled)",
+    cancelled: "cancelled",
+    timed_out: "stopped at its time limit",
+  };
+
+  /** A status badge; a failure class and hint are shown in it and in its tooltip. */
+  function statusBadge(status, failureClass, hint) {
+    const label = failureClass && status !== "finished" ? `${status} · ${failureClass}` : status;
+    const title = [STATUS_TITLES[status] || status, hint].filter(Boolean).join(": ");
+    return h("span", { class: `badge status-${status}`, title, dataset: { status } }, label);
+  }
+
+  function toast(message, kind = "error") {
+    const el = document.getElementById("toast");
+    if (!el) return;
+    el.textContent = message;
+    el.className = `toast ${kind}`;
+    el.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { el.hidden = true; }, kind === "error" ? 8000 : 4000);
+  }
+
+  /**
+   * Call `fn` every `ms` while the page is visible; never two calls at once.
+   * Returns {stop(), now()}. `fn` may return false to stop polling.
+   */
+  function poll(fn, ms) {
+    let timer = null;
+    let stopped = false;
+    let busy = false;
+    async function tick() {
+      timer = null;
+      if (stopped || busy) return;
+      if (document.hidden) { schedule(); return; }
+      busy = true;
+      let keepGoing = true;
+      try {
+        keepGoing = (await fn()) !== false;
+      } catch (exc) {
+        if (!(exc instanceof ApiError) || exc.status !== 0) console.error(exc);
+      } finally {
+        busy = false;
+      }
+      if (keepGoing) schedule(); else stopped = true;
+    }
+    function schedule() {
+      if (!stopped && timer === null) timer = setTimeout(tick, ms);
+    }
+    schedule();
+    return {
+      stop() { stopped = true; if (timer !== null) clearTimeout(timer); },
+      now() { if (timer !== null) { clearTimeout(timer); timer = null; } tick(); },
+    };
+  }
+
+  /** Query-string helpers: list values are comma-separated. */
+  function params() {
+    return new URLSearchParams(window.location.search);
+  }
+
+  function listParam(search, name) {
+    if (!search.has(name)) return null;
+    return search.getAll(name).flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean);
+  }
+
+  /** Flatten a nested config into dotted keys, keeping lists and scalars as leaves. */
+  function flatten(obj, prefix = "", out = {}) {
+    for (const [key, value] of Object.entries(obj || {})) {
+      const path = prefix ? `${prefix}.${key}` : key;
+      if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
+        flatten(value, path, out);
+      } else {
+        out[path] = value;
+      }
+    }
+    return out;
+  }
+
+  function runLink(run) {
+    return h("a", { href: `/runs/${run.id}`, class: "run-link" }, run.name || `run ${run.id}`);
+  }
+
+  return {
+    ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
+    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, flatten, runLink,
+  };
+})();

@@ -1,0 +1,226 @@
+/* The queue page: jobs (position, priority, worker, attempts, pending reason; cancel; clone
+ * & edit), workers (GPUs, jobs, heartbeat age) and schedules (add, pause/resume, delete).
+ * Refreshes every 3 s. ?clone_run=<id> or ?clone_job=<id> opens the clone editor; ?job=<id>
+ * highlights a job. */
+"use strict";
+
+(() => {
+  const { h, api, clear } = T;
+  const el = (id) => document.getElementById(id);
+  const REFRESH_MS = 3000;
+  const ACTIVE = new Set(["queued", "running"]);
+  let statuses = "queued,running";
+  const highlight = new Set();
+
+  // -------------------------------------------------------------------- jobs
+
+  function shorten(text, n) {
+    return text.length > n ? `${text.slice(0, n - 1)}…` : text;
+  }
+
+  function resources(job) {
+    const r = job.resources || {};
+    const parts = [];
+    if (r.gpus) parts.push(`${r.gpus} GPU${r.gpus > 1 ? "s" : ""}`);
+    if (r.gpu_memory_bytes) parts.push(`≥ ${T.fmtBytes(r.gpu_memory_bytes)} free`);
+    if (job.nproc_per_node) parts.push(`${job.nproc_per_node} procs`);
+    return parts.join(", ") || "CPU";
+  }
+
+  function jobActions(job) {
+    const buttons = [];
+    if (ACTIVE.has(job.status) && !job.cancel_requested) {
+      buttons.push(h("button", { type: "button", class: "btn small danger", onclick: () => cancelJob(job) }, "Cancel"));
+    }
+    buttons.push(h("button", { type: "button", class: "btn small", onclick: () => openClone("job", job.id) }, "Clone & edit"));
+    return h("td", { class: "actions" }, buttons);
+  }
+
+  function jobRow(job) {
+    const config = JSON.stringify(job.config || {});
+    const command = (job.argv || []).join(" ");
+    const status = [T.statusBadge(job.status, job.failure_class, job.failure_hint)];
+    if (job.cancel_requested && ACTIVE.has(job.status)) status.push(h("span", { class: "muted small" }, " stopping"));
+    const where = [];
+    if (job.worker) where.push(`on ${job.worker}`);
+    where.push(`attempt ${job.attempt}/${job.max_retries + 1}`);
+    return h("tr", { id: `job-${job.id}`, class: highlight.has(job.id) ? "highlight" : null, dataset: { jobId: job.id, status: job.status } },
+      h("td", {}, h("strong", {}, `#${job.id}`), h("div", { class: "muted small" }, job.project)),
+      h("td", { class: "num" }, job.position ?? ""),
+      h("td", {}, status, h("div", { class: "muted small worker" }, where.join(" · "))),
+      h("td", { class: "num" }, job.priority),
+      h("td", { class: "cmd" },
+        h("code", { class: "command", title: command }, shorten(command, 70)),
+        h("div", {}, h("code", { class: "config", title: config }, shorten(config, 70)))),
+      h("td", {}, resources(job)),
+      h("td", { class: "reason" }, job.pending_reason || ""),
+      h("td", { class: "nowrap", title: T.fmtTime(job.created_at) }, T.fmtAge(job.created_at)),
+      h("td", {}, job.run_id ? h("a", { href: `/runs/${job.run_id}` }, `#${job.run_id}`) : ""),
+      jobActions(job));
+  }
+
+  async function loadJobs() {
+    const params = new URLSearchParams({ limit: 200 });
+    if (statuses) params.set("status", statuses);
+    const doc = await api(`/api/v1/jobs?${params}`);
+    clear(document.querySelector("#jobs-table tbody")).append(...doc.jobs.map(jobRow));
+    el("jobs-empty").hidden = doc.jobs.length > 0;
+    const counts = Object.entries(doc.counts || {}).sort();
+    clear(el("job-counts")).append(...counts.map(([s, n]) => h("span", { class: `count-chip status-${s}` }, `${n} ${s}`)));
+  }
+
+  async function cancelJob(job) {
+    if (!window.confirm(`Cancel job #${job.id}?`)) return;
+    try {
+      const doc = await api(`/api/v1/jobs/${job.id}/cancel`, { method: "POST", body: {} });
+      T.toast(`Job #${job.id}: ${doc.result.replace("_", " ")}`, "ok");
+    } catch (exc) {
+      T.toast(exc.message);
+    }
+    refresh();
+  }
+
+  // ------------------------------------------------------------------ workers
+
+  function gpuList(worker) {
+    if (!worker.gpus || !worker.gpus.length) return h("span", { class: "muted" }, "CPU only");
+    return h("ul", { class: "gpu-list" }, worker.gpus.map((g) => h("li", {},
+      h("strong", {}, `${g.index}`), ` ${g.name || "GPU"}`,
+      g.total_bytes ? h("span", { class: "muted" }, ` · ${T.fmtBytes(g.total_bytes)}`) : null,
+      g.free_bytes !== undefined ? h("span", { class: "muted" }, ` · ${T.fmtBytes(g.free_bytes)} free`) : null)));
+  }
+
+  async function loadWorkers() {
+    const all = el("workers-all").checked ? "1" : "0";
+    const doc = await api(`/api/v1/workers?all=${all}`);
+    const body = clear(document.querySelector("#workers-table tbody"));
+    for (const w of doc.workers) {
+      const jobs = w.running_jobs.map((id) => h("a", { href: `#job-${id}` }, `#${id}`));
+      body.append(h("tr", { dataset: { workerId: w.id } },
+        h("td", {}, h("strong", {}, w.host), h("span", { class: "muted" }, ` pid ${w.pid}`),
+          h("div", { class: "muted small" }, w.id)),
+        h("td", {}, h("span", { class: `badge worker-${w.status}` }, w.status)),
+        h("td", {}, gpuList(w)),
+        h("td", {}, `${w.running_jobs.length}/${w.max_jobs} `, jobs),
+        h("td", { class: w.status === "lost" ? "bad nowrap" : "nowrap", title: T.fmtTime(w.heartbeat_at) }, T.fmtAge(w.heartbeat_at)),
+        h("td", { class: "nowrap" }, T.fmtTime(w.started_at))));
+    }
+    el("workers-empty").hidden = doc.workers.length > 0;
+    el("workers-table").hidden = doc.workers.length === 0;
+  }
+
+  // ---------------------------------------------------------------- schedules
+
+  async function loadSchedules() {
+    const doc = await api("/api/v1/schedules");
+    const body = clear(document.querySelector("#schedules-table tbody"));
+    for (const s of doc.schedules) {
+      const argv = ((s.spec && s.spec.argv) || []).join(" ");
+      body.append(h("tr", { dataset: { scheduleId: s.id } },
+        h("td", {}, s.name || `schedule ${s.id}`),
+        h("td", {}, h("code", {}, s.cron)),
+        h("td", {}, s.timezone),
+        h("td", { title: argv }, h("code", { class: "command" }, shorten(argv, 50))),
+        h("td", { class: "nowrap" }, s.paused ? "" : T.fmtTime(s.next_fire_at)),
+        h("td", { class: "nowrap" }, T.fmtTime(s.last_fire_at)),
+        h("td", {}, h("span", { class: `badge ${s.paused ? "status-killed" : "status-running"}` }, s.paused ? "paused" : "active")),
+        h("td", { class: "actions" },
+          h("button", { type: "button", class: "btn small", onclick: () => pauseSchedule(s) }, s.paused ? "Resume" : "Pause"),
+          h("button", { type: "button", class: "btn small danger", onclick: () => deleteSchedule(s) }, "Delete"))));
+    }
+    el("schedules-empty").hidden = doc.schedules.length > 0;
+    el("schedules-table").hidden = doc.schedules.length === 0;
+  }
+
+  async function pauseSchedule(s) {
+    try {
+      await api(`/api/v1/schedules/${s.id}`, { method: "PATCH", body: { paused: !s.paused } });
+    } catch (exc) {
+      T.toast(exc.message);
+    }
+    loadSchedules();
+  }
+
+  async function deleteSchedule(s) {
+    if (!window.confirm(`Delete schedule ${s.name || s.id}? Jobs it already queued stay.`)) return;
+    try {
+      await api(`/api/v1/schedules/${s.id}`, { method: "DELETE", body: {} });
+    } catch (exc) {
+      T.toast(exc.message);
+    }
+    loadSchedules();
+  }
+
+  el("schedule-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const form = new FormData(ev.target);
+    const body = { cron: form.get("cron").trim(), timezone: form.get("timezone").trim() || "UTC" };
+    body[form.get("source")] = Number(form.get("source_id"));
+    if (form.get("name").trim()) body.name = form.get("name").trim();
+    const error = el("schedule-error");
+    try {
+      await api("/api/v1/schedules", { method: "POST", body });
+      error.hidden = true;
+      ev.target.reset();
+      T.toast("Schedule added", "ok");
+    } catch (exc) {
+      error.textContent = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
+      error.hidden = false;
+    }
+    loadSchedules();
+  });
+
+  // -------------------------------------------------------------------- wiring
+
+  function openClone(kind, id) {
+    CloneEditor.open({
+      kind, id,
+      onDone: (ids) => {
+        ids.forEach((i) => highlight.add(i));
+        const params = T.params();
+        params.delete("clone_run");
+        params.delete("clone_job");
+        history.replaceState(null, "", `${location.pathname}${params.toString() ? `?${params}` : ""}`);
+        if (statuses && !statuses.includes("queued")) selectStatus("queued,running");
+        refresh();
+      },
+    }).catch((exc) => T.toast(exc.message));
+  }
+
+  function selectStatus(value) {
+    statuses = value;
+    for (const b of document.querySelectorAll(".card .segmented .seg[data-status]")) {
+      b.classList.toggle("active", b.dataset.status === value);
+    }
+  }
+
+  for (const b of document.querySelectorAll(".seg[data-status]")) {
+    b.addEventListener("click", () => { selectStatus(b.dataset.status); loadJobs(); });
+  }
+  el("workers-all").addEventListener("change", loadWorkers);
+
+  async function refresh() {
+    await Promise.all([loadJobs(), loadWorkers(), loadSchedules()]);
+  }
+
+  async function start() {
+    CloneEditor.init();
+    const params = T.params();
+    const focus = Number(params.get("job"));
+    if (focus) {
+      highlight.add(focus);
+      selectStatus("");
+    }
+    try {
+      await refresh();
+    } catch (exc) {
+      T.toast(exc.message);
+    }
+    if (focus && el(`job-${focus}`)) el(`job-${focus}`).scrollIntoView({ block: "center" });
+    if (params.get("clone_run")) openClone("run", Number(params.get("clone_run")));
+    else if (params.get("clone_job")) openClone("job", Number(params.get("clone_job")));
+    T.poll(refresh, REFRESH_MS);
+  }
+
+  start();
+})();

@@ -1,0 +1,109 @@
+/* Parallel coordinates in plain SVG: one axis per config key plus the metric, one line per
+ * run coloured by the metric. Plotly's own parcoords needs WebGL, which remote desktops and
+ * headless browsers often lack; SVG works everywhere and copes with 200 runs. */
+"use strict";
+
+const ParCoords = (() => {
+  const NS = "http://www.w3.org/2000/svg";
+  const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"];
+  const MARGIN = { top: 44, right: 86, bottom: 22, left: 70 };
+
+  function svg(tag, attrs, ...children) {
+    const el = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  }
+
+  function viridis(t) {
+    const x = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
+    const i = Math.min(VIRIDIS.length - 2, Math.floor(x));
+    const mix = (a, b) => Math.round(a + (b - a) * (x - i));
+    const [p, q] = [VIRIDIS[i], VIRIDIS[i + 1]].map((c) => parseInt(c.slice(1), 16));
+    return `rgb(${mix(p >> 16, q >> 16)}, ${mix((p >> 8) & 255, (q >> 8) & 255)}, ${mix(p & 255, q & 255)})`;
+  }
+
+  /** Map a dimension's values to [0, 1] (0 at the bottom); numbers spanning decades use log. */
+  function scale(dim) {
+    if (dim.ticktext) {
+      const n = Math.max(1, dim.ticktext.length - 1);
+      return {
+        at: (v) => (dim.ticktext.length === 1 ? 0.5 : v / n),
+        ticks: dim.ticktext.map((label, i) => [i, label]),
+      };
+    }
+    let lo = Math.min(...dim.values);
+    let hi = Math.max(...dim.values);
+    const log = lo > 0 && hi / lo >= 20;
+    const f = log ? Math.log10 : (v) => v;
+    if (lo === hi) { lo -= Math.abs(lo) * 0.1 || 1; hi += Math.abs(hi) * 0.1 || 1; }
+    const [a, b] = [f(lo), f(hi)];
+    const ticks = [];
+    const distinct = [...new Set(dim.values)].sort((x, y) => x - y);
+    if (!dim.continuous && distinct.length <= 8) {
+      // A few config values (lr 3e-4, 1e-3, 1e-2): label exactly those.
+      return { at: (v) => (f(v) - a) / (b - a), ticks: distinct.map((v) => [v, T.fmtValue(v)]) };
+    }
+    for (let i = 0; i <= 4; i += 1) {
+      const t = a + ((b - a) * i) / 4;
+      ticks.push([log ? 10 ** t : t, T.fmtValue(Number((log ? 10 ** t : t).toPrecision(3)))]);
+    }
+    return { at: (v) => (f(v) - a) / (b - a), ticks };
+  }
+
+  /**
+   * Draw into `container`: dims [{label, values, tickvals?, ticktext?}] (the last one is the
+   * metric), names [run label per line]. Lines are coloured by the last dimension.
+   */
+  function draw(container, dims, names, { height = 380 } = {}) {
+    const width = Math.max(360, container.clientWidth || 600);
+    const plotW = width - MARGIN.left - MARGIN.right;
+    const plotH = height - MARGIN.top - MARGIN.bottom;
+    const scales = dims.map((d, i) => scale(i === dims.length - 1 ? { ...d, continuous: true } : d));
+    const xs = dims.map((_, i) => MARGIN.left + (dims.length === 1 ? plotW / 2 : (plotW * i) / (dims.length - 1)));
+    const y = (d, v) => MARGIN.top + plotH * (1 - scales[d].at(v));
+    const metric = dims[dims.length - 1];
+    const colorScale = scale({ values: metric.values, continuous: true });
+    const root = svg("svg", { class: "parcoords", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+    const lines = svg("g", { class: "pc-lines" });
+    names.forEach((name, r) => {
+      const points = dims.map((d, i) => `${xs[i].toFixed(1)},${y(i, d.values[r]).toFixed(1)}`);
+      const detail = dims.map((d) => `${d.label} = ${d.ticktext ? d.ticktext[d.values[r]] : T.fmtValue(d.values[r])}`);
+      lines.append(svg("polyline", {
+        points: points.join(" "), fill: "none", stroke: viridis(colorScale.at(metric.values[r])),
+        "stroke-width": 2, "stroke-opacity": 0.85,
+      }, svg("title", {}, `${name}\n${detail.join("\n")}`)));
+    });
+    root.append(lines);
+    dims.forEach((d, i) => root.append(axis(d, scales[i], xs[i], plotH, i === dims.length - 1)));
+    root.append(colorbar(colorScale, width - MARGIN.right + 34, plotH));
+    T.clear(container).append(root);
+  }
+
+  function axis(dim, sc, x, plotH, isMetric) {
+    const g = svg("g", { class: `pc-axis${isMetric ? " metric" : ""}` });
+    g.append(svg("line", { x1: x, x2: x, y1: MARGIN.top, y2: MARGIN.top + plotH, stroke: "#94a3b8" }));
+    for (const [v, label] of sc.ticks) {
+      const ty = MARGIN.top + plotH * (1 - sc.at(v));
+      g.append(svg("line", { x1: x - 4, x2: x, y1: ty, y2: ty, stroke: "#94a3b8" }));
+      g.append(svg("text", { x: x - 7, y: ty + 3.5, "text-anchor": "end", class: "pc-tick" }, String(label).slice(0, 14)));
+    }
+    const text = dim.label.length > 18 ? `…${dim.label.slice(-17)}` : dim.label;
+    g.append(svg("text", { x, y: MARGIN.top - 14, "text-anchor": "middle", class: "pc-label", "data-key": dim.label }, text, svg("title", {}, dim.label)));
+    return g;
+  }
+
+  function colorbar(sc, x, plotH) {
+    const id = `pc-grad-${Math.random().toString(36).slice(2, 8)}`;
+    const grad = svg("linearGradient", { id, x1: 0, y1: 1, x2: 0, y2: 0 });
+    VIRIDIS.forEach((c, i) => grad.append(svg("stop", { offset: i / (VIRIDIS.length - 1), "stop-color": c })));
+    const g = svg("g", { class: "pc-colorbar" }, svg("defs", {}, grad));
+    g.append(svg("rect", { x, y: MARGIN.top, width: 10, height: plotH, fill: `url(#${id})`, rx: 2 }));
+    const [lo, hi] = [sc.ticks[0], sc.ticks[sc.ticks.length - 1]];
+    g.append(svg("text", { x: x + 14, y: MARGIN.top + 4, class: "pc-tick" }, hi[1]));
+    g.append(svg("text", { x: x + 14, y: MARGIN.top + plotH, class: "pc-tick" }, lo[1]));
+    return g;
+  }
+
+  return { draw, viridis };
+})();

@@ -1,0 +1,273 @@
+/* The run page: header, charts (run_charts.js), config tree, checkpoints, logs, events.
+ * While the run is running, one poll every 2 s refreshes the header and appends new metric
+ * points; the logs and events tabs follow their cursors (?after=). No page reload. */
+"use strict";
+
+(() => {
+  const { h, api, clear } = T;
+  const main = document.getElementById("main");
+  const runId = Number(main.dataset.runId);
+  const LIVE_MS = 2000;
+  const ACTIVE = new Set(["running", "queued"]);
+  const options = { axis: "step", smoothing: 0, logY: false, filter: "" };
+  const view = new RunCharts.View(runId, document.getElementById("chart-groups"), options);
+  let run = null;
+  let livePoll = null;
+
+  // ------------------------------------------------------------------- header
+
+  /** A fact of the header; empty ones are left out. */
+  function fact(label, ...value) {
+    if (!value.some((v) => v !== "" && v !== null && v !== undefined)) return [];
+    return [h("div", { class: `fact${label === "Command" ? " wide" : ""}` }, h("dt", {}, label), h("dd", {}, ...value))];
+  }
+
+  function renderHeader(r) {
+    document.title = `${r.name} · tracker`;
+    document.getElementById("run-name").textContent = r.name;
+    const project = document.getElementById("run-project");
+    clear(project).append(h("a", { href: `/?project=${encodeURIComponent(r.project)}` }, r.project));
+    clear(document.getElementById("run-status")).append(T.statusBadge(r.status, r.failure_class, r.failure_hint));
+    document.getElementById("live-indicator").hidden = r.status !== "running";
+    const failure = document.getElementById("run-failure");
+    failure.hidden = !(r.failure_class || r.error);
+    clear(failure).append(
+      h("strong", {}, r.failure_class || "error"),
+      r.failure_hint ? h("span", { class: "hint" }, r.failure_hint) : null,
+      r.error ? h("code", { class: "error-text" }, r.error) : null,
+    );
+    const ended = r.ended_at ? T.fmtTime(r.ended_at) : (r.status === "running" ? "still running" : "");
+    const facts = [
+      ...fact("Started", T.fmtTime(r.started_at || r.created_at)),
+      ...fact("Ended", ended),
+      ...fact("Duration", T.fmtDuration(T.runDuration(r))),
+      ...fact("Host", r.host || "", r.pid ? h("span", { class: "muted" }, ` pid ${r.pid}`) : null),
+      ...fact("Git commit", r.git_commit ? h("code", { title: r.git_commit }, r.git_commit.slice(0, 10)) : ""),
+      ...fact("Exit code", r.exit_code === null ? "" : String(r.exit_code)),
+      ...fact("Heartbeat", r.status === "running" ? T.fmtAge(r.heartbeat_at) : ""),
+      ...fact("Tags", ...(r.tags || []).map((t) => h("span", { class: "tag" }, t))),
+      ...fact("Job", r.job ? h("a", { href: `/jobs?job=${r.job.id}` }, `#${r.job.id}`) : "",
+        r.job ? h("span", { class: "muted" }, ` ${r.job.status}, attempt ${r.job.attempt}/${r.job.max_retries + 1}`) : null),
+      ...fact("Command", r.command ? h("code", { class: "command" }, r.command.join(" ")) : ""),
+    ];
+    clear(document.getElementById("run-facts")).append(...facts);
+    const jobLink = document.getElementById("job-link");
+    jobLink.hidden = !r.job;
+    if (r.job) {
+      jobLink.href = `/jobs?job=${r.job.id}`;
+      jobLink.textContent = `Job ${r.job.id} · ${r.job.status}`;
+    }
+  }
+
+  // --------------------------------------------------------------------- tabs
+
+  const tabs = [...document.querySelectorAll(".tab")];
+  const loaders = {
+    config: () => renderConfig(),
+    checkpoints: () => loadCheckpoints(),
+    logs: () => Logs.open(),
+    events: () => Events.refresh(),
+  };
+
+  function showTab(name) {
+    for (const tab of tabs) {
+      const active = tab.dataset.tab === name;
+      tab.classList.toggle("active", active);
+      tab.setAttribute("aria-selected", String(active));
+    }
+    for (const panel of document.querySelectorAll(".tab-panel")) panel.hidden = panel.dataset.panel !== name;
+    document.getElementById("chart-controls").hidden = name !== "charts";
+    if (loaders[name] && run) loaders[name]();
+    if (name !== "charts") history.replaceState(null, "", `#${name}`);
+    else history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  for (const tab of tabs) tab.addEventListener("click", () => showTab(tab.dataset.tab));
+
+  // --------------------------------------------------------------- chart controls
+
+  const smoothing = document.getElementById("smoothing");
+  let redrawQueued = false;
+  function redrawSoon() {
+    if (redrawQueued) return;
+    redrawQueued = true;
+    requestAnimationFrame(() => { redrawQueued = false; view.redraw(); });
+  }
+  smoothing.addEventListener("input", () => {
+    options.smoothing = Number(smoothing.value);
+    document.getElementById("smoothing-value").textContent = smoothing.value;
+    redrawSoon();
+  });
+  document.getElementById("log-y").addEventListener("change", (ev) => { options.logY = ev.target.checked; redrawSoon(); });
+  document.getElementById("x-axis").addEventListener("change", (ev) => { options.axis = ev.target.value; redrawSoon(); });
+  document.getElementById("metric-filter").addEventListener("input", (ev) => {
+    options.filter = ev.target.value.trim();
+    view.applyFilter();
+  });
+
+  // ------------------------------------------------------------------- config
+
+  function configNode(key, value) {
+    if (value && typeof value === "object" && Object.keys(value).length) {
+      const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v]) : Object.entries(value);
+      const open = entries.length <= 30;
+      return h("details", { class: "tree-node", open },
+        h("summary", {}, h("span", { class: "tree-key" }, key),
+          h("span", { class: "muted" }, Array.isArray(value) ? ` [${entries.length}]` : ` {${entries.length}}`)),
+        h("div", { class: "tree-children" }, entries.map(([k, v]) => configNode(k, v))));
+    }
+    const type = value === null ? "null" : Array.isArray(value) ? "list" : typeof value;
+    return h("div", { class: "tree-leaf" }, h("span", { class: "tree-key" }, key), h("span", { class: "muted" }, ": "),
+      h("span", { class: `tree-value t-${type}` }, typeof value === "string" ? JSON.stringify(value) : T.fmtConfig(value)));
+  }
+
+  function renderConfig() {
+    const tree = clear(document.getElementById("config-tree"));
+    const entries = Object.entries(run.config || {});
+    if (!entries.length) tree.append(h("p", { class: "empty" }, "This run has no config."));
+    tree.append(...entries.map(([k, v]) => configNode(k, v)));
+  }
+  const setAll = (open) => document.querySelectorAll("#config-tree details").forEach((d) => { d.open = open; });
+  document.getElementById("expand-all").addEventListener("click", () => setAll(true));
+  document.getElementById("collapse-all").addEventListener("click", () => setAll(false));
+
+  // -------------------------------------------------------------- checkpoints
+
+  async function loadCheckpoints() {
+    const doc = await api(`/api/v1/runs/${runId}/checkpoints`);
+    const body = clear(document.querySelector("#checkpoints-table tbody"));
+    document.getElementById("ckpt-count").textContent = doc.checkpoints.length || "";
+    document.getElementById("no-checkpoints").hidden = doc.checkpoints.length > 0;
+    document.getElementById("checkpoints-table").hidden = !doc.checkpoints.length;
+    for (const c of doc.checkpoints) {
+      const metrics = Object.entries(c.metrics || {}).map(([k, v]) => `${k} ${T.fmtValue(v)}`).join(", ");
+      body.append(h("tr", {},
+        h("td", { class: "num" }, c.step),
+        h("td", { class: "num" }, T.fmtBytes(c.bytes)),
+        h("td", {}, h("span", { class: `badge ckpt-${c.state}` }, c.state)),
+        h("td", {}, h("code", { title: c.sha256 }, (c.sha256 || "").slice(0, 12))),
+        h("td", {}, metrics),
+        h("td", {}, T.fmtTime(c.created_at)),
+        h("td", {}, c.state === "ok" ? h("a", { href: c.download_url, class: "btn small", download: "" }, "Download") : ""),
+      ));
+    }
+  }
+
+  // -------------------------------------------------------------------- live
+
+  async function tick() {
+    const [fresh, metrics] = await Promise.all([
+      api(`/api/v1/runs/${runId}`),
+      api(`/api/v1/runs/${runId}/metrics`),
+    ]);
+    run = fresh;
+    view.run = fresh;
+    renderHeader(fresh);
+    await view.update(metrics.metrics);
+    document.getElementById("no-metrics").hidden = metrics.metrics.length > 0;
+    if (!document.querySelector('.tab-panel[data-panel="events"]').hidden) await Events.refresh();
+    return ACTIVE.has(fresh.status);
+  }
+
+  async function start() {
+    try {
+      run = await api(`/api/v1/runs/${runId}`);
+    } catch (exc) {
+      clear(main).append(h("section", { class: "page-head" }, h("h1", {}, `Run ${runId}`)),
+        h("p", { class: "query-error" }, exc.message));
+      return;
+    }
+    view.run = run;
+    renderHeader(run);
+    const metrics = await api(`/api/v1/runs/${runId}/metrics`);
+    view.addKeys(metrics.metrics.map((m) => m.key));
+    document.getElementById("no-metrics").hidden = metrics.metrics.length > 0;
+    Events.count();
+    const first = location.hash.slice(1);
+    showTab(tabs.some((t) => t.dataset.tab === first) ? first : "charts");
+    if (ACTIVE.has(run.status)) {
+      livePoll = T.poll(async () => {
+        const live = await tick();
+        if (!live) {
+          Logs.refresh();
+          Events.refresh();
+        }
+        return live;
+      }, LIVE_MS);
+    }
+  }
+
+  // The logs and events tabs follow a cursor; they poll only while visible and the run is live.
+  const Logs = (() => {
+    let after = 0;
+    let jobId;
+    let following = null;
+    const viewEl = document.getElementById("log-view");
+    const stream = document.getElementById("log-stream");
+    const follow = document.getElementById("log-follow");
+
+    function append(chunks) {
+      for (const c of chunks) viewEl.append(h("span", { class: `log-${c.stream}` }, c.text));
+      while (viewEl.childNodes.length > 5000) viewEl.removeChild(viewEl.firstChild);
+      if (follow.checked) viewEl.scrollTop = viewEl.scrollHeight;
+    }
+
+    async function refresh() {
+      const params = new URLSearchParams({ after, limit: 500 });
+      if (stream.value) params.set("stream", stream.value);
+      if (!after) params.set("tail", "1");
+      const doc = await api(`/api/v1/runs/${runId}/logs?${params}`);
+      jobId = doc.job_id;
+      document.getElementById("log-job").textContent = jobId
+        ? `output of job ${jobId}` : "this run was started by hand: no job output is stored";
+      append(doc.chunks);
+      after = doc.next_after;
+      return doc.chunks.length;
+    }
+
+    async function open() {
+      if (following) return;
+      await refresh();
+      if (ACTIVE.has(run.status) && jobId) {
+        following = T.poll(async () => {
+          if (document.querySelector('.tab-panel[data-panel="logs"]').hidden) return true;
+          await refresh();
+          return ACTIVE.has(run.status);
+        }, LIVE_MS);
+      }
+    }
+
+    stream.addEventListener("change", () => {
+      after = 0;
+      clear(viewEl);
+      refresh();
+    });
+    return { open, refresh };
+  })();
+
+  const Events = (() => {
+    let after = 0;
+    let total = 0;
+
+    async function refresh() {
+      const doc = await api(`/api/v1/runs/${runId}/events?after=${after}&limit=500`);
+      const body = document.querySelector("#events-table tbody");
+      for (const e of doc.events) {
+        body.append(h("tr", {},
+          h("td", { class: "nowrap" }, T.fmtTime(e.at)),
+          h("td", {}, h("span", { class: `badge event-${e.kind}` }, e.kind)),
+          h("td", {}, e.message),
+          h("td", {}, e.data ? h("code", {}, JSON.stringify(e.data)) : "")));
+      }
+      total += doc.events.length;
+      after = doc.next_after;
+      document.getElementById("event-count").textContent = total || "";
+      document.getElementById("no-events").hidden = total > 0;
+      document.getElementById("events-table").hidden = total === 0;
+    }
+
+    return { refresh, count: refresh };
+  })();
+
+  start();
+})();
