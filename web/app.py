@@ -97,10 +97,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
-    from web import api, api_queue
+    from web import api, api_queue, mlflow_api
 
     app.register_blueprint(api.bp)
     app.register_blueprint(api_queue.bp)
+    app.register_blueprint(mlflow_api.bp)
     _register_pages(app)
     return app
 

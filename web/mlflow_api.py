@@ -1,0 +1,326 @@
+"""MLflow-compatible tracking REST subset under ``/api/2.0/mlflow/``, so that code using the
+``mlflow`` client logs here unchanged with ``MLFLOW_TRACKING_URI=http://host:port`` (and
+``MLFLOW_TRACKING_TOKEN`` when the dashboard has a token). Documented in ``web/API.md``
+("MLflow compatibility"); the mapping itself is ``web/mlflow_compat.py`` (pure) and
+``web/mlflow_store.py`` (SQL).
+
+The security guard applies as everywhere (Host, token, Origin, JSON bodies). Errors on these
+routes -- the guard's included -- use MLflow's shape ``{"error_code", "message"}`` instead of
+the tracker's envelope, because the MLflow client parses that shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import HTTPException
+
+from tracker.errors import NotFound, TrackerError
+from tracker.store.entities import RunInfo
+from web import mlflow_compat as compat
+from web import mlflow_store as mstore
+from web import queries
+from web.context import state
+from web.mlflow_compat import MlflowError, RunMeta
+from web.params import json_body
+
+bp = Blueprint("mlflow", __name__, url_prefix="/api/2.0/mlflow")
+
+MAX_SEARCH_RESULTS = 50_000  # MLflow's own limit for experiments/search and runs/search
+DEFAULT_SEARCH_RESULTS = 1_000
+MAX_HISTORY_PAGE = 1_000_000
+
+
+# ------------------------------------------------------------------------ errors
+
+
+def _http_code(exc: HTTPException) -> str:
+    name = (exc.name or "error").lower()
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")
+
+
+@bp.errorhandler(Exception)
+def _on_error(exc: Exception) -> Response:
+    """Every error of a request routed here, in MLflow's shape (see the module docstring)."""
+    if isinstance(exc, MlflowError):
+        code, message, status = exc.mlflow_code, exc.message, exc.http_status
+    elif isinstance(exc, TrackerError):
+        code, message, status = exc.code, exc.message, exc.http_status
+        if status >= 500:
+            current_app.logger.error("%s: %s", code, message)
+    elif isinstance(exc, HTTPException):
+        code, message, status = _http_code(exc), exc.description or exc.name, exc.code or 500
+    else:
+        current_app.logger.exception("unhandled error in %s", type(exc).__name__)
+        code, message, status = "internal_error", "internal server error (see the server log)", 500
+    body, status = compat.error_body(code, message, status)
+    response = cast(Response, current_app.json.response(body))
+    response.status_code = status
+    return response
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _args() -> Mapping[str, Any]:
+    """The request's fields: the query string of a GET, the JSON body otherwise."""
+    return request.args if request.method == "GET" else json_body()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _project(experiment_id: Any) -> mstore.Project:
+    """The project of an experiment id (the Default experiment's is created on first use)."""
+    project_id = compat.experiment_id_of(experiment_id)
+    engine = state().store.engine
+    if project_id is None:
+        return mstore.ensure_project(engine, compat.DEFAULT_PROJECT, time.time())
+    return mstore.get_project(engine, project_id)
+
+
+def _experiment(project: mstore.Project) -> dict[str, Any]:
+    return compat.experiment_json(project.id, project.name, project.created_at)
+
+
+def _experiment_id(run: RunInfo) -> str:
+    project = mstore.find_project(state().store.engine, run.project)
+    if project is None:  # projects are never deleted; a run always has one
+        raise NotFound(f"the project of run {run.id} does not exist", field="run_id")
+    return _experiment(project)["experiment_id"]
+
+
+def _run(run: RunInfo) -> dict[str, Any]:
+    summaries = mstore.metric_summaries(state().store.engine, [run.id])[run.id]
+    return compat.run_json(run, _experiment_id(run), summaries)
+
+
+def _limit(raw: Any, default: int, most: int, name: str = "max_results") -> int:
+    value = compat.int64(raw, name, default)
+    if not 1 <= value <= most:
+        raise MlflowError(
+            "INVALID_PARAMETER_VALUE", f"{name}={value} is out of range: use 1 to {most}"
+        )
+    return value
+
+
+# ------------------------------------------------------------------ experiments
+
+
+@bp.post("/experiments/create")
+def create_experiment() -> Any:
+    name = compat.project_name_of(json_body().get("name"), "name")
+    project = mstore.create_project(state().store.engine, name, time.time())
+    return {"experiment_id": _experiment(project)["experiment_id"]}
+
+
+@bp.get("/experiments/get")
+def get_experiment() -> Any:
+    return {"experiment": _experiment(_project(request.args.get("experiment_id")))}
+
+
+@bp.get("/experiments/get-by-name")
+def get_experiment_by_name() -> Any:
+    name = compat.project_name_of(request.args.get("experiment_name"))
+    engine = state().store.engine
+    if name == compat.DEFAULT_PROJECT:
+        project = mstore.ensure_project(engine, name, time.time())
+    else:
+        found = mstore.find_project(engine, name)
+        if found is None:
+            raise MlflowError(
+                "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
+            )
+        project = found
+    return {"experiment": _experiment(project)}
+
+
+@bp.route("/experiments/search", methods=["GET", "POST"])
+def search_experiments() -> Any:
+    args = _args()
+    name, like = compat.experiment_filter(args.get("filter"))
+    limit = _limit(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
+    offset = compat.page_token(args.get("page_token"))
+    found = mstore.search_projects(
+        state().store.engine, name=name, like=like, limit=limit + 1, offset=offset
+    )
+    out: dict[str, Any] = {"experiments": [_experiment(p) for p in found[:limit]]}
+    if len(found) > limit:
+        out["next_page_token"] = str(offset + limit)
+    return out
+
+
+# ------------------------------------------------------------------------- runs
+
+
+@bp.post("/runs/create")
+def create_run() -> Any:
+    body = json_body()
+    project = _project(body.get("experiment_id"))
+    tags = compat.tags_of(body.get("tags"))
+    user = body.get("user_id")
+    if isinstance(user, str) and user:
+        tags.setdefault("mlflow.user", user)
+    name = body.get("run_name")
+    if isinstance(name, str) and name:
+        tags["mlflow.runName"] = name
+    meta = compat.apply_meta(RunMeta(name="", config={}, tags=[]), tags=tags)
+    start_ms = compat.optional_int64(body.get("start_time"), "start_time")
+    now = time.time() if start_ms is None else start_ms / 1000.0
+    run = mstore.create_run(state().store, project.name, meta, now)
+    return {"run": compat.run_json(run, _experiment(project)["experiment_id"])}
+
+
+@bp.get("/runs/get")
+def get_run() -> Any:
+    return {"run": _run(state().store.get_run(compat.run_id_of(request.args)))}
+
+
+@bp.post("/runs/update")
+def update_run() -> Any:
+    body = json_body()
+    run_id = compat.run_id_of(body)
+    store = state().store
+    store.get_run(run_id)  # 404 before anything changes
+    name = body.get("run_name")
+    if isinstance(name, str) and name:
+        tags = compat.tags_of([{"key": "mlflow.runName", "value": name}])
+        mstore.update_run_meta(store.engine, run_id, lambda m: compat.apply_meta(m, tags=tags))
+    if body.get("status") not in (None, ""):
+        status = compat.tracker_status(body["status"])
+        end_ms = compat.optional_int64(body.get("end_time"), "end_time")
+        if status in ("running", "queued"):
+            store.update_run(run_id, status=status, ended_at=None)
+        else:
+            end = time.time() if end_ms is None else end_ms / 1000.0
+            store.finish_run(run_id, status, now=end)
+    run = store.get_run(run_id)
+    return {"run_info": compat.run_info_json(run, _experiment_id(run))}
+
+
+def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -> dict[str, Any]:
+    """Parse everything first, then params and tags (the step that can refuse a changed
+    param), then metric points: a refused request stores nothing."""
+    records = compat.metric_records(list(metrics), now_ms=_now_ms())
+    params_ = compat.params_of(params)
+    tags_ = compat.tags_of(tags)
+    st = state()
+    if params_ or tags_:
+        mstore.update_run_meta(
+            st.store.engine, run_id, lambda m: compat.apply_meta(m, params_, tags_)
+        )
+    if records:
+        st.ingest.write(run_id, {"records": records})
+    return {}
+
+
+@bp.post("/runs/log-metric")
+def log_metric() -> Any:
+    body = json_body()
+    return _log(compat.run_id_of(body), metrics=[body])
+
+
+@bp.post("/runs/log-parameter")
+def log_parameter() -> Any:
+    body = json_body()
+    return _log(compat.run_id_of(body), params=[body])
+
+
+@bp.post("/runs/set-tag")
+def set_tag() -> Any:
+    body = json_body()
+    return _log(compat.run_id_of(body), tags=[body])
+
+
+@bp.post("/runs/log-batch")
+def log_batch() -> Any:
+    body = json_body()
+    metrics = body.get("metrics") or []
+    if not isinstance(metrics, list):
+        raise MlflowError("INVALID_PARAMETER_VALUE", "metrics must be a list", field="metrics")
+    return _log(compat.run_id_of(body), metrics, body.get("params"), body.get("tags"))
+
+
+@bp.post("/runs/delete-tag")
+def delete_tag() -> Any:
+    body = json_body()
+    run_id = compat.run_id_of(body)
+    key = body.get("key")
+    if not isinstance(key, str) or not key:
+        raise MlflowError("INVALID_PARAMETER_VALUE", "key is required", field="key")
+    change = lambda m: compat.apply_meta(m, deleted_tags=[key])  # noqa: E731
+    mstore.update_run_meta(state().store.engine, run_id, change)
+    return {}
+
+
+@bp.post("/runs/search")
+def search_runs() -> Any:
+    body = json_body()
+    for unsupported in ("filter", "order_by"):
+        if body.get(unsupported):
+            raise MlflowError(
+                "INVALID_PARAMETER_VALUE",
+                f"{unsupported} is not supported by this server's runs/search; use the "
+                "dashboard's run search (GET /api/v1/runs?q=...)",
+                field=unsupported,
+            )
+    experiment_ids = body.get("experiment_ids") or []
+    if not isinstance(experiment_ids, list) or not experiment_ids:
+        raise MlflowError(
+            "INVALID_PARAMETER_VALUE", "experiment_ids must be a non-empty list", field="ids"
+        )
+    projects = [_project(e) for e in experiment_ids]
+    limit = _limit(body.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
+    offset = compat.page_token(body.get("page_token"))
+    engine = state().store.engine
+    ids = mstore.run_ids_of_projects(engine, [p.id for p in projects], limit=limit + 1,
+                                     offset=offset)  # fmt: skip
+    runs = queries.runs_by_ids(engine, ids[:limit])
+    summaries = mstore.metric_summaries(engine, [r.id for r in runs])
+    experiment = {p.name: _experiment(p)["experiment_id"] for p in projects}
+    out: dict[str, Any] = {
+        "runs": [compat.run_json(r, experiment[r.project], summaries[r.id]) for r in runs]
+    }
+    if len(ids) > limit:
+        out["next_page_token"] = str(offset + limit)
+    return out
+
+
+# ---------------------------------------------------------------------- metrics
+
+
+@bp.get("/metrics/get-history")
+def get_metric_history() -> Any:
+    args = request.args
+    run_id = compat.run_id_of(args)
+    key = args.get("metric_key")
+    if not key:
+        raise MlflowError("INVALID_PARAMETER_VALUE", "metric_key is required", field="metric_key")
+    state().ingest.require_run(run_id)
+    limit = _limit(args.get("max_results"), MAX_HISTORY_PAGE, MAX_HISTORY_PAGE)
+    after = compat.page_token(args.get("page_token"))
+    points = mstore.metric_page(
+        state().store.engine, run_id, key, after_step=after, limit=limit + 1
+    )
+    out: dict[str, Any] = {
+        "metrics": [compat.metric_json(key, p.step, p.wall_time, p.value) for p in points[:limit]]
+    }
+    if len(points) > limit:
+        out["next_page_token"] = str(points[limit - 1].step + 1)
+    return out
+
+
+# -------------------------------------------------------------------- the rest
+
+
+@bp.route("/<path:rest>", methods=["GET", "POST", "PATCH", "DELETE"])
+def not_implemented(rest: str) -> Any:
+    raise MlflowError(
+        "ENDPOINT_NOT_FOUND",
+        f"{request.method} /api/2.0/mlflow/{rest[:200]} is not part of this server's MLflow "
+        "subset (experiments, runs, params, tags, metrics; no artifacts, models or traces)",
+    )

@@ -1,0 +1,560 @@
+"""Pure mapping between MLflow's tracking REST API and the tracker's model (no I/O, no Flask).
+
+MLflow's words and ours (documented in ``web/API.md``, section "MLflow compatibility"):
+
+* experiment = project; ``experiment_id`` is the project id as a string. MLflow's "Default"
+  experiment (id ``"0"``) is our project ``default``.
+* run = run; ``run_id`` is the run's integer id as a string (the client accepts any
+  ``[A-Za-z0-9][\\w-]*`` id, so no 32-hex encoding is needed).
+* params = top-level run config keys holding strings (MLflow params are strings; reading a run
+  that was not logged through MLflow flattens its config with dots and ``str()``s the values).
+* tags: user tags become our run tags ``"key=value"`` (searchable like any tag); MLflow's own
+  ``mlflow.*`` tags are provenance, kept verbatim in the config under ``_mlflow_tags``, except
+  ``mlflow.runName`` (the run's name) and ``mlflow.source.git.commit`` (also the git commit).
+* metrics = metric points: ``(key, step)`` is unique, the last value logged wins; keys follow
+  the tracker's key rule (``tracker.client.values.check_key``); NaN and ±Inf are kept.
+
+Errors on these routes use MLflow's shape ``{"error_code": "...", "message": "..."}``: the one
+deliberate exception to the tracker's error envelope, because the MLflow client reads it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.client.config import flatten
+from tracker.client.values import check_key
+from tracker.errors import TrackerError
+from tracker.store.entities import RunInfo
+
+__all__ = [
+    "DEFAULT_EXPERIMENT_ID",
+    "DEFAULT_EXPERIMENT_NAME",
+    "DEFAULT_PROJECT",
+    "SYSTEM_TAGS_KEY",
+    "MlflowError",
+    "RunMeta",
+    "apply_meta",
+    "error_body",
+    "experiment_filter",
+    "experiment_id_of",
+    "experiment_json",
+    "int64",
+    "metric_json",
+    "metric_records",
+    "mlflow_params",
+    "mlflow_status",
+    "mlflow_tags",
+    "optional_int64",
+    "page_token",
+    "params_of",
+    "project_name_of",
+    "run_id_of",
+    "run_info_json",
+    "run_json",
+    "tags_of",
+    "tracker_status",
+]
+
+DEFAULT_EXPERIMENT_ID = "0"
+DEFAULT_EXPERIMENT_NAME = "Default"
+DEFAULT_PROJECT = "default"
+SYSTEM_TAGS_KEY = "_mlflow_tags"  # reserved config key: MLflow's own mlflow.* tags
+RUN_NAME_TAG = "mlflow.runName"
+GIT_COMMIT_TAG = "mlflow.source.git.commit"
+USER_TAG = "mlflow.user"
+
+MAX_KEY_LENGTH = 250  # MLflow's limits for param and tag keys and values
+MAX_PARAM_LENGTH = 6000
+MAX_TAG_LENGTH = 8000
+MAX_NAME_LENGTH = 200  # projects.name
+MAX_RUN_NAME_LENGTH = 250  # runs.name
+MAX_STEP = 2**62
+MAX_ITEMS = 1_000_000  # metrics per log-batch (the tracker's ingest limit)
+MAX_META_ITEMS = 10_000  # params or tags per log-batch
+
+_TO_MLFLOW_STATUS = {
+    "queued": "SCHEDULED",
+    "running": "RUNNING",
+    "finished": "FINISHED",
+    "failed": "FAILED",
+    "killed": "KILLED",
+    "crashed": "FAILED",
+}
+_FROM_MLFLOW_STATUS = {
+    "RUNNING": "running",
+    "SCHEDULED": "queued",
+    "FINISHED": "finished",
+    "FAILED": "failed",
+    "KILLED": "killed",
+}
+_SPECIAL_VALUES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+# ------------------------------------------------------------------------ errors
+
+# MLflow's HTTP status for its error codes (mlflow.exceptions.ERROR_CODE_TO_HTTP_STATUS).
+_MLFLOW_STATUS = {
+    "BAD_REQUEST": 400,
+    "INVALID_PARAMETER_VALUE": 400,
+    "RESOURCE_ALREADY_EXISTS": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_DOES_NOT_EXIST": 404,
+    "ENDPOINT_NOT_FOUND": 404,
+    "INTERNAL_ERROR": 500,
+    "TEMPORARILY_UNAVAILABLE": 503,
+}
+# Our error codes (TrackerError.code, or a werkzeug HTTP error's name) -> MLflow's.
+_CODE_MAP = {
+    "unauthorized": "UNAUTHENTICATED",
+    "forbidden": "PERMISSION_DENIED",
+    "not_found": "RESOURCE_DOES_NOT_EXIST",
+    "conflict": "RESOURCE_ALREADY_EXISTS",
+    "store_unavailable": "TEMPORARILY_UNAVAILABLE",
+    "unsupported_media_type": "BAD_REQUEST",
+    "payload_too_large": "BAD_REQUEST",
+    "request_entity_too_large": "BAD_REQUEST",
+    "bad_request": "BAD_REQUEST",
+    "method_not_allowed": "ENDPOINT_NOT_FOUND",
+}
+
+
+class MlflowError(TrackerError):
+    """An error that has an exact MLflow error code (``RESOURCE_ALREADY_EXISTS``, ...)."""
+
+    def __init__(self, mlflow_code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.mlflow_code = mlflow_code
+        self.code = mlflow_code.lower()
+        self.http_status = _MLFLOW_STATUS.get(mlflow_code, 400)
+
+
+def error_body(code: str, message: str, status: int) -> tuple[dict[str, str], int]:
+    """MLflow's error body and HTTP status for one of our errors.
+
+    ``code`` is a ``TrackerError.code`` (or an ``MlflowError``'s MLflow code, upper case);
+    the status stays ours except where MLflow's client needs its own (never a 5xx for a 4xx).
+    """
+    if code.isupper():
+        mlflow_code = code
+    elif code in _CODE_MAP:
+        mlflow_code = _CODE_MAP[code]
+    elif code.startswith("invalid_") or code == "no_active_run":
+        mlflow_code = "INVALID_PARAMETER_VALUE"
+    elif status >= 500:
+        mlflow_code = "INTERNAL_ERROR"
+    else:
+        mlflow_code = "BAD_REQUEST"
+    return {"error_code": mlflow_code, "message": message}, status
+
+
+def _invalid(message: str, name: str) -> MlflowError:
+    return MlflowError("INVALID_PARAMETER_VALUE", message, field=name)
+
+
+# ---------------------------------------------------------------------- parsing
+
+
+def _text(value: Any, name: str, max_len: int) -> str:
+    """A required string of at most ``max_len`` characters."""
+    if value is None or value == "":
+        raise _invalid(f"{name} is required", name)
+    if not isinstance(value, str):
+        raise _invalid(f"{name} must be a string, not {type(value).__name__}", name)
+    if len(value) > max_len:
+        raise _invalid(f"{name} has {len(value)} characters; at most {max_len} are allowed", name)
+    return value
+
+
+def int64(value: Any, name: str, default: int) -> int:
+    """An int64 field: a JSON integer, or a decimal string (protobuf's JSON form of int64)."""
+    found = optional_int64(value, name)
+    return default if found is None else found
+
+
+def optional_int64(value: Any, name: str) -> int | None:
+    """``int64`` without a default: ``None`` when absent."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _invalid(f"{name} must be an integer, not {value!r:.60}", name)
+
+
+def run_id_of(body: Mapping[str, Any]) -> int:
+    """The run named by ``run_id`` (or the older ``run_uuid``): our integer id.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): missing, or not one of our run ids.
+        (An id that is well-formed but unknown is the store's ``NotFound`` -> 404.)
+    """
+    raw = body.get("run_id") or body.get("run_uuid")
+    if raw is None or raw == "":
+        raise _invalid("run_id is required", "run_id")
+    text = str(raw).strip()
+    if not text.isdigit() or len(text) > 18:
+        raise MlflowError(
+            "RESOURCE_DOES_NOT_EXIST",
+            f"run {text[:64]!r} does not exist: this server's run ids are integers",
+            field="run_id",
+        )
+    return int(text)
+
+
+def experiment_id_of(raw: Any) -> int | None:
+    """Our project id for an ``experiment_id``; ``None`` for the Default experiment ``"0"``.
+
+    Raises:
+        MlflowError: RESOURCE_DOES_NOT_EXIST for an id that is not an integer.
+    """
+    text = DEFAULT_EXPERIMENT_ID if raw is None or raw == "" else str(raw).strip()
+    if not text.isdigit() or len(text) > 18:
+        raise MlflowError(
+            "RESOURCE_DOES_NOT_EXIST",
+            f"experiment {text[:64]!r} does not exist: this server's experiment ids are "
+            "integers (project ids)",
+            field="experiment_id",
+        )
+    number = int(text)
+    return None if number == 0 else number
+
+
+def project_name_of(experiment_name: Any, field: str = "experiment_name") -> str:
+    """The project an experiment name means: "Default" is the project ``default``.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): missing, blank, or longer than 200 characters.
+    """
+    name = _text(experiment_name, field, MAX_NAME_LENGTH).strip()
+    if not name:
+        raise _invalid(f"{field} must not be blank", field)
+    return DEFAULT_PROJECT if name in (DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT) else name
+
+
+_FILTER_RE = re.compile(
+    r"""^\s*(?:attributes?\.)?name\s*(=|LIKE|ILIKE)\s*(['"])(.*)\2\s*$""", re.I | re.S
+)
+
+
+def experiment_filter(text: Any) -> tuple[str | None, str | None]:
+    """``(exact project name, LIKE pattern)`` for an experiments/search filter.
+
+    Supported: none, ``name = 'x'``, ``name LIKE 'x%'``, ``name ILIKE 'x%'`` (both LIKEs
+    are case-insensitive here).
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): any other filter.
+    """
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None, None
+    found = _FILTER_RE.match(text) if isinstance(text, str) else None
+    if found is None:
+        raise _invalid(
+            f"filter {str(text)[:100]!r} is not supported: this server searches experiments "
+            "by name only (name = 'x', name LIKE 'x%')",
+            "filter",
+        )
+    if found.group(1) == "=":
+        return project_name_of(found.group(3), "filter"), None
+    return None, found.group(3)
+
+
+def _metric_value(raw: Any, key: str) -> float:
+    if isinstance(raw, bool):
+        raise _invalid(f"metric {key!r}: value must be a number, not a boolean", key)
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        if raw in _SPECIAL_VALUES:
+            return _SPECIAL_VALUES[raw]
+        try:
+            return float(raw)  # protobuf's JSON also allows numbers as strings
+        except ValueError:
+            pass
+    raise _invalid(
+        f"metric {key!r}: value {raw!r:.60} is not a number (NaN and infinities are sent as "
+        '"NaN", "Infinity", "-Infinity")',
+        key,
+    )
+
+
+def metric_records(metrics: Any, *, now_ms: int) -> list[list[Any]]:
+    """MLflow metric objects -> the tracker's ingest records ``[step, wall_ms, {key: value}]``.
+
+    NaN becomes ``None`` and ±Inf the strings the ingest takes (``web/ingest.py``).
+
+    Raises:
+        InvalidMetricKey: a key breaking the tracker's key rule (MLflow allows spaces, ...).
+        MlflowError (INVALID_PARAMETER_VALUE): a missing key, a bad value, step or timestamp.
+    """
+    if not isinstance(metrics, list):
+        raise _invalid("metrics must be a list of {key, value, timestamp, step}", "metrics")
+    if len(metrics) > MAX_ITEMS:
+        raise _invalid(f"at most {MAX_ITEMS} metrics per request", "metrics")
+    records: list[list[Any]] = []
+    for item in metrics:
+        if not isinstance(item, Mapping):
+            raise _invalid("each metric must be an object {key, value, timestamp, step}", "metrics")
+        key = check_key(item.get("key"))
+        value = _metric_value(item.get("value"), key)
+        step = int64(item.get("step"), "step", 0)
+        stamp = int64(item.get("timestamp"), "timestamp", now_ms)
+        if not 0 <= step <= MAX_STEP:
+            raise _invalid(f"metric {key!r}: step {step} must be from 0 to 2**62", "step")
+        if not 0 <= stamp < 2**62:
+            raise _invalid(f"metric {key!r}: timestamp {stamp} must be epoch ms >= 0", "timestamp")
+        records.append([step, stamp, {key: _ingest_value(value)}])
+    return records
+
+
+def _ingest_value(value: float) -> float | str | None:
+    if math.isfinite(value):
+        return value
+    return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _pairs(items: Any, what: str, max_value: int) -> dict[str, str]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _invalid(f"{what} must be a list of {{key, value}}", what)
+    if len(items) > MAX_META_ITEMS:
+        raise _invalid(f"at most {MAX_META_ITEMS} {what} per request", what)
+    out: dict[str, str] = {}
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise _invalid(f"each of {what} must be an object {{key, value}}", what)
+        key = _text(item.get("key"), f"{what} key", MAX_KEY_LENGTH)
+        if "=" in key or "\x00" in key:
+            raise _invalid(f"{what} key {key!r} must not contain '=' or NUL", key)
+        value = item.get("value")
+        value = "" if value is None else value
+        if not isinstance(value, str):
+            value = str(value)
+        if len(value) > max_value:
+            raise _invalid(
+                f"{what} {key!r}: the value has {len(value)} characters; at most {max_value}",
+                key,
+            )
+        out[key] = value
+    return out
+
+
+def params_of(items: Any) -> dict[str, str]:
+    """``[{key, value}]`` params -> ``{key: value}`` (values are strings, as in MLflow).
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): a missing or reserved key, a value too long.
+    """
+    params = _pairs(items, "params", MAX_PARAM_LENGTH)
+    if SYSTEM_TAGS_KEY in params:
+        raise _invalid(f"param key {SYSTEM_TAGS_KEY!r} is reserved by this server", "key")
+    return params
+
+
+def tags_of(items: Any) -> dict[str, str]:
+    """``[{key, value}]`` tags -> ``{key: value}``.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): a missing key, a key with '=', a value too long.
+    """
+    return _pairs(items, "tags", MAX_TAG_LENGTH)
+
+
+def page_token(raw: Any) -> int:
+    """Page tokens of this server are decimal offsets (or steps); ``0`` when absent."""
+    if raw is None or raw == "":
+        return 0
+    text = str(raw)
+    if not text.isdigit() or len(text) > 19:
+        raise _invalid(f"page_token {text[:40]!r} is not a token this server issued", "page_token")
+    return int(text)
+
+
+# ------------------------------------------------------------------ run metadata
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """The run columns MLflow params and tags map onto."""
+
+    name: str
+    config: dict[str, Any]
+    tags: list[str]
+    git_commit: str | None = None
+
+
+def _tag_key(tag: str) -> str:
+    return tag.split("=", 1)[0]
+
+
+def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """The run config as MLflow params: dotted keys, string values, the reserved key left out."""
+    flat = flatten({k: v for k, v in config.items() if k != SYSTEM_TAGS_KEY})
+    return {k: v if isinstance(v, str) else str(v) for k, v in flat.items()}
+
+
+def apply_meta(
+    meta: RunMeta,
+    params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    deleted_tags: Iterable[str] = (),
+) -> RunMeta:
+    """Fold params and tags into a run's columns (see the module docstring for where).
+
+    Raises:
+        MlflowError: INVALID_PARAMETER_VALUE when a param already has a different value
+            (MLflow params are write-once); RESOURCE_DOES_NOT_EXIST when deleting a tag the
+            run does not have.
+    """
+    config = dict(meta.config)
+    if params:
+        existing = mlflow_params(config)
+        for key, value in params.items():
+            if key in existing and existing[key] != value:
+                raise _invalid(
+                    f"param {key!r} already has the value {existing[key]!r:.100}; MLflow params "
+                    f"are write-once, so {value!r:.100} was not stored (nothing in this request "
+                    "was stored)",
+                    key,
+                )
+            if key not in existing:  # an equal value stays as it is (typed, maybe nested)
+                config[key] = value
+    system = dict(config.get(SYSTEM_TAGS_KEY) or {})
+    user = {_tag_key(t): t for t in meta.tags}
+    name, git_commit = meta.name, meta.git_commit
+    for key in deleted_tags:
+        if key in system:
+            del system[key]
+        elif key in user:
+            del user[key]
+        else:
+            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"the run has no tag {key!r}", field="key")
+    for key, value in (tags or {}).items():
+        if key == RUN_NAME_TAG:
+            name = value[:MAX_RUN_NAME_LENGTH] or name
+        elif key.startswith("mlflow."):
+            system[key] = value
+            if key == GIT_COMMIT_TAG and len(value) <= 64:
+                git_commit = value or git_commit
+        else:
+            user[key] = f"{key}={value}"
+    if system:
+        config[SYSTEM_TAGS_KEY] = system
+    else:
+        config.pop(SYSTEM_TAGS_KEY, None)
+    return RunMeta(name=name, config=config, tags=list(user.values()), git_commit=git_commit)
+
+
+def mlflow_tags(run: RunInfo) -> dict[str, str]:
+    """All MLflow tags of a run: user tags, the reserved system tags, and its name."""
+    out: dict[str, str] = {}
+    for tag in run.tags:
+        key, _, value = tag.partition("=")
+        out[key] = value
+    system = run.config.get(SYSTEM_TAGS_KEY)
+    if isinstance(system, Mapping):
+        out.update({str(k): str(v) for k, v in system.items()})
+    if run.git_commit and GIT_COMMIT_TAG not in out:
+        out[GIT_COMMIT_TAG] = run.git_commit
+    out[RUN_NAME_TAG] = run.name
+    return out
+
+
+def mlflow_status(status: str) -> str:
+    """Our run status -> MLflow's (``crashed`` is ``FAILED``: MLflow has no such state)."""
+    return _TO_MLFLOW_STATUS.get(status, "FAILED")
+
+
+def tracker_status(status: Any) -> str:
+    """MLflow's run status -> ours.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): not one of MLflow's run statuses.
+    """
+    if isinstance(status, int) and not isinstance(status, bool):  # the proto enum number
+        status = {1: "RUNNING", 2: "SCHEDULED", 3: "FINISHED", 4: "FAILED", 5: "KILLED"}.get(status)
+    if status not in _FROM_MLFLOW_STATUS:
+        raise _invalid(
+            f"status {status!r} is not an MLflow run status: use one of "
+            f"{', '.join(_FROM_MLFLOW_STATUS)}",
+            "status",
+        )
+    return _FROM_MLFLOW_STATUS[status]
+
+
+# ------------------------------------------------------------------ serializers
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def experiment_json(project_id: int, name: str, created_at: float) -> dict[str, Any]:
+    """An MLflow Experiment object for a project."""
+    default = name == DEFAULT_PROJECT
+    created = _ms(created_at)
+    return {
+        "experiment_id": DEFAULT_EXPERIMENT_ID if default else str(project_id),
+        "name": DEFAULT_EXPERIMENT_NAME if default else name,
+        "artifact_location": "",
+        "lifecycle_stage": "active",
+        "creation_time": created,
+        "last_update_time": created,
+        "tags": [],
+    }
+
+
+def run_info_json(run: RunInfo, experiment_id: str) -> dict[str, Any]:
+    """An MLflow RunInfo object (the artifact URI names the MLflow artifact proxy, which this
+    server does not provide: artifact calls fail instead of writing to a local folder)."""
+    info: dict[str, Any] = {
+        "run_id": str(run.id),
+        "run_uuid": str(run.id),
+        "run_name": run.name,
+        "experiment_id": experiment_id,
+        "user_id": str((run.config.get(SYSTEM_TAGS_KEY) or {}).get(USER_TAG, "")),
+        "status": mlflow_status(run.status),
+        "start_time": _ms(run.started_at if run.started_at is not None else run.created_at),
+        "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run.id}/artifacts",
+        "lifecycle_stage": "active",
+    }
+    end = _ms(run.ended_at)
+    if end is not None:
+        info["end_time"] = end
+    return info
+
+
+def metric_json(key: str, step: int, wall_time: float, value: float | None) -> dict[str, Any]:
+    """An MLflow Metric object (``None``, the store's NaN, becomes NaN)."""
+    return {
+        "key": key,
+        "value": math.nan if value is None else value,
+        "timestamp": _ms(wall_time),
+        "step": step,
+    }
+
+
+def run_json(run: RunInfo, experiment_id: str, summaries: Iterable[Any] = ()) -> dict[str, Any]:
+    """An MLflow Run object: info, data (last metric values, params, tags), no inputs.
+
+    ``summaries`` have ``key, last_step, last_wall_time, last_value`` (``web.queries``)."""
+    metrics = [metric_json(s.key, s.last_step, s.last_wall_time, s.last_value) for s in summaries]
+    return {
+        "info": run_info_json(run, experiment_id),
+        "data": {
+            "metrics": metrics,
+            "params": [{"key": k, "value": v} for k, v in mlflow_params(run.config).items()],
+            "tags": [{"key": k, "value": v} for k, v in mlflow_tags(run).items()],
+        },
+        "inputs": {},
+    }
