@@ -9,8 +9,8 @@ MLflow's words and ours (documented in ``web/API.md``, section "MLflow compatibi
 * params = top-level run config keys holding strings (MLflow params are strings; reading a run
   that was not logged through MLflow flattens its config with dots and ``str()``s the values).
 * tags: user tags become our run tags ``"key=value"`` (searchable like any tag); MLflow's own
-  ``mlflow.*`` tags are provenance, kept verbatim in the config under ``_mlflow_tags``, except
-  ``mlflow.runName`` (the run's name) and ``mlflow.source.git.commit`` (also the git commit).
+  ``mlflow.*`` tags are provenance, kept verbatim in the config under ``_mlflow_tags``;
+  ``mlflow.runName`` is the run's name, ``mlflow.source.git.commit`` also sets its git commit.
 * metrics = metric points: ``(key, step)`` is unique, the last value logged wins; keys follow
   the tracker's key rule (``tracker.client.values.check_key``); NaN and ±Inf are kept.
 
@@ -120,7 +120,6 @@ _CODE_MAP = {
     "payload_too_large": "BAD_REQUEST",
     "request_entity_too_large": "BAD_REQUEST",
     "bad_request": "BAD_REQUEST",
-    "method_not_allowed": "ENDPOINT_NOT_FOUND",
 }
 
 
@@ -137,8 +136,9 @@ class MlflowError(TrackerError):
 def error_body(code: str, message: str, status: int) -> tuple[dict[str, str], int]:
     """MLflow's error body and HTTP status for one of our errors.
 
-    ``code`` is a ``TrackerError.code`` (or an ``MlflowError``'s MLflow code, upper case);
-    the status stays ours except where MLflow's client needs its own (never a 5xx for a 4xx).
+    ``code`` is a ``TrackerError.code``, a werkzeug error's name (``request_entity_too_large``)
+    or already an MLflow code (upper case). The HTTP status is kept: the client decides by
+    ``error_code``, and retries only 408, 429 and 5xx.
     """
     if code.isupper():
         mlflow_code = code

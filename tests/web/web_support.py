@@ -51,6 +51,36 @@ def envelope(response: Any) -> dict[str, Any]:
     return error
 
 
+# The MLflow-compatible routes (web/mlflow_api.py) answer errors in MLflow's own shape.
+MLFLOW_PREFIX = "/api/2.0/mlflow/"
+MLFLOW_CODES = {  # our code -> MLflow's error_code on the MLflow routes
+    "unauthorized": "UNAUTHENTICATED",
+    "forbidden": "PERMISSION_DENIED",
+    "unsupported_media_type": "BAD_REQUEST",
+}
+
+
+def error_of(response: Any, url: str) -> dict[str, str]:
+    """The envelope's error -- or, on the MLflow routes, MLflow's body checked for exactly
+    ``{"error_code", "message"}`` and returned as ``{"mlflow_code", "message"}``."""
+    if not url.startswith(MLFLOW_PREFIX):
+        return envelope(response)
+    assert response.mimetype == "application/json", response.data[:200]
+    body = response.get_json()
+    assert set(body) == {"error_code", "message"}, body
+    assert isinstance(body["message"], str) and body["message"]
+    return {"mlflow_code": body["error_code"], "message": body["message"]}
+
+
+def has(error: dict[str, str], code: str | None = None, field: str | None = None) -> bool:
+    """The error has this code and names this field (MLflow's shape names it in the message)."""
+    if "mlflow_code" in error:
+        return (code is None or error["mlflow_code"] == MLFLOW_CODES[code]) and (
+            field is None or field in error["message"]
+        )
+    return (code is None or error["code"] == code) and (field is None or error["field"] == field)
+
+
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
