@@ -18,9 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from runner.entities import ClaimedJob, LogChunk
-from runner.jobrows import read_conn
 from tracker.store import models as m
 from tracker.store.engine import write_begin
+from tracker.store.jobs import read_conn
 
 Line = tuple[str, float, str]  # (stream, time, text with its newline)
 

@@ -30,22 +30,26 @@ import sqlalchemy as sa
 
 from runner import retry
 from runner.entities import (
-    FINAL_JOB_STATUSES,
-    RUN_STATUS_FOR_JOB,
-    CancelResult,
     ClaimedJob,
     FinishResult,
-    JobInfo,
-    JobSpec,
     LeaseLost,
     LeaseState,
     RetryPolicy,
 )
 from runner.failure import Failure
-from runner.jobrows import (
+from tracker.errors import Conflict, NotFound
+from tracker.store import models as m
+from tracker.store.engine import write_begin
+from tracker.store.jobs import (
+    FINAL_JOB_STATUSES,
     JOB_COLUMNS,
     RESERVED_ENV,
+    RUN_STATUS_FOR_JOB,
+    CancelResult,
+    JobInfo,
+    JobSpec,
     attempts,
+    cancel,
     check_spec,
     count_jobs,
     create_job_run,
@@ -57,9 +61,6 @@ from runner.jobrows import (
     list_jobs,
     read_conn,
 )
-from tracker.errors import Conflict, NotFound
-from tracker.store import models as m
-from tracker.store.engine import write_begin
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -512,43 +513,8 @@ def sweep_expired(
     return done
 
 
-# ------------------------------------------------------------- cancel and requeue
-
-
-def cancel(store: Any, job_id: int, *, now: float | None = None) -> CancelResult:
-    """Cancel a job; see :class:`CancelResult`. Raises NotFound for an unknown job."""
-    now = time.time() if now is None else now
-    with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status == "running":
-            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
-            return CancelResult("cancel_requested", "running")
-        if row.status != "queued":
-            return CancelResult("unchanged", row.status)
-        hint = "The job was cancelled before it started."
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status="cancelled",
-                ended_at=now,
-                failure_class="cancelled",
-                failure_hint=hint,
-                pending_reason=None,
-                not_before=None,
-            )
-        )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
-            )
-    return CancelResult("cancelled", "cancelled")
+# ------------------------------------------------------------------------ requeue
+# ``cancel`` (re-exported above) is shared with the dashboard: tracker.store.jobs.cancel.
 
 
 def requeue(

@@ -1,8 +1,9 @@
 """Workers in the store: registration, heartbeats, listing, and why queued jobs wait.
 
 A worker is *live* while its status is not ``stopped`` and its heartbeat is recent
-(``WORKER_TTL_S``). ``explain_pending`` is pure: it says why a job cannot run on any live
-worker (too many GPUs asked, GPUs too small, no worker at all), or ``None``.
+(``WORKER_TTL_S``); reading worker rows is shared with the dashboard
+(:mod:`tracker.store.workers`). ``explain_pending`` is pure: it says why a job cannot run on
+any live worker (too many GPUs asked, GPUs too small, no worker at all), or ``None``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,20 @@ from typing import Any
 import sqlalchemy as sa
 
 from runner.entities import GpuDevice, WorkerInfo
-from runner.jobrows import read_conn
 from tracker.store import models as m
+from tracker.store import workers as store_workers
 from tracker.store.engine import write_begin
+from tracker.store.jobs import read_conn
+from tracker.store.workers import WORKER_TTL_S
 
-WORKER_TTL_S = 60.0
+__all__ = [
+    "WORKER_TTL_S",
+    "explain_pending",
+    "heartbeat_worker",
+    "list_workers",
+    "register_worker",
+    "update_pending_reasons",
+]
 _GIB = 1024**3
 
 
@@ -65,37 +75,9 @@ def list_workers(
     store: Any, *, include_stopped: bool = False, now: float | None = None
 ) -> list[WorkerInfo]:
     """Live workers (or all, with ``include_stopped``), newest first, with their running jobs."""
-    now = time.time() if now is None else now
-    query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
-    if not include_stopped:
-        fresh = m.Worker.heartbeat_at >= now - WORKER_TTL_S
-        query = query.where(m.Worker.status != "stopped", fresh)
-    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == "running")
-    with read_conn(store) as conn:
-        rows = conn.execute(query).all()
-        jobs: dict[str, list[int]] = {}
-        for owner, job_id in conn.execute(running):
-            jobs.setdefault(owner or "", []).append(job_id)
-    return [
-        WorkerInfo(
-            r.id,
-            r.host,
-            r.pid,
-            list(r.gpus or []),
-            r.max_jobs,
-            _status(r, now),
-            r.started_at,
-            r.heartbeat_at,
-            sorted(jobs.get(r.id, [])),
-        )
-        for r in rows
-    ]
-
-
-def _status(row: Any, now: float) -> str:
-    if row.status != "stopped" and row.heartbeat_at < now - WORKER_TTL_S:
-        return "lost"  # no heartbeat for a minute: killed without a chance to say so
-    return row.status
+    return store_workers.list_workers(
+        store, include_stopped=include_stopped, include_lost=include_stopped, now=now
+    )
 
 
 def explain_pending(

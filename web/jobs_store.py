@@ -1,13 +1,11 @@
 """Job rows the dashboard writes: clone a run or a job (config edited, optionally expanded
 into a grid) into the queue, cancel a job, and add/pause/delete cron schedules.
 
-Web and runner never import each other; they meet in these rows, so the rows written here
-mean exactly what ``runner/jobrows.py``, ``runner/queue.py`` and ``runner/schedules.py``
-write: a job is inserted ``queued`` with ``attempt`` 0 and its own run, created ``queued``
-(config = the job's config overrides, command = argv, named ``<script>-job<id>``);
-cancelling a queued job ends it ``cancelled`` and its run ``killed``, a running one gets
-``cancel_requested`` (its worker stops it); a schedule's ``spec`` holds the job fields
-under the runner's ``JobSpec`` names.
+Web and runner never import each other; they meet in these rows. The rows are written by
+the code both share in ``tracker.store.jobs`` and ``tracker.store.schedules``: a job is
+inserted ``queued`` with ``attempt`` 0 and its own ``queued`` run; cancelling a queued job
+ends it ``cancelled`` and its run ``killed``, a running one gets ``cancel_requested`` (its
+worker stops it); a schedule's ``spec`` holds the job fields under ``JobSpec``'s names.
 
 The dashboard launches only what was already submitted: every new job copies its command
 from an existing job or run; only the config, the priority and the grid come from the
@@ -18,20 +16,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime as dt
 import itertools
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
 from tracker.client.config import normalize_config
 from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.store import jobs as store_jobs
 from tracker.store import models as m
+from tracker.store import schedules as store_schedules
 from tracker.store.engine import write_begin
+from tracker.store.jobs import JobSpec
+from tracker.store.schedules import CronError, delete_schedule, set_paused, trigger_for
 
 __all__ = [
     "MAX_GRID_JOBS",
@@ -43,40 +43,15 @@ __all__ = [
     "delete_schedule",
     "enqueue",
     "expand",
-    "next_fire_time",
     "set_paused",
     "template_from_job",
     "template_from_run",
 ]
 
 MAX_GRID_JOBS = 256
-_DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
-
-class CronError(InvalidInput):
-    code = "invalid_cron"
-
-
-@dataclass(frozen=True)
-class JobTemplate:
-    """What a new job runs; field names are the runner's ``JobSpec`` names."""
-
-    argv: list[str]
-    project: str = "default"
-    cwd: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    priority: int = 0
-    gpus: int = 0
-    gpu_memory_bytes: int | None = None
-    timeout_s: float | None = None
-    max_retries: int = 0
-    retry_on_failure: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    nproc_per_node: int | None = None
-    name: str | None = None
-    tags: tuple[str, ...] = ()
-    parent_job_id: int | None = None
-    not_before: float | None = None
+# What a new job runs: the runner's JobSpec (the dashboard never sets ``schedule_id``).
+JobTemplate = JobSpec
 
 
 # ------------------------------------------------------------------ templates
@@ -225,69 +200,6 @@ def expand(
 # ---------------------------------------------------------------------- enqueue
 
 
-def _run_name(argv: Sequence[str], job_id: int) -> str:
-    # runner/jobrows.py: _default_run_name
-    script = next((a for a in argv[1:] if a.endswith(".py")), None)
-    stem = (script or (argv or ["job"])[0]).rsplit("/", 1)[-1].removesuffix(".py")
-    return f"{stem[:200]}-job{job_id}"
-
-
-def _project_id(conn: sa.Connection, name: str, now: float) -> int:
-    found = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
-    if found is not None:
-        return found
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    insert: Any = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    conn.execute(insert(m.Project).values(name=name, created_at=now).on_conflict_do_nothing())
-    return conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one()
-
-
-def _insert(conn: sa.Connection, t: JobTemplate, now: float, schedule_id: int | None) -> int:
-    resources: dict[str, Any] = {"gpus": t.gpus}
-    if t.gpu_memory_bytes is not None:
-        resources["gpu_memory_bytes"] = t.gpu_memory_bytes
-    job_id = conn.execute(
-        sa.insert(m.Job)
-        .values(
-            project=t.project,
-            status="queued",
-            priority=t.priority,
-            argv=list(t.argv),
-            cwd=t.cwd,
-            config=t.config,
-            resources=resources,
-            env=dict(t.env),
-            timeout_s=t.timeout_s,
-            max_retries=t.max_retries,
-            retry_on_failure=t.retry_on_failure,
-            attempt=0,
-            nproc_per_node=t.nproc_per_node,
-            not_before=t.not_before,
-            cancel_requested=False,
-            schedule_id=schedule_id,
-            parent_job_id=t.parent_job_id,
-            created_at=now,
-        )
-        .returning(m.Job.id)
-    ).scalar_one()
-    run_id = conn.execute(
-        sa.insert(m.Run)
-        .values(
-            project_id=_project_id(conn, t.project, now),
-            name=t.name or _run_name(t.argv, job_id),
-            status="queued",
-            config=t.config,
-            tags=list(t.tags),
-            created_at=now,
-            command=list(t.argv),
-        )
-        .returning(m.Run.id)
-    ).scalar_one()
-    conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(run_id=run_id))
-    return job_id
-
-
 def _check_template(t: JobTemplate) -> None:
     if not t.argv or not all(isinstance(a, str) and "\0" not in a for a in t.argv):
         raise InvalidInput("argv must be a non-empty list of strings without NUL", field="argv")
@@ -308,7 +220,7 @@ def enqueue(
         _check_template(t)
     now = time.time() if now is None else now
     with write_begin(engine) as conn:
-        return [_insert(conn, t, now, None) for t in templates]
+        return [store_jobs.insert_job(conn, t, now) for t in templates]
 
 
 def clone(
@@ -339,102 +251,11 @@ def cancel(engine: sa.Engine, job_id: int, *, now: float | None = None) -> str:
 
     Raises NotFound for an unknown job.
     """
-    now = time.time() if now is None else now
-    with write_begin(engine) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status == "running":
-            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
-            return "cancel_requested"
-        if row.status != "queued":
-            return row.status
-        hint = "The job was cancelled before it started."
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status="cancelled",
-                ended_at=now,
-                failure_class="cancelled",
-                failure_hint=hint,
-                pending_reason=None,
-                not_before=None,
-            )
-        )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
-            )
-    return "cancelled"
+    result = store_jobs.cancel(engine, job_id, now=now)
+    return result.status if result.outcome == "unchanged" else result.outcome
 
 
 # -------------------------------------------------------------------- schedules
-
-
-def _weekday(text: str) -> str:
-    """A crontab weekday field (0 or 7 = Sunday) in APScheduler's day names."""
-    if any(c.isalpha() for c in text):
-        return text
-    days: set[int] = set()
-    for part in text.split(","):
-        body, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if body == "*":
-            lo, hi = 0, 6
-        elif "-" in body:
-            lo, hi = (int(x) for x in body.split("-", 1))
-        else:
-            lo = int(body)
-            hi = 6 if step_text else lo
-        if not (0 <= lo <= hi <= 7 and step >= 1):
-            raise ValueError(part)
-        days |= {d % 7 for d in range(lo, hi + 1, step)}
-    return ",".join(_DOW[d] for d in sorted(days))
-
-
-def trigger(cron: str, timezone: str = "UTC") -> Any:
-    """APScheduler trigger for a 5-field crontab (or 6 with seconds first), as the runner
-    reads it (runner/schedules.py: trigger_for).
-
-    Raises CronError for a bad expression or time zone.
-    """
-    from apscheduler.triggers.cron import CronTrigger
-
-    fields = cron.split() if isinstance(cron, str) else []
-    if len(fields) not in (5, 6):
-        raise CronError(
-            f"cron {cron!r}: expected 5 fields (minute hour day month weekday), or 6 with "
-            "seconds first",
-            field="cron",
-        )
-    second = fields.pop(0) if len(fields) == 6 else "0"
-    minute, hour, day, month, dow = fields
-    try:
-        return CronTrigger(
-            second=second,
-            minute=minute,
-            hour=hour,
-            day=day,
-            month=month,
-            day_of_week=_weekday(dow),
-            timezone=timezone,
-        )
-    except (ValueError, LookupError, TypeError) as exc:
-        raise CronError(f"cron {cron!r} / timezone {timezone!r}: {exc}", field="cron") from None
-
-
-def next_fire_time(cron: str, timezone: str, after: float) -> float | None:
-    start = dt.datetime.fromtimestamp(after, dt.timezone.utc) + dt.timedelta(microseconds=1)
-    try:
-        nxt = trigger(cron, timezone).get_next_fire_time(None, start)
-    except CronError:
-        return None
-    return None if nxt is None else nxt.timestamp()
 
 
 def add_schedule(
@@ -452,52 +273,11 @@ def add_schedule(
     """
     if not isinstance(timezone, str) or not re.fullmatch(r"[A-Za-z0-9_+\-/]{1,64}", timezone):
         raise CronError(f"timezone {timezone!r} is not a time zone name", field="timezone")
-    trigger(cron, timezone)
+    trigger_for(cron, timezone)
     _check_template(template)
     if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 200):
         raise InvalidInput("name must be 1 to 200 characters", field="name")
-    script = next((a for a in template.argv[1:] if a.endswith(".py")), template.argv[0])
-    name = name or f"{script.rsplit('/', 1)[-1]} {cron}"
-    spec = dataclasses.asdict(template)
-    spec["tags"] = list(template.tags)
     now = time.time() if now is None else now
-    with write_begin(engine) as conn:
-        return conn.execute(
-            sa.insert(m.Schedule)
-            .values(
-                name=name,
-                cron=cron,
-                timezone=timezone,
-                spec=spec,
-                paused=False,
-                created_at=now,
-                last_fire_at=None,
-            )
-            .returning(m.Schedule.id)
-        ).scalar_one()
-
-
-def set_paused(
-    engine: sa.Engine, schedule_id: int, paused: bool, *, now: float | None = None
-) -> None:
-    """Pause or resume; resuming does not fire the times missed meanwhile (as the runner).
-
-    Raises NotFound for an unknown id.
-    """
-    values: dict[str, Any] = {"paused": paused}
-    if not paused:
-        values["last_fire_at"] = time.time() if now is None else now
-    with write_begin(engine) as conn:
-        found = conn.execute(
-            sa.update(m.Schedule).where(m.Schedule.id == schedule_id).values(**values)
-        ).rowcount
-    if not found:
-        raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
-
-
-def delete_schedule(engine: sa.Engine, schedule_id: int) -> None:
-    """Delete a schedule (its jobs stay). Raises NotFound for an unknown id."""
-    with write_begin(engine) as conn:
-        found = conn.execute(sa.delete(m.Schedule).where(m.Schedule.id == schedule_id)).rowcount
-    if not found:
-        raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
+    return store_schedules.insert_schedule(
+        engine, cron, template, timezone=timezone, name=name, now=now
+    )

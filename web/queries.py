@@ -2,13 +2,13 @@
 metric summaries, events and logs after a cursor, jobs with their queue position, workers
 and schedules. ORM rows stop here; callers get the frozen dataclasses below.
 
-The job and worker columns mean what the runner writes (``runner/queue.py``,
-``runner/registry.py``); web and runner meet only in these rows.
+Jobs, workers and schedules are read with the code the runner shares
+(``tracker.store.jobs``, ``.workers``, ``.schedules``); web and runner meet only in rows.
 """
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +16,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import InvalidInput, NotFound
+from tracker.store import jobs as store_jobs
 from tracker.store import models as m
+from tracker.store import workers as store_workers
 from tracker.store.entities import CheckpointInfo, RunInfo
+from tracker.store.jobs import JOB_COLUMNS, JOB_STATUSES, JobInfo, check_statuses, job_info
+from tracker.store.schedules import ScheduleInfo, get_schedule, list_schedules
+from tracker.store.store import checkpoint_info, last_metrics_of, run_info, run_select
+from tracker.store.workers import WORKER_TTL_S, WorkerInfo
 
 __all__ = [
     "JOB_STATUSES",
@@ -46,8 +52,9 @@ __all__ = [
     "runs_by_ids",
 ]
 
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
-WORKER_TTL_S = 60.0  # as runner/registry.py: no heartbeat for a minute -> "lost"
+# Workers and schedules read as the runner reads them (tracker.store.workers / .schedules).
+WorkerView = WorkerInfo
+ScheduleView = ScheduleInfo
 
 
 @dataclass(frozen=True)
@@ -125,32 +132,6 @@ class LogChunkView:
     text: str
 
 
-@dataclass(frozen=True)
-class WorkerView:
-    id: str
-    host: str
-    pid: int
-    gpus: list[dict[str, Any]]
-    max_jobs: int
-    status: str
-    started_at: float
-    heartbeat_at: float
-    running_jobs: list[int]
-
-
-@dataclass(frozen=True)
-class ScheduleView:
-    id: int
-    name: str
-    cron: str
-    timezone: str
-    spec: dict[str, Any]
-    paused: bool
-    created_at: float
-    last_fire_at: float | None
-    next_fire_at: float | None
-
-
 # ------------------------------------------------------------------------ runs
 
 
@@ -189,40 +170,13 @@ def events_after(
 # ------------------------------------------------------------------------ jobs
 
 
-def _job_view(r: Any, position: int | None = None) -> JobView:
-    return JobView(
-        id=r.id,
-        project=r.project,
-        status=r.status,
-        priority=r.priority,
-        argv=list(r.argv or []),
-        cwd=r.cwd,
-        config=r.config or {},
-        resources=r.resources or {},
-        env_keys=sorted((r.env or {}).keys()),
-        timeout_s=r.timeout_s,
-        max_retries=r.max_retries,
-        attempt=r.attempt,
-        nproc_per_node=r.nproc_per_node,
-        not_before=r.not_before,
-        cancel_requested=bool(r.cancel_requested),
-        worker=r.lease_owner,
-        lease_expires_at=r.lease_expires_at,
-        run_id=r.run_id,
-        schedule_id=r.schedule_id,
-        parent_job_id=r.parent_job_id,
-        exit_code=r.exit_code,
-        failure_class=r.failure_class,
-        failure_hint=r.failure_hint,
-        pending_reason=r.pending_reason,
-        created_at=r.created_at,
-        started_at=r.started_at,
-        ended_at=r.ended_at,
-        position=position,
-    )
+_COMPUTED = ("env_keys", "worker", "position")  # the JobView fields JobInfo does not have
 
 
-_JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
+def _job_view(job: JobInfo, position: int | None = None) -> JobView:
+    names = [f.name for f in dataclasses.fields(JobView) if f.name not in _COMPUTED]
+    same = {name: getattr(job, name) for name in names}
+    return JobView(**same, env_keys=sorted(job.env), worker=job.lease_owner, position=position)
 
 
 def _positions(conn: sa.Connection) -> dict[int, int]:
@@ -233,15 +187,6 @@ def _positions(conn: sa.Connection) -> dict[int, int]:
         .order_by(m.Job.priority.desc(), m.Job.id)
     )
     return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
-
-
-def _check_statuses(statuses: Sequence[str]) -> None:
-    for s in statuses:
-        if s not in JOB_STATUSES:
-            raise InvalidInput(
-                f"status {s!r} is not a job status; use {', '.join(JOB_STATUSES)}",
-                field="status",
-            )
 
 
 def list_jobs(
@@ -256,14 +201,14 @@ def list_jobs(
 
     Raises InvalidInput for an unknown status.
     """
-    _check_statuses(statuses)
+    check_statuses(statuses)
     where: list[Any] = []
     if statuses:
         where.append(m.Job.status.in_(list(statuses)))
     if project:
         where.append(m.Job.project == project)
     query = (
-        sa.select(*_JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
+        sa.select(*JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
     )
     with engine.connect() as conn:
         rows = conn.execute(query).all()
@@ -274,48 +219,36 @@ def list_jobs(
             conn.execute(sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)).all()
         )
         positions = _positions(conn) if any(r.status == "queued" for r in rows) else {}
-    return [_job_view(r, positions.get(r.id)) for r in rows], total, counts
+    return [_job_view(job_info(r), positions.get(r.id)) for r in rows], total, counts
 
 
 def get_job(engine: sa.Engine, job_id: int) -> JobView:
     """Raises NotFound for an unknown id."""
     with engine.connect() as conn:
-        row = conn.execute(sa.select(*_JOB_COLUMNS).where(m.Job.id == job_id)).first()
+        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
         positions = _positions(conn) if row.status == "queued" else {}
-    return _job_view(row, positions.get(job_id))
+    return _job_view(job_info(row), positions.get(job_id))
 
 
 def job_for_run(engine: sa.Engine, run_id: int) -> JobView | None:
     """The (newest) job that logs into this run, if the run was started by a job."""
-    query = sa.select(*_JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
+    query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
     with engine.connect() as conn:
         row = conn.execute(query.limit(1)).first()
-    return None if row is None else _job_view(row)
+    return None if row is None else _job_view(job_info(row))
 
 
 def attempts(engine: sa.Engine, job_id: int) -> list[AttemptView]:
-    query = (
-        sa.select(*m.JobAttempt.__table__.columns)
-        .where(m.JobAttempt.job_id == job_id)
-        .order_by(m.JobAttempt.attempt)
-    )
-    with engine.connect() as conn:
-        return [
-            AttemptView(
-                r.attempt,
-                r.worker_id,
-                r.status,
-                r.started_at,
-                r.ended_at,
-                r.exit_code,
-                r.failure_class,
-                r.failure_hint,
-                r.resume_checkpoint,
-            )
-            for r in conn.execute(query)
-        ]
+    """Every attempt of a job, oldest first (without the job id the caller knows)."""
+    out = []
+    for a in store_jobs.attempts(engine, job_id):
+        values = dataclasses.asdict(a)
+        del values["job_id"]
+        values["worker"] = values.pop("worker_id")
+        out.append(AttemptView(**values))
+    return out
 
 
 def logs_after(
@@ -350,77 +283,7 @@ def list_workers(
     engine: sa.Engine, *, include_stopped: bool = False, now: float | None = None
 ) -> list[WorkerView]:
     """Workers newest first; a worker without a heartbeat for ``WORKER_TTL_S`` is "lost"."""
-    now = time.time() if now is None else now
-    query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
-    if not include_stopped:
-        query = query.where(m.Worker.status != "stopped")
-    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == "running")
-    with engine.connect() as conn:
-        rows = conn.execute(query).all()
-        jobs: dict[str, list[int]] = {}
-        for owner, job_id in conn.execute(running):
-            if owner is not None:
-                jobs.setdefault(owner, []).append(job_id)
-    out = []
-    for r in rows:
-        status = r.status
-        if status != "stopped" and r.heartbeat_at < now - WORKER_TTL_S:
-            status = "lost"
-        out.append(
-            WorkerView(
-                r.id,
-                r.host,
-                r.pid,
-                list(r.gpus or []),
-                r.max_jobs,
-                status,
-                r.started_at,
-                r.heartbeat_at,
-                sorted(jobs.get(r.id, [])),
-            )
-        )
-    return out
-
-
-def list_schedules(engine: sa.Engine, *, now: float | None = None) -> list[ScheduleView]:
-    from web.jobs_store import next_fire_time
-
-    now = time.time() if now is None else now
-    query = sa.select(*m.Schedule.__table__.columns).order_by(m.Schedule.id)
-    with engine.connect() as conn:
-        rows = conn.execute(query).all()
-    return [schedule_view(r, now, next_fire_time) for r in rows]
-
-
-def get_schedule(engine: sa.Engine, schedule_id: int, *, now: float | None = None) -> ScheduleView:
-    """Raises NotFound for an unknown id."""
-    from web.jobs_store import next_fire_time
-
-    query = sa.select(*m.Schedule.__table__.columns).where(m.Schedule.id == schedule_id)
-    with engine.connect() as conn:
-        row = conn.execute(query).first()
-    if row is None:
-        raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
-    return schedule_view(row, time.time() if now is None else now, next_fire_time)
-
-
-def schedule_view(r: Any, now: float, next_fire: Any) -> ScheduleView:
-    nxt = (
-        None
-        if r.paused
-        else next_fire(r.cron, r.timezone, max(r.last_fire_at or r.created_at, now))
-    )
-    return ScheduleView(
-        r.id,
-        r.name,
-        r.cron,
-        r.timezone,
-        r.spec or {},
-        bool(r.paused),
-        r.created_at,
-        r.last_fire_at,
-        nxt,
-    )
+    return store_workers.list_workers(engine, include_stopped=include_stopped, now=now)
 
 
 # ------------------------------------------------------------- runs, checkpoints
@@ -429,49 +292,14 @@ def schedule_view(r: Any, now: float, next_fire: Any) -> ScheduleView:
 def runs_by_ids(engine: sa.Engine, run_ids: Sequence[int]) -> list[RunInfo]:
     """Runs in the order asked, with their last metric values. Raises NotFound for a
     missing id (naming it)."""
-    query = (
-        sa.select(*m.Run.__table__.columns, m.Project.name.label("project"))
-        .join(m.Project, m.Project.id == m.Run.project_id)
-        .where(m.Run.id.in_(list(run_ids)))
-    )
+    query = run_select().where(m.Run.id.in_(list(run_ids)))
     with engine.connect() as conn:
         rows = {r.id: r for r in conn.execute(query)}
-        last: dict[int, dict[str, float]] = {}
-        summaries = (
-            sa.select(m.MetricSummary.run_id, m.MetricKey.name, m.MetricSummary.last_value)
-            .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
-            .where(m.MetricSummary.run_id.in_(list(run_ids)))
-        )
-        for run_id, name, value in conn.execute(summaries):
-            last.setdefault(run_id, {})[name] = value
+        last = last_metrics_of(conn, run_ids)
     missing = [i for i in run_ids if i not in rows]
     if missing:
         raise NotFound(f"run {missing[0]} does not exist", field="runs")
-    return [_run_info(rows[i], last.get(i, {})) for i in run_ids]
-
-
-def _run_info(r: Any, last: dict[str, float]) -> RunInfo:
-    return RunInfo(
-        id=r.id,
-        project=r.project,
-        name=r.name,
-        status=r.status,
-        config=r.config or {},
-        tags=list(r.tags or []),
-        created_at=r.created_at,
-        started_at=r.started_at,
-        ended_at=r.ended_at,
-        heartbeat_at=r.heartbeat_at,
-        host=r.host,
-        pid=r.pid,
-        git_commit=r.git_commit,
-        command=r.command,
-        exit_code=r.exit_code,
-        failure_class=r.failure_class,
-        failure_hint=r.failure_hint,
-        error=r.error,
-        last_metrics=last,
-    )
+    return [run_info(rows[i], last.get(i, {})) for i in run_ids]
 
 
 def run_detail(engine: sa.Engine, run_id: int) -> tuple[RunInfo, JobView | None]:
@@ -527,9 +355,7 @@ def get_checkpoint(engine: sa.Engine, checkpoint_id: int) -> CheckpointInfo:
         c = conn.execute(query).first()
     if c is None:
         raise NotFound(f"checkpoint {checkpoint_id} does not exist", field="checkpoint")
-    return CheckpointInfo(
-        c.id, c.run_id, c.step, c.path, c.bytes, c.sha256, c.metrics or {}, c.state, c.created_at
-    )
+    return checkpoint_info(c)
 
 
 def run_logs(

@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql
 
 from tracker.errors import InvalidInput
 from tracker.store import models as m
-from tracker.store.store import tag_filter
+from tracker.store.store import run_select, tag_filter
 from web.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 
 __all__ = ["SORT_ATTRIBUTES", "RunPage", "RunRow", "RunSearch", "search_runs"]
@@ -372,11 +372,7 @@ def _load_rows(
     for i, name in enumerate(spec.config_columns):
         j = _Json(dialect, name.split("."))
         config_cols.append((j.node if j.pg else j.raw).label(f"c{i}"))
-    query = (
-        sa.select(*m.Run.__table__.columns, m.Project.name.label("project"), *config_cols)
-        .join(m.Project, m.Project.id == m.Run.project_id)
-        .where(m.Run.id.in_(ids))
-    )
+    query = run_select().add_columns(*config_cols).where(m.Run.id.in_(ids))
     by_id = {r.id: r for r in conn.execute(query)}
     metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
     out = []

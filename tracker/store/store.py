@@ -120,11 +120,11 @@ class Store:
     def get_run(self, run_id: int) -> RunInfo:
         """Raises NotFound when there is no run with this id."""
         with self.engine.connect() as conn:
-            row = conn.execute(_run_select().where(m.Run.id == run_id)).first()
+            row = conn.execute(run_select().where(m.Run.id == run_id)).first()
             if row is None:
                 raise NotFound(f"run {run_id} does not exist", field="run")
-            last = _last_metrics(conn, [run_id]).get(run_id, {})
-        return _run_info(row, last)
+            last = last_metrics_of(conn, [run_id]).get(run_id, {})
+        return run_info(row, last)
 
     def start_run(
         self,
@@ -228,7 +228,7 @@ class Store:
         """Newest first. ``status`` and ``tag`` filter exactly."""
         if status is not None:
             _check_status(status)
-        query = _run_select().order_by(m.Run.id.desc()).limit(limit).offset(offset)
+        query = run_select().order_by(m.Run.id.desc()).limit(limit).offset(offset)
         if project is not None:
             query = query.where(m.Project.name == project)
         if status is not None:
@@ -237,8 +237,8 @@ class Store:
             query = query.where(tag_filter(self.dialect, tag))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
-            last = _last_metrics(conn, [r.id for r in rows])
-        return [_run_info(r, last.get(r.id, {})) for r in rows]
+            last = last_metrics_of(conn, [r.id for r in rows])
+        return [run_info(r, last.get(r.id, {})) for r in rows]
 
     # ------------------------------------------------------------------- metrics
 
@@ -311,7 +311,7 @@ class Store:
 
     def last_metrics(self, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
         with self.engine.connect() as conn:
-            return _last_metrics(conn, run_ids)
+            return last_metrics_of(conn, run_ids)
 
     # --------------------------------------------------------------- checkpoints
 
@@ -352,7 +352,7 @@ class Store:
             .order_by(m.Checkpoint.step.desc(), m.Checkpoint.id.desc())
         )
         with self.engine.connect() as conn:
-            return [_checkpoint_info(c) for c in conn.execute(query)]
+            return [checkpoint_info(c) for c in conn.execute(query)]
 
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
         with write_begin(self.engine) as conn:
@@ -418,13 +418,15 @@ def _check_status(status: str) -> None:
         )
 
 
-def _run_select() -> sa.Select[Any]:
+def run_select() -> sa.Select[Any]:
+    """SELECT of every run column plus the project name (rows for :func:`run_info`)."""
     return sa.select(*m.Run.__table__.columns, m.Project.name.label("project")).join(
         m.Project, m.Project.id == m.Run.project_id
     )
 
 
-def _run_info(row: Any, last: dict[str, float]) -> RunInfo:
+def run_info(row: Any, last: dict[str, float]) -> RunInfo:
+    """A row of :func:`run_select` as a RunInfo, with its last metric values."""
     r = row
     return RunInfo(
         id=r.id,
@@ -449,7 +451,8 @@ def _run_info(row: Any, last: dict[str, float]) -> RunInfo:
     )
 
 
-def _last_metrics(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+def last_metrics_of(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+    """{run id: {metric name: last value}} for these runs (runs without metrics are absent)."""
     if not run_ids:
         return {}
     query = (
@@ -463,7 +466,8 @@ def _last_metrics(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, dict
     return out
 
 
-def _checkpoint_info(c: Any) -> CheckpointInfo:
+def checkpoint_info(c: Any) -> CheckpointInfo:
+    """A checkpoints row as a CheckpointInfo."""
     return CheckpointInfo(
         c.id, c.run_id, c.step, c.path, c.bytes, c.sha256, c.metrics or {}, c.state, c.created_at
     )

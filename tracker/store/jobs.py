@@ -1,7 +1,10 @@
-"""Job rows in and out: validating a JobSpec, inserting a job with its run, and reading jobs.
+"""Jobs in the store, shared by the runner and the dashboard: the job entities, turning job
+rows into them, validating a job, inserting a job with its ``queued`` run, reading jobs and
+cancelling one.
 
-The queue's state changes (claim, lease, finish, cancel) live in :mod:`runner.queue`; this
-module holds the plain SQL both it and the schedules share. ORM rows stop here.
+The runner's queue (claim, lease, finish) builds on these; the dashboard writes the same
+rows when it clones a run into the queue. ORM rows stop here: callers get the frozen
+dataclasses below.
 """
 
 from __future__ import annotations
@@ -9,16 +12,32 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from runner.entities import JOB_STATUSES, JobAttemptInfo, JobInfo, JobSpec
 from tracker.client.config import normalize_config
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable
+from tracker.store.engine import is_unavailable, write_begin
+
+if TYPE_CHECKING:
+    from tracker.store.store import Store
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
+FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
+
+# The run status a job's run gets when the job ends in each final state.
+RUN_STATUS_FOR_JOB = {
+    "succeeded": "finished",
+    "failed": "failed",
+    "cancelled": "killed",
+    "timed_out": "killed",
+    "crashed": "crashed",
+}
 
 RESERVED_ENV = frozenset(
     {
@@ -36,20 +55,131 @@ RESERVED_ENV = frozenset(
     }
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_JOB = m.Job.__table__
-JOB_COLUMNS = [c for c in _JOB.columns if c.name != "lease_token"]
+JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to run: everything a new job needs. ``argv`` is run as is, never by a shell.
+
+    ``config`` holds the submitted overrides (nested); the client deep-merges them over the
+    script's own config. ``env`` adds variables to the job's environment.
+    ``gpu_memory_bytes`` is the free memory each assigned GPU must have (checked with NVML).
+    """
+
+    argv: list[str]
+    project: str = "default"
+    cwd: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    gpus: int = 0
+    gpu_memory_bytes: int | None = None
+    timeout_s: float | None = None
+    max_retries: int = 0
+    retry_on_failure: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    nproc_per_node: int | None = None
+    name: str | None = None
+    tags: tuple[str, ...] = ()
+    schedule_id: int | None = None
+    parent_job_id: int | None = None
+    not_before: float | None = None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: int
+    project: str
+    status: str
+    priority: int
+    argv: list[str]
+    cwd: str | None
+    config: dict[str, Any]
+    resources: dict[str, Any]
+    env: dict[str, str]
+    timeout_s: float | None
+    max_retries: int
+    retry_on_failure: bool
+    attempt: int
+    nproc_per_node: int | None
+    not_before: float | None
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_expires_at: float | None
+    run_id: int | None
+    schedule_id: int | None
+    parent_job_id: int | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    pending_reason: str | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+
+    @property
+    def gpus(self) -> int:
+        return int(self.resources.get("gpus") or 0)
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        value = self.resources.get("gpu_memory_bytes")
+        return None if value is None else int(value)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_JOB_STATUSES
+
+
+@dataclass(frozen=True)
+class JobAttemptInfo:
+    job_id: int
+    attempt: int
+    worker_id: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    resume_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """``outcome``: ``cancelled`` (it was queued), ``cancel_requested`` (it is running: its
+    worker stops it within about a second) or ``unchanged`` (it had already ended);
+    ``status``: the job's status now."""
+
+    outcome: str
+    status: str
+
+
+# ---------------------------------------------------------------------- connections
+
+
+def engine_of(source: Store | sa.Engine) -> sa.Engine:
+    """The engine of a Store, or the engine itself."""
+    return source if isinstance(source, sa.Engine) else source.engine
 
 
 @contextlib.contextmanager
-def read_conn(store: Any) -> Iterator[sa.Connection]:
+def read_conn(source: Store | sa.Engine) -> Iterator[sa.Connection]:
     """A connection for reads; a lost or locked database becomes StoreUnavailable."""
     try:
-        with store.engine.connect() as conn:
+        with engine_of(source).connect() as conn:
             yield conn
     except sa.exc.DBAPIError as exc:
         if is_unavailable(exc):
             raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
         raise
+
+
+def dialect_insert(conn: sa.Connection) -> Any:
+    """The dialect's ``insert`` (it has ``on_conflict_do_nothing``)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 # ------------------------------------------------------------------------ enqueue
@@ -77,15 +207,19 @@ def check_spec(spec: JobSpec) -> JobSpec:
         isinstance(spec.timeout_s, int | float) and 0 < spec.timeout_s < float("inf")
     ):
         raise InvalidInput(f"timeout {spec.timeout_s!r}: must be seconds > 0", field="timeout")
-    for key, value in spec.env.items():
+    _check_env(spec.env)
+    config = normalize_config(dict(spec.config))
+    return dataclasses.replace(spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags))
+
+
+def _check_env(env: dict[str, str]) -> None:
+    for key, value in env.items():
         if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
             raise InvalidInput(f"env name {key!r}: must match [A-Za-z_][A-Za-z0-9_]*", field="env")
         if key in RESERVED_ENV:
             raise InvalidInput(f"env {key}: is set by the worker and cannot be given", field="env")
         if not isinstance(value, str) or "\0" in value:
             raise InvalidInput(f"env {key}: the value must be a string without NUL", field="env")
-    config = normalize_config(dict(spec.config))
-    return dataclasses.replace(spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags))
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
@@ -96,7 +230,7 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
 def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
 
-    The spec must already be validated (``enqueue`` does that).
+    The spec must already be validated (``check_spec``, or the caller's own rules).
     """
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:
@@ -150,31 +284,25 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
 
 def _default_run_name(argv: Sequence[str], job_id: int) -> str:
     script = next((a for a in argv[1:] if a.endswith(".py")), None)
-    stem = (script or argv[0]).rsplit("/", 1)[-1].removesuffix(".py")
+    stem = (script or (argv or ["job"])[0]).rsplit("/", 1)[-1].removesuffix(".py")
     return f"{stem[:200]}-job{job_id}"
 
 
 def _project_id(conn: sa.Connection, name: str, now: float) -> int:
     found = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
     if found is not None:
-        return found
+        return int(found)
     conn.execute(
         dialect_insert(conn)(m.Project).values(name=name, created_at=now).on_conflict_do_nothing()
     )
-    return conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one()
-
-
-def dialect_insert(conn: sa.Connection) -> Any:
-    """The dialect's ``insert`` (it has ``on_conflict_do_nothing``)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    return int(conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one())
 
 
 # -------------------------------------------------------------------------- reads
 
 
 def job_info(row: Any) -> JobInfo:
+    """A job row (selected with ``JOB_COLUMNS``) as a JobInfo."""
     return JobInfo(
         id=row.id,
         project=row.project,
@@ -207,24 +335,35 @@ def job_info(row: Any) -> JobInfo:
     )
 
 
-def jobs_by_id(store: Any, ids: Sequence[int]) -> list[JobInfo]:
-    with read_conn(store) as conn:
+def jobs_by_id(source: Store | sa.Engine, ids: Sequence[int]) -> list[JobInfo]:
+    """Jobs in the order asked (every id must exist)."""
+    with read_conn(source) as conn:
         rows = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id.in_(list(ids)))).all()
     by_id = {r.id: job_info(r) for r in rows}
     return [by_id[i] for i in ids]
 
 
-def get_job(store: Any, job_id: int) -> JobInfo:
+def get_job(source: Store | sa.Engine, job_id: int) -> JobInfo:
     """Raises NotFound when there is no job with this id."""
-    with read_conn(store) as conn:
+    with read_conn(source) as conn:
         row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
     if row is None:
         raise NotFound(f"job {job_id} does not exist", field="job")
     return job_info(row)
 
 
+def check_statuses(statuses: Sequence[str]) -> None:
+    """Raises InvalidInput (field ``status``) for a name that is not a job status."""
+    for s in statuses:
+        if s not in JOB_STATUSES:
+            raise InvalidInput(
+                f"status {s!r} is not a job status; use one of {', '.join(JOB_STATUSES)}",
+                field="status",
+            )
+
+
 def list_jobs(
-    store: Any,
+    source: Store | sa.Engine,
     *,
     status: str | Sequence[str] | None = None,
     project: str | None = None,
@@ -236,36 +375,31 @@ def list_jobs(
     query = sa.select(*JOB_COLUMNS)
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
-        for s in wanted:
-            if s not in JOB_STATUSES:
-                raise InvalidInput(
-                    f"status {s!r} is not a job status; use one of {', '.join(JOB_STATUSES)}",
-                    field="status",
-                )
+        check_statuses(wanted)
         query = query.where(m.Job.status.in_(wanted))
     if project is not None:
         query = query.where(m.Job.project == project)
     order = m.Job.id.desc() if newest_first else m.Job.id
     query = query.order_by(order).limit(limit).offset(offset)
-    with read_conn(store) as conn:
+    with read_conn(source) as conn:
         return [job_info(r) for r in conn.execute(query)]
 
 
-def count_jobs(store: Any) -> dict[str, int]:
+def count_jobs(source: Store | sa.Engine) -> dict[str, int]:
     """Number of jobs per status."""
     query = sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)
-    with read_conn(store) as conn:
+    with read_conn(source) as conn:
         return {s: n for s, n in conn.execute(query)}
 
 
-def attempts(store: Any, job_id: int) -> list[JobAttemptInfo]:
+def attempts(source: Store | sa.Engine, job_id: int) -> list[JobAttemptInfo]:
     """Every attempt of a job, oldest first."""
     query = (
         sa.select(*m.JobAttempt.__table__.columns)
         .where(m.JobAttempt.job_id == job_id)
         .order_by(m.JobAttempt.attempt)
     )
-    with read_conn(store) as conn:
+    with read_conn(source) as conn:
         return [
             JobAttemptInfo(
                 r.job_id,
@@ -281,3 +415,48 @@ def attempts(store: Any, job_id: int) -> list[JobAttemptInfo]:
             )
             for r in conn.execute(query)
         ]
+
+
+# ------------------------------------------------------------------------- cancel
+
+
+def cancel(source: Store | sa.Engine, job_id: int, *, now: float | None = None) -> CancelResult:
+    """Cancel a job; see :class:`CancelResult`. A queued job ends ``cancelled`` and its run
+    ``killed``; a running one gets ``cancel_requested`` (its worker stops it).
+
+    Raises:
+        NotFound: no such job.
+        StoreUnavailable: the database cannot be reached.
+    """
+    now = time.time() if now is None else now
+    with write_begin(engine_of(source)) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+        ).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        if row.status == "running":
+            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
+            return CancelResult("cancel_requested", "running")
+        if row.status != "queued":
+            return CancelResult("unchanged", row.status)
+        hint = "The job was cancelled before it started."
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status="cancelled",
+                ended_at=now,
+                failure_class="cancelled",
+                failure_hint=hint,
+                pending_reason=None,
+                not_before=None,
+            )
+        )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
+            )
+    return CancelResult("cancelled", "cancelled")
