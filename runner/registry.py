@@ -47,7 +47,7 @@ def register_worker(
     values = {
         "host": host,
         "pid": pid,
-        "gpus": [{"index": g.index, "name": g.name, "total_bytes": g.total_bytes} for g in gpus],
+        "gpus": gpu_rows(gpus),
         "max_jobs": max_jobs,
         "status": "running",
         "started_at": now,
@@ -59,16 +59,32 @@ def register_worker(
             conn.execute(sa.insert(m.Worker).values(id=worker_id, **values))
 
 
+def gpu_rows(gpus: Sequence[GpuDevice], free: Mapping[int, int | None] | None = None) -> list:
+    """The workers.gpus JSON: index, name, total bytes, and free bytes when NVML tells."""
+    rows = []
+    for g in gpus:
+        row: dict[str, Any] = {"index": g.index, "name": g.name, "total_bytes": g.total_bytes}
+        if free and free.get(g.index) is not None:
+            row["free_bytes"] = free[g.index]
+        rows.append(row)
+    return rows
+
+
 def heartbeat_worker(
-    store: Any, worker_id: str, *, status: str = "running", now: float | None = None
+    store: Any,
+    worker_id: str,
+    *,
+    status: str = "running",
+    gpus: list[dict[str, Any]] | None = None,
+    now: float | None = None,
 ) -> None:
+    """Renew the worker's heartbeat; ``gpus`` (from :func:`gpu_rows`) refreshes free memory."""
     now = time.time() if now is None else now
+    values: dict[str, Any] = {"heartbeat_at": now, "status": status}
+    if gpus:
+        values["gpus"] = gpus
     with write_begin(store.engine) as conn:
-        conn.execute(
-            sa.update(m.Worker)
-            .where(m.Worker.id == worker_id)
-            .values(heartbeat_at=now, status=status)
-        )
+        conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
 
 
 def list_workers(

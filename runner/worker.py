@@ -471,7 +471,10 @@ class Worker:
 
     def _heartbeat(self, status: str) -> None:
         try:
-            registry.heartbeat_worker(self.store, self.id, status=status)
+            devices = self.slots.devices
+            free = {d.index: self.nvml.free_bytes(d.index) for d in devices} if devices else None
+            gpus = registry.gpu_rows(devices, free) if devices else None
+            registry.heartbeat_worker(self.store, self.id, status=status, gpus=gpus)
         except StoreUnavailable as exc:
             log.warning("worker heartbeat failed: %s", exc.message)
 

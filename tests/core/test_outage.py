@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ def test_postgres_stopped_and_restarted_during_logging(tmp_path_factory: Any) ->
         pg_cluster._bindir()
     except pg_cluster.ClusterError as exc:
         pytest.skip(str(exc))
-    directory = Path("/tmp") / f"pgout-{tmp_path_factory.getbasetemp().name}"
+    # A short path: the server's unix socket lives in it (108-byte limit).
+    directory = Path(tempfile.gettempdir()) / f"pgout-{tmp_path_factory.getbasetemp().name}"
     url = pg_cluster.start_cluster(directory)
     try:
         run = tracker.init(project="outage", uri=url, system_interval=None)
