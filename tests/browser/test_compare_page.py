@@ -93,3 +93,19 @@ def test_compare_needs_two_runs(page: Any, dashboard: Dashboard) -> None:
     error = page.locator("#compare-error")
     error.wait_for(state="visible")
     assert "2 to 200 runs" in error.inner_text()
+
+
+def test_compare_two_hundred_runs(page: Any, dashboard: Dashboard) -> None:
+    store = dashboard.store
+    run_ids = []
+    for i in range(200):
+        run = store.create_run("many", f"m{i}", {"lr": 10 ** -(1 + i % 4), "seed": i})
+        store.log_metrics(run.id, 0, {"val/acc": (i % 10) / 10, "train/loss": 1.0 / (i + 1)})
+        store.log_metrics(run.id, 1, {"val/acc": (i % 10) / 9, "train/loss": 0.5 / (i + 1)})
+        run_ids.append(run.id)
+    page.goto(f"{dashboard.url}/compare?runs={','.join(map(str, run_ids))}")
+    page.wait_for_selector("#diff-table tbody tr")
+    assert page.locator("#diff-table thead th.run-col").count() == 200
+    assert shown_keys(page) == {"lr", "seed"}
+    page.locator("#parcoords-chart svg polyline").first.wait_for()
+    assert page.locator("#parcoords-chart svg polyline").count() == 200
