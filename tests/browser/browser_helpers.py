@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +10,6 @@ from typing import Any
 
 import pytest
 from browser_seed import Seeded
-from werkzeug.serving import BaseWSGIServer, make_server
 
 from tracker.store import Store
 
@@ -27,21 +25,6 @@ class Dashboard:
     store_url: str
     store: Store
     seeded: Seeded
-
-
-class ServerThread:
-    """A real HTTP server for the app on a free loopback port, served by a thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.server: BaseWSGIServer = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=10)
-        self.server.server_close()
 
 
 def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT_MS / 1000) -> Any:

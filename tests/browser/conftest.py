@@ -17,9 +17,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # browser_helpers, browser_seed
 
-from browser_helpers import SCREENSHOTS, VIEWPORT, WAIT_MS, Dashboard, ServerThread
+from browser_helpers import SCREENSHOTS, VIEWPORT, WAIT_MS, Dashboard
 from browser_seed import seed
 from browser_support import NO_CHROMIUM_REASON, chromium_path, launch_chromium
+from servers import ServerThread
 
 from tracker.store import Store
 from web.app import create_app

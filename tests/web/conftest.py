@@ -15,7 +15,8 @@ from flask.testing import FlaskClient
 
 sys.path.insert(0, str(Path(__file__).parent))  # web_support, as tests/conftest.py does
 
-from web_support import TOKEN, ServerThread
+from servers import ServerThread
+from web_support import TOKEN
 
 from web.app import create_app
 

@@ -17,7 +17,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
-from web_support import TOKEN, ServerThread
+from servers import ServerThread
+from web_support import TOKEN
 
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store

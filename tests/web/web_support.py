@@ -9,34 +9,16 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
-from werkzeug.serving import BaseWSGIServer, make_server
 
 TOKEN = "s3cret-token-for-tests-only"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 TRACKER = [sys.executable, "-c", "from tracker.cli import main; main()"]
 SCRIPTS = Path(__file__).parent / "scripts"
-
-
-class ServerThread:
-    """A real HTTP server for ``app`` on a free port, served by a thread."""
-
-    def __init__(self, app: Flask) -> None:
-        self.server: BaseWSGIServer = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=10)
-        self.server.server_close()
 
 
 def envelope(response: Any) -> dict[str, Any]:
