@@ -150,8 +150,13 @@ def test_schedules_add_pause_and_delete(page: Any, dashboard: Dashboard) -> None
     assert "0 3 * * 1-5" in row.inner_text() and "active" in row.inner_text()
     row.locator("button", has_text="Pause").click()
     page.locator("#schedules-table tbody tr", has_text="paused").wait_for()
-    (schedule,) = queries.list_schedules(dashboard.store.engine)
-    assert schedule.paused and schedule.name == "nightly"
+    # The page reads through the app's own connections; this test reads through another
+    # one, so poll (bounded) for the paused row rather than assume it is visible at once.
+    (schedule,) = wait_until(
+        lambda: [s for s in queries.list_schedules(dashboard.store.engine) if s.paused],
+        "the schedule to be paused in the store",
+    )
+    assert schedule.name == "nightly"
     page.on("dialog", lambda d: d.accept())
     page.locator("#schedules-table button", has_text="Delete").click()
     page.wait_for_selector("#schedules-empty:not([hidden])")

@@ -184,6 +184,9 @@ class HttpSink:
         # No retry here: the writer keeps the batch, backs off and spills.
         self._send("POST", f"/runs/{run_id}/metrics", {"records": records})
 
+    def settle(self) -> None:
+        """Nothing to do: the server refreshes chart rollups as each batch arrives."""
+
     def heartbeat(self, run_id: int) -> None:
         self._send("POST", f"/runs/{run_id}/heartbeat", None)
 

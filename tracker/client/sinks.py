@@ -24,6 +24,7 @@ class Sink(Protocol):
                    tags: Sequence[str], **attrs: Any) -> RunInfo: ...  # fmt: skip
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo: ...
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None: ...
+    def settle(self) -> None: ...
     def heartbeat(self, run_id: int) -> None: ...
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None: ...
     def add_event(self, run_id: int, kind: str, message: str,
@@ -41,6 +42,9 @@ class SqlSink:
     def __init__(self, store: Any) -> None:
         self.store = store
         self._key_ids: dict[str, int] = {}
+        # Step ranges written since the last rollup refresh: the writer refreshes the chart
+        # rollups once it is idle (settle), not inside every ingest transaction.
+        self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -83,7 +87,17 @@ class SqlSink:
         steps = [r[0] for r in records]
         span = (min(steps), max(steps))
         bounds = {(run_id, key_ids[k]): span for k in names}
-        self.store.write_points(rows, list(last.values()), bounds)
+        self.store.write_points(rows, list(last.values()), bounds, refresh_rollups=False)
+        dirty = self._dirty
+        for key, (lo, hi) in bounds.items():
+            seen = dirty.get(key)
+            dirty[key] = (lo, hi) if seen is None else (min(lo, seen[0]), max(hi, seen[1]))
+
+    def settle(self) -> None:
+        """Refresh the chart rollups of everything written since the last call."""
+        if self._dirty:
+            self.store.refresh_rollups(self._dirty)
+            self._dirty = {}
 
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id)

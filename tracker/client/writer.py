@@ -119,6 +119,8 @@ class Writer:
             self._thread.join(timeout=5.0)
             if self._kept:
                 self._spill(everything=True)
+            elif self.error is None and not self._thread.is_alive():
+                self._settle()
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -157,6 +159,8 @@ class Writer:
             for marker in self._markers:
                 marker.done.set()
             self._markers.clear()
+            if not self._queue:
+                self._settle()  # idle: bring the chart rollups up to date
         self._maybe_heartbeat()
 
     def _drain(self, markers: list[_Marker]) -> list[Record]:
@@ -225,6 +229,14 @@ class Writer:
     def _replay_spill(self) -> None:
         replay_spill_file(self.sink, self.spill_path)
         self._spilled = False
+
+    def _settle(self) -> None:
+        try:
+            self.sink.settle()
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # The store went away: the sink keeps the ranges and the next idle cycle retries.
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()

@@ -79,11 +79,15 @@ def write_rows(
     rows: Sequence[Row],
     last: Sequence[Row] | None = None,
     bounds: rollups.Bounds | None = None,
+    *,
+    refresh_rollups: bool = True,
 ) -> None:
     """Store metric rows, the per-run last values and the chart rollups in one transaction.
 
     ``last`` (the newest row per key) and ``bounds`` (lowest/highest step per key; a wider
-    range is harmless) are computed from ``rows`` when the caller has not.
+    range is harmless) are computed from ``rows`` when the caller has not. With
+    ``refresh_rollups=False`` the caller takes over the rollups and must pass the bounds to
+    :func:`refresh_rollups` later (the client's writer does, once it is idle).
 
     Raises:
         StoreUnavailable: the database cannot be reached or stays locked; nothing was stored
@@ -92,26 +96,74 @@ def write_rows(
     if not rows:
         return
     summary = last if last is not None else last_per_key(rows)
-    bounds = bounds if bounds is not None else rollups.step_bounds(rows)
+    if refresh_rollups:
+        bounds = bounds if bounds is not None else rollups.step_bounds(rows)
+    else:
+        bounds = {}
+    writer = _write_sqlite if engine.dialect.name == "sqlite" else _write_postgres
+    _in_transaction(engine, f"writing {len(rows)} metric points", writer, rows, summary, bounds)
+
+
+def refresh_rollups(engine: sa.Engine, bounds: rollups.Bounds) -> None:
+    """Recompute the chart rollups over ``bounds`` in a transaction of their own.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached; the caller may retry.
+    """
+    if bounds:
+        _in_transaction(engine, "refreshing chart rollups", _refresh, bounds)
+
+
+def repair_rollups(engine: sa.Engine, run_ids: Sequence[int]) -> None:
+    """Bring the rollups of ``run_ids`` up to their last steps (after a writer died before
+    refreshing them)."""
+    if not run_ids:
+        return
+    query = sa.text(
+        "SELECT s.run_id, s.key_id, (SELECT max(r.last_step) FROM metric_rollups r "
+        "WHERE r.run_id = s.run_id AND r.key_id = s.key_id AND r.width = :w), s.last_step "
+        "FROM metric_summaries s WHERE s.run_id IN :runs"
+    ).bindparams(sa.bindparam("runs", expanding=True))
+    with engine.connect() as conn:
+        found = conn.execute(query, {"w": rollups.LEVELS[0], "runs": list(run_ids)}).all()
+    bounds = {(r, k): (lo or 0, hi) for r, k, lo, hi in found if lo is None or lo < hi}
+    refresh_rollups(engine, bounds)
+
+
+def _in_transaction(engine: sa.Engine, what: str, work: Any, *args: Any) -> None:
+    """Run ``work(raw_connection, *args)``; driver outages become StoreUnavailable."""
     try:
         raw = engine.raw_connection()
     except Exception as exc:
         if is_unavailable(exc):
-            raise StoreUnavailable(f"writing {len(rows)} metric points failed: {exc}") from exc
+            raise StoreUnavailable(f"{what} failed: {exc}") from exc
         raise
     try:
-        if engine.dialect.name == "sqlite":
-            _write_sqlite(raw, rows, summary, bounds)
-        else:
-            _write_postgres(raw, rows, summary, bounds)
+        work(raw, *args)
     except Exception as exc:
         if not is_unavailable(exc):
             _rollback_quietly(raw)
             raise
         raw.invalidate()  # a broken connection must not go back into the pool
-        raise StoreUnavailable(f"writing {len(rows)} metric points failed: {exc}") from exc
+        raise StoreUnavailable(f"{what} failed: {exc}") from exc
     finally:
         raw.close()
+
+
+def _refresh(raw: Any, bounds: rollups.Bounds) -> None:
+    cur = raw.cursor()
+    if _is_sqlite(raw):
+        cur.execute("BEGIN IMMEDIATE")
+        rollups.refresh(cur, "sqlite", bounds)
+        cur.execute("COMMIT")
+    else:
+        rollups.refresh(cur, "postgresql", bounds)
+        raw.commit()
+    cur.close()
+
+
+def _is_sqlite(raw: Any) -> bool:
+    return type(raw.driver_connection).__module__.startswith("sqlite3")
 
 
 def _write_sqlite(
@@ -124,7 +176,8 @@ def _write_sqlite(
         chunk = rows[start : start + SQLITE_CHUNK]
         cur.execute(_sqlite_insert(len(chunk)), list(flat(chunk)))  # NaN binds as NULL
     cur.executemany(_UPSERT_SUMMARY.format(p="?"), summary)
-    rollups.refresh(cur, "sqlite", bounds)
+    if bounds:
+        rollups.refresh(cur, "sqlite", bounds)
     cur.execute("COMMIT")
     cur.close()
 
@@ -148,7 +201,8 @@ def _write_postgres(
             _pg_copy(cur, "tmp_points", rows)
             cur.execute(_PG_MERGE)
         cur.executemany(_UPSERT_SUMMARY.format(p="%s"), summary)
-        rollups.refresh(cur, "postgresql", bounds)
+        if bounds:
+            rollups.refresh(cur, "postgresql", bounds)
     raw.commit()
 
 

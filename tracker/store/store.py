@@ -214,6 +214,8 @@ class Store:
                         failure_hint="the training process stopped sending heartbeats",
                     )
                 )
+        # A killed writer may have stored points without refreshing their chart rollups.
+        points.repair_rollups(self.engine, ids)
         return ids
 
     def list_runs(
@@ -260,10 +262,16 @@ class Store:
         rows: Sequence[points.Row],
         last: Sequence[points.Row] | None = None,
         bounds: dict[tuple[int, int], tuple[int, int]] | None = None,
+        *,
+        refresh_rollups: bool = True,
     ) -> None:
         """Store ``(run_id, key_id, step, wall_ms, value)`` rows idempotently (NaN or None
         for NaN). See :func:`tracker.store.points.write_rows`."""
-        points.write_rows(self.engine, rows, last, bounds)
+        points.write_rows(self.engine, rows, last, bounds, refresh_rollups=refresh_rollups)
+
+    def refresh_rollups(self, bounds: dict[tuple[int, int], tuple[int, int]]) -> None:
+        """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges."""
+        points.refresh_rollups(self.engine, bounds)
 
     def log_metrics(
         self, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
