@@ -53,7 +53,6 @@ from tracker.store.jobs import (
     check_spec,
     count_jobs,
     create_job_run,
-    dialect_insert,
     get_job,
     insert_job,
     job_info,
@@ -61,6 +60,7 @@ from tracker.store.jobs import (
     list_jobs,
     read_conn,
 )
+from tracker.store.rows import dialect_insert
 
 __all__ = [
     "DEFAULT_POLICY",

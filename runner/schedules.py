@@ -21,7 +21,8 @@ import sqlalchemy as sa
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
 from tracker.store.engine import write_begin
-from tracker.store.jobs import JobSpec, check_spec, dialect_insert, insert_job, read_conn
+from tracker.store.jobs import JobSpec, check_spec, insert_job, read_conn
+from tracker.store.rows import dialect_insert
 from tracker.store.schedules import (
     CronError,
     ScheduleInfo,

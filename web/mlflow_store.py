@@ -18,6 +18,7 @@ from tracker.store import Store
 from tracker.store import models as m
 from tracker.store.engine import is_unavailable, write_begin
 from tracker.store.entities import MetricPoint, RunInfo
+from tracker.store.rows import dialect_insert
 from web.mlflow_compat import MlflowError, RunMeta
 
 __all__ = [
@@ -82,11 +83,8 @@ def find_project(engine: sa.Engine, name: str) -> Project | None:
 
 def _insert_project(engine: sa.Engine, name: str, now: float) -> bool:
     """Insert the project unless it exists (the unique name decides); True if inserted."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
     statement = (
-        insert(m.Project)
+        dialect_insert(engine)(m.Project)
         .values(name=name, created_at=now)
         .on_conflict_do_nothing(index_elements=["name"])
         .returning(m.Project.id)

@@ -23,6 +23,7 @@ from tracker.client.config import normalize_config
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.store import models as m
 from tracker.store.engine import is_unavailable, write_begin
+from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
@@ -175,16 +176,6 @@ def read_conn(source: Store | sa.Engine) -> Iterator[sa.Connection]:
         raise
 
 
-def dialect_insert(conn: sa.Connection) -> Any:
-    """The dialect's ``insert`` (it has ``on_conflict_do_nothing``)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-
-
-# ------------------------------------------------------------------------ enqueue
-
-
 def check_spec(spec: JobSpec) -> JobSpec:
     """Validate a spec; returns it with a JSON-safe config. Raises InvalidInput naming the field."""
     if not isinstance(spec.argv, list | tuple) or not spec.argv:
@@ -270,7 +261,7 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
     return conn.execute(
         sa.insert(m.Run)
         .values(
-            project_id=_project_id(conn, spec.project, now),
+            project_id=project_id(conn, spec.project, now),
             name=spec.name or _default_run_name(argv, job_id),
             status="queued",
             config=spec.config,
@@ -286,16 +277,6 @@ def _default_run_name(argv: Sequence[str], job_id: int) -> str:
     script = next((a for a in argv[1:] if a.endswith(".py")), None)
     stem = (script or (argv or ["job"])[0]).rsplit("/", 1)[-1].removesuffix(".py")
     return f"{stem[:200]}-job{job_id}"
-
-
-def _project_id(conn: sa.Connection, name: str, now: float) -> int:
-    found = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
-    if found is not None:
-        return int(found)
-    conn.execute(
-        dialect_insert(conn)(m.Project).values(name=name, created_at=now).on_conflict_do_nothing()
-    )
-    return int(conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one())
 
 
 # -------------------------------------------------------------------------- reads

@@ -25,6 +25,7 @@ from tracker.store.entities import (
     RunEventInfo,
     RunInfo,
 )
+from tracker.store.rows import dialect_insert, project_id
 
 
 class Store:
@@ -59,14 +60,6 @@ class Store:
 
     # ------------------------------------------------------------------ projects
 
-    def _project_id(self, conn: sa.Connection, name: str, now: float) -> int:
-        pid = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
-        if pid is not None:
-            return pid
-        insert = _insert(conn)(m.Project).values(name=name, created_at=now)
-        conn.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
-        return conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one()
-
     def list_projects(self) -> list[str]:
         with self.engine.connect() as conn:
             return list(conn.execute(sa.select(m.Project.name).order_by(m.Project.name)).scalars())
@@ -92,11 +85,11 @@ class Store:
         now = time.time() if now is None else now
         started = now if status == "running" else None
         with write_begin(self.engine) as conn:
-            project_id = self._project_id(conn, project, now)
+            project_pk = project_id(conn, project, now)
             run_id = conn.execute(
                 sa.insert(m.Run)
                 .values(
-                    project_id=project_id,
+                    project_id=project_pk,
                     name=name or "",
                     status=status,
                     config=config or {},
@@ -250,7 +243,7 @@ class Store:
         if not names:
             return {}
         with write_begin(self.engine) as conn:
-            ins = _insert(conn)(m.MetricKey).on_conflict_do_nothing(index_elements=["name"])
+            ins = dialect_insert(conn)(m.MetricKey).on_conflict_do_nothing(index_elements=["name"])
             conn.execute(ins, [{"name": n} for n in names])
             rows = conn.execute(
                 sa.select(m.MetricKey.name, m.MetricKey.id).where(m.MetricKey.name.in_(names))
@@ -401,13 +394,6 @@ class Store:
 
 
 # ----------------------------------------------------------------------- helpers
-
-
-def _insert(conn: sa.Connection) -> Any:
-    """The dialect's INSERT (both have ``on_conflict_do_nothing``)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def tag_filter(dialect: str, tag: str) -> sa.ColumnElement[bool]:
