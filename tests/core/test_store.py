@@ -120,6 +120,25 @@ def test_http_uri_is_not_a_database(tmp_path) -> None:
         Store("http://127.0.0.1:5000")
 
 
+def test_opening_a_new_sqlite_file_another_connection_is_writing_waits(tmp_path) -> None:
+    """SQLite refuses the switch to WAL at once ("database is locked", no busy handler)
+    while another connection writes a new file; the store waits for it instead."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "new.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE mine (a)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO mine VALUES (1)")
+    threading.Timer(0.5, other.execute, ["COMMIT"]).start()
+    store = Store(f"sqlite:///{path}")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("SELECT a FROM mine").all() == [(1,)]  # nothing lost
+    other.close()
+
+
 def test_sqlite_settings(tmp_path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'x.db'}")
     with store.engine.connect() as conn:

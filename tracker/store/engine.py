@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,7 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA journal_mode=WAL")
+        _journal_mode_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
@@ -71,6 +73,26 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         conn.exec_driver_sql(conn.get_execution_options().get(BEGIN_OPTION, "BEGIN"))
 
     return engine
+
+
+def _journal_mode_wal(cur: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting up to the busy timeout for other writers.
+
+    On a new (not yet WAL) database file that another connection is writing, SQLite answers
+    "database is locked" at once instead of calling its busy handler (it would deadlock), so
+    processes starting together on a new store retry here with a growing pause.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
 
 
 @contextlib.contextmanager
