@@ -4,7 +4,8 @@ Concurrency lives in the database, not in Python:
 
 * A claim is atomic and exclusive: ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
   ``BEGIN IMMEDIATE`` write transaction on SQLite (``write_begin``), so two workers never
-  take the same job.
+  take the same job. Claims without GPU placement and successful ends, nearly all of
+  them, run as prewritten SQL (:mod:`runner.queue_fast`); this module is the general path.
 * A claim writes a lease: owner, a fresh random token and an expiry. Every later change a
   worker makes is an ``UPDATE ... WHERE id = :job AND lease_token = :token``; when that
   matches no row the worker has lost the job (the sweeper declared it crashed, or another
@@ -28,7 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from runner import retry
+from runner import queue_fast, retry
 from runner.entities import (
     ClaimedJob,
     FinishResult,
@@ -152,6 +153,8 @@ def claim(
         with read_conn(store) as conn:
             if conn.execute(sa.select(m.Job.id).where(ready).limit(1)).first() is None:
                 return None
+    if fits is None and queue_fast.supported(store):
+        return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     candidates = (
         sa.select(*JOB_COLUMNS)
         .where(ready)
@@ -170,6 +173,28 @@ def claim(
             return None
         claimed = _take(conn, chosen, worker_id, lease_s, host, now)
     return claimed, tuple(devices)
+
+
+def _claim_fast(
+    store: Any, worker_id: str, lease_s: float, max_gpus: int, host: str | None, now: float
+) -> tuple[ClaimedJob, tuple[int, ...]] | None:
+    """The prewritten claim (:mod:`runner.queue_fast`); a job row that has no run gets one
+    afterwards, fenced by the new lease."""
+    got = queue_fast.claim(store, worker_id, lease_s=lease_s, max_gpus=max_gpus, host=host, now=now)
+    if got is None:
+        return None
+    row, token = got
+    job, run_id = job_info(row), row.run_id
+    if run_id is None:
+        with write_begin(store.engine) as conn:
+            spec = JobSpec(argv=list(job.argv or ["job"]), project=job.project, config=job.config)
+            run_id = create_job_run(conn, job.id, spec, now)
+            fenced = sa.and_(m.Job.id == job.id, m.Job.lease_token == token)
+            conn.execute(sa.update(m.Job).where(fenced).values(run_id=run_id))
+            _start_attempt(conn, job.id, job.attempt, run_id, worker_id, host, now)
+        job = dataclasses.replace(job, run_id=run_id)
+    claimed = ClaimedJob(job=job, lease_token=token, attempt=job.attempt, run_id=run_id)
+    return claimed, ()
 
 
 def _take(
@@ -349,6 +374,9 @@ def finish(
     then nothing was written.
     """
     now = time.time() if now is None else now
+    if failure is None and queue_fast.supported(store):  # the common case, prewritten
+        held = queue_fast.succeed(store, claim_.job.id, claim_.lease_token, exit_code, now)
+        return FinishResult("succeeded") if held else None
     with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(*JOB_COLUMNS)

@@ -86,3 +86,17 @@ def test_bench_ingest_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(
             doc["ratios"], "sqlite_points_per_s_over_mlflow", "mlflow_bytes_per_point_over_sqlite"
         )
+
+
+def test_bench_queue_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_queue.py", tmp_path)
+    assert doc["benchmark"] == "queue"
+    sqlite = doc["results"]["sqlite"]
+    _positive(sqlite["latency"], "samples", "median_s", "p90_s", "min_s", "max_s")
+    assert sqlite["latency"]["samples"] == doc["params"]["samples"]
+    throughput = sqlite["throughput"]
+    _positive(throughput, "jobs", "workers", "workers_used", "seconds", "jobs_per_s",
+              "claims_per_s", "cycle_ms_per_job_per_worker", "claim_to_end_ms_median")  # fmt: skip
+    assert throughput["jobs"] == doc["params"]["jobs"]  # the script checked each ran once
+    assert "skipped" in doc["results"]["postgres"]  # no server URL given to the subprocess
+    assert doc["targets"]["sqlite_latency_median_s"]["value"] == sqlite["latency"]["median_s"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
 
 import pytest
 
-from runner import logs, queue, registry
+from runner import logs, queue, queue_fast, registry
 from runner.entities import GpuDevice, JobSpec
 from runner.failure import Failure
 from tracker.errors import Conflict, InvalidInput, NotFound
@@ -272,3 +273,56 @@ def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None
     assert (run.project, run.name, run.status, run.config) == ("web", "clone-job1", "running",
                                                                {"lr": 1})  # fmt: skip
     assert queue.get_job(store, c.job.id).run_id == run.id
+
+
+def _rows(store: Store, job_id: int) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The job, its attempt rows and its run, without the columns two jobs never share."""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+
+    with store.engine.connect() as conn:
+        job = conn.execute(sa.select(m.Job).where(m.Job.id == job_id)).mappings().one()
+        attempts = conn.execute(
+            sa.select(m.JobAttempt).where(m.JobAttempt.job_id == job_id)
+        ).mappings()
+        run = conn.execute(sa.select(m.Run).where(m.Run.id == job["run_id"])).mappings().one()
+        own = {"id", "job_id", "run_id", "lease_token", "argv", "name", "command"}
+        strip = lambda row: {k: v for k, v in row.items() if k not in own}  # noqa: E731
+        return strip(job), [strip(a) for a in attempts], strip(run)
+
+
+def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
+    store: Store,
+) -> None:
+    """Claims without GPU placement and successful ends run as prewritten SQL
+    (runner/queue_fast.py); a ``fits`` claim and ``_end_attempt`` are the general path."""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+    from tracker.store.engine import write_begin
+
+    assert queue_fast.supported(store)  # else this machine's SQLite lacks RETURNING
+    now = time.time()
+    fast_job = queue.enqueue(store, spec("fast"), now=now)
+    slow_job = queue.enqueue(store, spec("slow"), now=now)
+    fast = claim_one(store, "w1", host="h1", now=now + 1)  # the oldest first
+    slow = claim_one(store, "w1", host="h1", now=now + 1, fits=lambda resources: ())
+    assert (fast.job.id, slow.job.id) == (fast_job.id, slow_job.id)
+    assert fast.job == dataclasses.replace(
+        slow.job, id=fast.job.id, argv=fast.job.argv, run_id=fast.run_id
+    )
+    assert _rows(store, fast.job.id) == _rows(store, slow.job.id)
+    assert _rows(store, fast.job.id)[0]["status"] == "running"
+
+    assert queue.finish(store, fast, exit_code=0, failure=None, now=now + 2).status == "succeeded"
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(*queue.JOB_COLUMNS).where(m.Job.id == slow.job.id).with_for_update()
+        ).one()
+        queue._end_attempt(conn, row, slow.lease_token, 0, None, FAST, now + 2)
+    ended = _rows(store, fast.job.id)
+    assert ended == _rows(store, slow.job.id)
+    assert (ended[0]["status"], ended[1][0]["status"], ended[2]["status"]) == (
+        "succeeded", "succeeded", "finished")  # fmt: skip
+    assert queue.finish(store, fast, exit_code=0, failure=None) is None  # fenced: lease ended
