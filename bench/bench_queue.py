@@ -14,12 +14,15 @@ otherwise), the store a fresh SQLite file and a fresh PostgreSQL database.
   queued in one transaction; reported: jobs/s from the enqueue to the last job's end, and
   claims/s between the first and the last claim (both from the times stored on the job
   rows); ms per job per worker = workers x elapsed / jobs, everything included (claim,
-  spawning ``true``, reading its output, recording the end). Every job must end ``succeeded`` with
-  exactly one attempt, or the benchmark exits non-zero.
+  spawning ``true``, reading its output, recording the end); and the CPU time per job of
+  the workers, of their jobs, of this benchmark and of a PostgreSQL server on this machine.
+  Every job must end ``succeeded`` with exactly one attempt, or the benchmark exits
+  non-zero.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -76,6 +79,24 @@ def wait_until(predicate: Any, timeout: float, what: str, every: float = 0.01) -
         time.sleep(every)
 
 
+def cpu_seconds(workers: list[subprocess.Popen]) -> dict[str, float]:
+    """CPU time used so far by the workers, their finished jobs, this benchmark, and the
+    PostgreSQL server processes of this machine (0 when the server runs elsewhere)."""
+    import psutil
+
+    own = psutil.Process().cpu_times()
+    out = {"workers": 0.0, "jobs": 0.0, "benchmark": own.user + own.system, "postgres": 0.0}
+    for w in workers:
+        with contextlib.suppress(psutil.Error):
+            t = psutil.Process(w.pid).cpu_times()
+            out["workers"] += t.user + t.system
+            out["jobs"] += t.children_user + t.children_system  # reaped jobs only
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        if (proc.info["name"] or "").startswith("postgres") and proc.info["cpu_times"]:
+            out["postgres"] += proc.info["cpu_times"].user + proc.info["cpu_times"].system
+    return out
+
+
 def live_workers(store: Any) -> int:
     from runner import registry
 
@@ -130,6 +151,7 @@ def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> di
     try:
         wait_until(lambda: live_workers(store) == n_workers, 120, "every worker to register")
         before = queue.count_jobs(store).get("succeeded", 0)
+        cpu0 = cpu_seconds(workers)
         t0 = time.time()
         ids = [j.id for j in queue.enqueue_many(store, [JobSpec(argv=[noop])] * jobs)]
         done = before + jobs
@@ -137,6 +159,11 @@ def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> di
         # would take CPU from the workers it measures.
         succeeded = lambda: queue.count_jobs(store).get("succeeded", 0) == done  # noqa: E731
         wait_until(succeeded, 600, "all jobs", every=0.2)
+        cpu: dict[str, float | None] = {
+            k: (v - cpu0[k]) * 1000 / jobs for k, v in cpu_seconds(workers).items()
+        }
+        if store.dialect != "postgresql":
+            cpu["postgres"] = None
         mine = m.Job.id.in_(ids)
         with store.engine.connect() as conn:
             cols = (m.Job.started_at, m.Job.ended_at, m.Job.attempt, m.Job.status)
@@ -168,6 +195,7 @@ def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> di
         "cycle_ms_per_job_per_worker": cycle * 1000,
         "claim_to_end_ms_median": statistics.median(held) * 1000,
         "between_jobs_ms": (cycle - statistics.mean(held)) * 1000,
+        "cpu_ms_per_job": cpu,
     }
 
 
@@ -236,12 +264,21 @@ def report(results: dict[str, Any]) -> None:
          t["cycle_ms_per_job_per_worker"], t["claim_to_end_ms_median"], t["between_jobs_ms"])
         for name, d in results.items() if (t := d.get("throughput"))
     ]  # fmt: skip
+    cpu_rows = [
+        (name, c["workers"], c["jobs"], c["postgres"], c["benchmark"])
+        for name, d in results.items() if (c := d.get("throughput", {}).get("cpu_ms_per_job"))
+    ]  # fmt: skip
     common.print_table(
         "no-op jobs (argv `true`) through real workers",
         ("store", "jobs", "workers", "jobs/s", "claims/s", "ms/job/worker", "claim->end ms",
          "between ms"),
         rows,
     )  # fmt: skip
+    common.print_table(
+        "CPU ms per job (PostgreSQL: the server's processes on this machine)",
+        ("store", "workers", "their jobs", "postgres", "benchmark"),
+        cpu_rows,
+    )
 
 
 if __name__ == "__main__":

@@ -98,5 +98,7 @@ def test_bench_queue_quick_reports_every_field(tmp_path: Path) -> None:
     _positive(throughput, "jobs", "workers", "workers_used", "seconds", "jobs_per_s",
               "claims_per_s", "cycle_ms_per_job_per_worker", "claim_to_end_ms_median")  # fmt: skip
     assert throughput["jobs"] == doc["params"]["jobs"]  # the script checked each ran once
+    _positive(throughput["cpu_ms_per_job"], "workers", "jobs", "benchmark")
+    assert throughput["cpu_ms_per_job"]["postgres"] is None  # SQLite has no server
     assert "skipped" in doc["results"]["postgres"]  # no server URL given to the subprocess
     assert doc["targets"]["sqlite_latency_median_s"]["value"] == sqlite["latency"]["median_s"]
