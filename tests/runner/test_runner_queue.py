@@ -314,6 +314,10 @@ def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
     )
     assert _rows(store, fast.job.id) == _rows(store, slow.job.id)
     assert _rows(store, fast.job.id)[0]["status"] == "running"
+    pooled = [store.engine.connect() for _ in range(max(1, store.engine.pool.checkedin()))]
+    assert all(c.get_isolation_level() != "AUTOCOMMIT" for c in pooled)  # transactional again
+    for c in pooled:
+        c.close()
 
     assert queue.finish(store, fast, exit_code=0, failure=None, now=now + 2).status == "succeeded"
     with write_begin(store.engine) as conn:
