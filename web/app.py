@@ -48,6 +48,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_NAME": "tracker_session",
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
+    "SESSION_COOKIE_SECURE": False,  # True when served over HTTPS (--secure-cookie)
+    "LOGIN_MAX_FAILURES": 10,  # wrong tokens per client address within LOGIN_WINDOW_S
+    "LOGIN_WINDOW_S": 300.0,
 }
 
 

@@ -25,6 +25,7 @@ from tracker.errors import TrackerError
 __all__ = [
     "Forbidden",
     "PayloadTooLarge",
+    "TooManyAttempts",
     "TrackerJSONProvider",
     "Unauthorized",
     "UnsupportedMediaType",
@@ -54,6 +55,17 @@ class UnsupportedMediaType(TrackerError):
 
     code = "unsupported_media_type"
     http_status = 415
+
+
+class TooManyAttempts(TrackerError):
+    """Too many wrong access tokens from one address: wait ``retry_after`` seconds."""
+
+    code = "too_many_attempts"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after
 
 
 class PayloadTooLarge(TrackerError):
@@ -87,7 +99,10 @@ def _http_code(exc: HTTPException) -> str:
 def _on_tracker_error(exc: TrackerError) -> Response:
     if exc.http_status >= 500:
         current_app.logger.error("%s: %s", exc.code, exc.message)
-    return error_response(exc.code, exc.message, exc.http_status, exc.field)
+    extra = {}
+    if isinstance(exc, TooManyAttempts):
+        extra["Retry-After"] = str(exc.retry_after)
+    return error_response(exc.code, exc.message, exc.http_status, exc.field, **extra)
 
 
 def _on_http_exception(exc: HTTPException) -> Response:

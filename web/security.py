@@ -4,7 +4,8 @@
 * Host header: must be an allowed host on every request (DNS-rebinding defence) -> 403.
 * token: with a token configured every page and API call needs it, as
   ``Authorization: Bearer <token>`` or the session cookie set by the login form; compared
-  in constant time (``hmac.compare_digest``); never logged or echoed -> 401.
+  in constant time (``hmac.compare_digest``); never logged or echoed -> 401. Wrong tokens
+  are counted per client address (:mod:`web.login_limit`): too many -> 429 for a while.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415. A
   cross-site page cannot send a JSON body without a CORS preflight, which is never granted.
@@ -23,6 +24,7 @@ import hmac
 import ipaddress
 import re
 import socket
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,7 +34,8 @@ from flask import Blueprint, Flask, Response, current_app, redirect, request, se
 from flask import render_template_string as render
 
 from tracker.errors import InvalidInput, NotFound
-from web.errors import Forbidden, Unauthorized, UnsupportedMediaType
+from web.errors import Forbidden, TooManyAttempts, Unauthorized, UnsupportedMediaType
+from web.login_limit import FailureLimit
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
@@ -160,11 +163,41 @@ def _session_mark(token: str) -> str:
     return hmac.new(key, b"tracker-session:" + token.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def _limit() -> FailureLimit:
+    return current_app.extensions["tracker_login_limit"]  # type: ignore[no-any-return]
+
+
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+def _refuse_if_limited(field: str) -> None:
+    """Raise TooManyAttempts while this client must wait after too many wrong tokens."""
+    wait = _limit().retry_after(_client(), time.monotonic())
+    if wait is not None:
+        raise TooManyAttempts(
+            f"too many wrong access tokens from this address; try again in {wait} s",
+            retry_after=wait,
+            field=field,
+        )
+
+
+def _check_token(given: str | None, token: str, field: str) -> bool:
+    """Compare ``given`` with the token, counting a wrong one against this client."""
+    _refuse_if_limited(field)
+    if token_matches(given, token):
+        _limit().succeeded(_client())
+        return True
+    _limit().failed(_client(), time.monotonic())
+    return False
+
+
 def _authenticated(token: str) -> bool:
     header = request.headers.get("Authorization", "")
     if header:
         scheme, _, value = header.partition(" ")
-        return scheme.lower() == "bearer" and token_matches(value.strip(), token)
+        given = value.strip() if scheme.lower() == "bearer" else None
+        return _check_token(given, token, "Authorization")
     mark = session.get("auth")
     return isinstance(mark, str) and hmac.compare_digest(mark, _session_mark(token))
 
@@ -255,6 +288,10 @@ def _headers(response: Response) -> Response:
 
 def install(app: Flask) -> None:
     """Add the guard, the security headers and the login/logout views to ``app``."""
+    cfg = app.config
+    app.extensions["tracker_login_limit"] = FailureLimit(
+        int(cfg.get("LOGIN_MAX_FAILURES", 10)), float(cfg.get("LOGIN_WINDOW_S", 300.0))
+    )
     app.before_request(_guard)
     app.after_request(_headers)
     app.register_blueprint(auth)
@@ -284,12 +321,13 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def _login_form(error: str | None, status: int) -> tuple[str, int]:
+def _login_form(error: str | None, status: int, **headers: str) -> tuple[str, int, dict[str, str]]:
     import secrets
 
     session.setdefault("csrf", secrets.token_urlsafe(32))
     target = _safe_next(request.values.get("next"))
-    return render(_LOGIN_PAGE, error=error, csrf=session["csrf"], next=target), status
+    page = render(_LOGIN_PAGE, error=error, csrf=session["csrf"], next=target)
+    return page, status, headers
 
 
 @auth.get("/login")
@@ -305,7 +343,7 @@ def login_page() -> Any:
 @form_ok
 def login() -> Any:
     """Sign in with the token: an HTML form (with its CSRF field) or ``{"token": ...}``."""
-    token = current_app.config.get("TOKEN")
+    token = str(current_app.config.get("TOKEN") or "")
     as_json = request.mimetype == "application/json"
     if as_json:
         given = (request.get_json(silent=True) or {}).get("token")
@@ -314,7 +352,16 @@ def login() -> Any:
         if not csrf or not hmac.compare_digest(str(request.form.get("csrf", "")), csrf):
             raise Forbidden("the sign-in form expired; reload /login and try again", field="csrf")
         given = request.form.get("token")
-    if not token or not token_matches(given if isinstance(given, str) else None, token):
+    try:
+        right = bool(token) and _check_token(given if isinstance(given, str) else None, token,
+                                             "token")  # fmt: skip
+    except TooManyAttempts as exc:
+        if as_json:
+            raise
+        wait = str(exc.retry_after)
+        message = f"Too many wrong tokens from this address; try again in {wait} s."
+        return _login_form(message, 429, **{"Retry-After": wait})
+    if not right:
         if as_json:
             raise Unauthorized("wrong access token", field="token")
         return _login_form("Wrong access token.", 401)

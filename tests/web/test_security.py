@@ -80,7 +80,8 @@ def test_dev_server_needs_to_be_asked_for(tmp_path: Path) -> None:
 # -------------------------------------------------------------------------- token
 
 
-def test_every_mutating_route_needs_the_token(token_app: Flask) -> None:
+def test_every_mutating_route_needs_the_token(make_app) -> None:
+    token_app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=10_000)  # wrong tokens by the dozen
     client = token_app.test_client()
     routes = list(mutating_routes(token_app))
     assert len(routes) >= 15

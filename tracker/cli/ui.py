@@ -56,6 +56,10 @@ def server_options(f: Any) -> Any:
                      "default ./.tracker)."),
         click.option("--log-root", type=click.Path(file_okay=False), default=None,
                      help="Directory served as log files (default ./.tracker/logs)."),
+        click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",
+                     show_envvar=True,
+                     help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
+                     "reach the dashboard over HTTPS, e.g. behind a TLS proxy."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -69,6 +73,7 @@ def app_config(
     allowed_hosts: Sequence[str],
     checkpoint_roots: Sequence[str],
     log_root: str | None,
+    secure_cookie: bool = False,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -85,6 +90,7 @@ def app_config(
         "ALLOWED_HOSTS": _split_hosts(allowed_hosts) or None,
         "CHECKPOINT_ROOTS": list(checkpoint_roots) or None,
         "LOG_ROOT": log_root,
+        "SESSION_COOKIE_SECURE": secure_cookie,
     }
 
 
@@ -151,9 +157,10 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 @server_options
 def ui(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
        dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
-       log_root: str | None) -> None:  # fmt: skip
+       log_root: str | None, secure_cookie: bool) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
-    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root)
+    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
+                        secure_cookie)  # fmt: skip
     lock = " (sign in with the access token)" if token else ""
     click.echo(f"tracker dashboard: {_url(host, port)}{lock}", err=True)
     serve(config, host, port, workers, threads, dev)
@@ -210,7 +217,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py.")
 def up(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
        dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
-       log_root: str | None, demo: bool) -> None:  # fmt: skip
+       log_root: str | None, secure_cookie: bool, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first, so live runs
@@ -219,7 +226,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, workers: int, t
     from tracker.store import Store, resolve_uri
 
     resolved = resolve_uri(uri)
-    config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root)
+    config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
+                        secure_cookie)  # fmt: skip
     store = Store(resolved)
     try:
         if demo:

@@ -1,0 +1,123 @@
+"""Wrong access tokens are limited per client address: the pure rules with a given clock,
+then the dashboard answering 429 (bearer header, JSON sign-in and the sign-in form)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_support import TOKEN, envelope
+
+from tracker.cli.ui import app_config
+from web.login_limit import FailureLimit
+
+RIGHT = {"Authorization": f"Bearer {TOKEN}"}
+WRONG = {"Authorization": "Bearer guess"}
+
+
+# ------------------------------------------------------------------------- rules
+
+
+def test_the_limit_blocks_at_max_failures_until_the_oldest_leaves_the_window() -> None:
+    limit = FailureLimit(max_failures=3, window_s=60)
+    for t in (0.0, 10.0):
+        limit.failed("a", t)
+        assert limit.retry_after("a", t) is None
+    limit.failed("a", 20.0)
+    assert limit.retry_after("a", 20.0) == 40  # the failure at 0 leaves at 60
+    assert limit.retry_after("a", 59.5) == 1  # rounded up, never 0
+    assert limit.retry_after("a", 60.0) is None  # two left in the window
+    assert limit.retry_after("b", 20.0) is None  # per address
+
+
+def test_success_forgets_and_old_failures_expire() -> None:
+    limit = FailureLimit(max_failures=2, window_s=10)
+    limit.failed("a", 0.0)
+    limit.succeeded("a")
+    limit.failed("a", 1.0)
+    assert limit.retry_after("a", 1.0) is None  # the first was forgotten
+    limit.failed("a", 12.0)  # the one at 1.0 expired at 11
+    assert limit.retry_after("a", 12.0) is None
+
+
+def test_memory_stays_bounded_to_the_latest_addresses() -> None:
+    limit = FailureLimit(max_failures=1, window_s=60, max_clients=2)
+    for client in ("a", "b", "c"):
+        limit.failed(client, 0.0)
+    assert limit.retry_after("a", 1.0) is None  # forgotten: least recently failing
+    assert limit.retry_after("b", 1.0) == 59 and limit.retry_after("c", 1.0) == 59
+
+
+@pytest.mark.parametrize("kwargs", [{"max_failures": 0}, {"window_s": 0}, {"max_clients": 0}])
+def test_nonsense_limits_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        FailureLimit(**kwargs)
+
+
+# ----------------------------------------------------------------------- server
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'limit.db'}"  # the limit does not depend on the dialect
+
+
+def test_wrong_bearer_tokens_get_429_until_the_window_passes(make_app) -> None:
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=3, LOGIN_WINDOW_S=1.0)
+    client = app.test_client()
+    for _ in range(5):  # no token at all: not counted
+        assert client.get("/api/v1/runs").status_code == 401
+    for _ in range(3):
+        assert client.get("/api/v1/runs", headers=WRONG).status_code == 401
+    blocked = client.get("/api/v1/runs", headers=RIGHT)  # even the right one now
+    assert blocked.status_code == 429 and int(blocked.headers["Retry-After"]) >= 1
+    assert envelope(blocked)["code"] == "too_many_attempts"
+    assert envelope(blocked)["field"] == "Authorization"
+    assert TOKEN not in blocked.text
+    other = {"REMOTE_ADDR": "10.0.0.2"}
+    assert client.get("/api/v1/runs", headers=RIGHT, environ_base=other).status_code == 200
+    time.sleep(1.1)  # the window passes
+    assert client.get("/api/v1/runs", headers=RIGHT).status_code == 200
+
+
+def test_sign_in_is_limited_too(make_app) -> None:
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2)
+    client = app.test_client()
+    page = client.get("/login")
+    csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+    for _ in range(2):
+        wrong = client.post("/login", data={"token": "guess", "csrf": csrf})
+        assert wrong.status_code == 401 and "Wrong access token" in wrong.text
+    form = client.post("/login", data={"token": TOKEN, "csrf": csrf})
+    assert form.status_code == 429 and "Too many wrong tokens" in form.text
+    assert int(form.headers["Retry-After"]) >= 1
+    assert client.get_cookie("tracker_session").value  # the csrf session, not signed in
+    assert client.get("/api/v1/projects").status_code == 401
+    as_json = client.post("/login", json={"token": TOKEN})
+    assert as_json.status_code == 429 and envelope(as_json)["field"] == "token"
+
+
+def test_a_right_token_clears_the_count_of_its_address(make_app) -> None:
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2)
+    client = app.test_client()
+    assert client.post("/login", json={"token": "typo"}).status_code == 401
+    assert client.post("/login", json={"token": TOKEN}).status_code == 200
+    assert client.post("/login", json={"token": "typo"}).status_code == 401
+    assert client.get("/api/v1/runs", headers=RIGHT).status_code == 200  # 1 of 2, not 2
+
+
+def test_secure_cookie_option_marks_the_session_cookie_secure(make_app) -> None:
+    config = app_config(None, "127.0.0.1", TOKEN, (), (), None, secure_cookie=True)
+    assert config["SESSION_COOKIE_SECURE"] is True
+    app = make_app(TOKEN=TOKEN, SESSION_COOKIE_SECURE=True)
+    client = app.test_client()
+    assert client.post("/login", json={"token": TOKEN}, base_url="https://localhost").json == {
+        "ok": True
+    }
+    cookie = client.get_cookie("tracker_session", domain="localhost")
+    assert cookie is not None and cookie.secure and cookie.http_only
+    plain = make_app(TOKEN=TOKEN).test_client()
+    plain.post("/login", json={"token": TOKEN})
+    assert plain.get_cookie("tracker_session").secure is False  # default: plain HTTP works
