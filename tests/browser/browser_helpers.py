@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from browser_seed import Seeded
+from polling import wait_for
 
 from tracker.store import Store
 
@@ -29,11 +28,4 @@ class Dashboard:
 
 def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT_MS / 1000) -> Any:
     """Poll ``predicate`` (outside the browser) until truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
+    return wait_for(predicate, timeout, what)

@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from polling import wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
 _SCRIPT = Path(sys.executable).with_name("tracker")
@@ -36,20 +35,6 @@ TRACKER = (
 # Fast settings for tests: short sweeps and polls, no retry backoff.
 SWEEP = ["--sweep-interval", "0.5", "--retry-delay", "0"]
 FAST = ["--poll-interval", "0.05", *SWEEP]
-
-
-def wait_for(
-    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def alive(pid: int) -> bool:

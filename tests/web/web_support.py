@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for  # noqa: F401 - shared here for the tests of this folder
 
 TOKEN = "s3cret-token-for-tests-only"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
@@ -61,18 +62,6 @@ def has(error: dict[str, str], code: str | None = None, field: str | None = None
             field is None or field in error["message"]
         )
     return (code is None or error["code"] == code) and (field is None or error["field"] == field)
-
-
-def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def free_port() -> int:

@@ -1,0 +1,24 @@
+"""The one bounded poll the tests share (runner, web and browser helpers re-export it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+def wait_for(
+    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail the test after
+    ``timeout`` seconds, naming ``what`` it waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
