@@ -4,8 +4,10 @@ An access token that a person chose can be guessed by trying; this makes guessin
 Each wrong token (a ``Bearer`` header or the sign-in form) is remembered for
 ``window_s`` seconds; an address with ``max_failures`` of them in the window gets
 429 Too Many Requests, with ``Retry-After``, until the oldest one leaves the window --
-even with the right token, so trying on is pointless. A right token does not erase the
-count of other addresses, and requests without any token are not counted.
+even with the right token, so trying on is pointless. A right token does not reset the
+count either: behind one NAT or proxy, a training process sending the right token every
+second would otherwise give a guesser unlimited tries. Requests without a token (and the
+session cookie, an HMAC nobody can guess) are not counted.
 
 Counts live in the process (each gunicorn worker keeps its own), bounded to
 ``max_clients`` addresses (the least recently failing are forgotten first). Behind a
@@ -55,11 +57,6 @@ class FailureLimit:
             self._failures.move_to_end(client)
             while len(self._failures) > self.max_clients:
                 self._failures.popitem(last=False)
-
-    def succeeded(self, client: str) -> None:
-        """Forget ``client``'s wrong tokens (it signed in with the right one)."""
-        with self._lock:
-            self._failures.pop(client, None)
 
     def _recent(self, client: str, now: float) -> deque[float] | None:
         times = self._failures.get(client)

@@ -186,7 +186,6 @@ def _check_token(given: str | None, token: str, field: str) -> bool:
     """Compare ``given`` with the token, counting a wrong one against this client."""
     _refuse_if_limited(field)
     if token_matches(given, token):
-        _limit().succeeded(_client())
         return True
     _limit().failed(_client(), time.monotonic())
     return False
