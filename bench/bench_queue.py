@@ -259,7 +259,7 @@ def report(results: dict[str, Any]) -> None:
     ]  # fmt: skip
     common.print_table("enqueue -> job process start, idle worker (ms)",
                        ("store", "median", "p90", "max", "poll s"), rows)  # fmt: skip
-    rows = [
+    throughput_rows = [
         (name, t["jobs"], t["workers"], t["jobs_per_s"], t["claims_per_s"],
          t["cycle_ms_per_job_per_worker"], t["claim_to_end_ms_median"], t["between_jobs_ms"])
         for name, d in results.items() if (t := d.get("throughput"))
@@ -272,7 +272,7 @@ def report(results: dict[str, Any]) -> None:
         "no-op jobs (argv `true`) through real workers",
         ("store", "jobs", "workers", "jobs/s", "claims/s", "ms/job/worker", "claim->end ms",
          "between ms"),
-        rows,
+        throughput_rows,
     )  # fmt: skip
     common.print_table(
         "CPU ms per job (PostgreSQL: the server's processes on this machine)",

@@ -84,7 +84,7 @@ def load_series(uri: str, points: int) -> tuple[int, float]:
     t0 = time.perf_counter()
     batch = 20_000
     for start in range(0, points, batch):
-        rows = []
+        rows: list[tuple[int, int, int, int, float | None]] = []
         for step in range(start, min(points, start + batch)):
             value = 1.0 / (1 + step * 1e-4) + rng.random() * 0.01
             if step % 99_991 == 0:
