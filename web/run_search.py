@@ -31,6 +31,7 @@ from sqlalchemy.dialects import postgresql
 
 from tracker.errors import InvalidInput
 from tracker.store import models as m
+from tracker.store.entities import run_duration
 from tracker.store.store import run_select, tag_filter
 from web.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 
@@ -89,10 +90,7 @@ class RunRow:
 
     @property
     def duration(self) -> float | None:
-        if self.started_at is None:
-            return None
-        end = self.ended_at if self.ended_at is not None else self.heartbeat_at
-        return None if end is None else max(0.0, end - self.started_at)
+        return run_duration(self.started_at, self.ended_at, self.heartbeat_at)
 
 
 @dataclass(frozen=True)

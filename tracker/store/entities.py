@@ -33,10 +33,17 @@ class RunInfo:
 
     @property
     def duration(self) -> float | None:
-        if self.started_at is None:
-            return None
-        end = self.ended_at if self.ended_at is not None else self.heartbeat_at
-        return None if end is None else max(0.0, end - self.started_at)
+        return run_duration(self.started_at, self.ended_at, self.heartbeat_at)
+
+
+def run_duration(
+    started_at: float | None, ended_at: float | None, heartbeat_at: float | None
+) -> float | None:
+    """Seconds a run ran: until its end, or its last heartbeat while it runs; None unknown."""
+    if started_at is None:
+        return None
+    end = ended_at if ended_at is not None else heartbeat_at
+    return None if end is None else max(0.0, end - started_at)
 
 
 @dataclass(frozen=True)
