@@ -144,6 +144,8 @@ def claim(
         StoreUnavailable: the database cannot be reached.
     """
     now = time.time() if now is None else now
+    if fits is None and queue_fast.supported(store):
+        return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     ready = sa.and_(
         m.Job.status == "queued",
         sa.or_(m.Job.not_before.is_(None), m.Job.not_before <= now),
@@ -153,8 +155,6 @@ def claim(
         with read_conn(store) as conn:
             if conn.execute(sa.select(m.Job.id).where(ready).limit(1)).first() is None:
                 return None
-    if fits is None and queue_fast.supported(store):
-        return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     candidates = (
         sa.select(*JOB_COLUMNS)
         .where(ready)

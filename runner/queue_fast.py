@@ -14,9 +14,10 @@ while it holds locks:
            run  AS (UPDATE runs ... FROM job ...)
       SELECT * FROM job
 
-* SQLite (3.35 or newer, for ``RETURNING``): three statements in one ``BEGIN IMMEDIATE``
-  transaction, the first an ``UPDATE ... WHERE id = (SELECT ...) RETURNING``, so the write
-  lock is held for as short a time as possible (eight workers queue for it).
+* SQLite (3.35 or newer, for ``RETURNING``): after a lock-free read that finds a ready job,
+  three statements in one ``BEGIN IMMEDIATE`` transaction, the first an
+  ``UPDATE ... WHERE id = (SELECT ...) RETURNING``, so the write lock is held for as short
+  a time as possible (eight workers queue for it).
 
 They write exactly what the general path of :mod:`runner.queue` writes (a test compares
 both on each database), with the same guarantees: the claim is exclusive (``SKIP LOCKED``;
@@ -25,6 +26,7 @@ SQLite's single writer) and the end is fenced by the lease token.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import uuid
 import weakref
@@ -74,9 +76,9 @@ att AS (UPDATE job_attempts SET {_SUCCEED_ATTEMPT}
 run AS (UPDATE runs SET {_SUCCEED_RUN} FROM job WHERE runs.id = job.run_id)
 SELECT id FROM job"""
 
+SQLITE_READY = _PICK.format(gpus=_GPUS["sqlite"])
 SQLITE_CLAIM = (
-    f"""UPDATE jobs SET {_CLAIM_JOB} WHERE id = ({_PICK.format(gpus=_GPUS["sqlite"])})
-    RETURNING {_RETURNING}""",
+    f"UPDATE jobs SET {_CLAIM_JOB} WHERE id = ({SQLITE_READY}) RETURNING {_RETURNING}",
     f"""INSERT INTO {_ATTEMPT_COLUMNS} VALUES (:job_id, :attempt, :worker, 'running', :now)
     ON CONFLICT DO NOTHING""",
     f"UPDATE runs SET {_START_RUN} WHERE id = :run_id",
@@ -88,16 +90,11 @@ SQLITE_SUCCEED = (
     f"UPDATE runs SET {_SUCCEED_RUN} WHERE id = :run_id",
 )
 
-_TEXT: dict[str, Any] = {}
 
-
+@functools.cache
 def _text(sql: str, typed: bool = False) -> Any:
     """The ``text()`` construct of ``sql``, made once (typed results: ``JOB_COLUMNS``)."""
-    found = _TEXT.get(sql)
-    if found is None:
-        found = sa.text(sql).columns(*JOB_COLUMNS) if typed else sa.text(sql)
-        _TEXT[sql] = found
-    return found
+    return sa.text(sql).columns(*JOB_COLUMNS) if typed else sa.text(sql)
 
 
 def supported(store: Any) -> bool:
@@ -119,6 +116,9 @@ def claim(
         with autocommit(store) as conn:
             row = conn.execute(_text(PG_CLAIM, typed=True), params).first()
         return None if row is None else (row, token)
+    with read_conn(store) as conn:  # a cheap read first: an idle poll takes no write lock
+        if conn.execute(_text(SQLITE_READY), params).first() is None:
+            return None
     take, attempt, run = SQLITE_CLAIM
     with write_begin(store.engine) as conn:
         row = conn.execute(_text(take, typed=True), params).first()

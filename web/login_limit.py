@@ -12,14 +12,17 @@ session cookie, an HMAC nobody can guess) are not counted.
 Counts live in the process (each gunicorn worker keeps its own), bounded to
 ``max_clients`` addresses (the least recently failing are forgotten first). Behind a
 reverse proxy every request comes from the proxy's address, so the limit is then shared.
-The clock is an argument, so the rules are tested without waiting.
+The clock is an argument (``now``; the server passes ``clock()``), so the rules are
+tested without waiting.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 
 __all__ = ["FailureLimit"]
 
@@ -28,13 +31,18 @@ class FailureLimit:
     """Remembers wrong tokens per client address and says how long one must wait."""
 
     def __init__(
-        self, max_failures: int = 10, window_s: float = 300.0, max_clients: int = 10_000
+        self,
+        max_failures: int = 10,
+        window_s: float = 300.0,
+        max_clients: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_failures < 1 or window_s <= 0 or max_clients < 1:
             raise ValueError("max_failures, window_s and max_clients must be positive")
         self.max_failures = max_failures
         self.window_s = window_s
         self.max_clients = max_clients
+        self.clock = clock  # what the server passes as ``now``
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
         self._lock = threading.Lock()  # gunicorn runs requests on several threads
 

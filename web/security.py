@@ -24,7 +24,6 @@ import hmac
 import ipaddress
 import re
 import socket
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -173,7 +172,8 @@ def _client() -> str:
 
 def _refuse_if_limited(field: str) -> None:
     """Raise TooManyAttempts while this client must wait after too many wrong tokens."""
-    wait = _limit().retry_after(_client(), time.monotonic())
+    limit = _limit()
+    wait = limit.retry_after(_client(), limit.clock())
     if wait is not None:
         raise TooManyAttempts(
             f"too many wrong access tokens from this address; try again in {wait} s",
@@ -187,7 +187,7 @@ def _check_token(given: str | None, token: str, field: str) -> bool:
     _refuse_if_limited(field)
     if token_matches(given, token):
         return True
-    _limit().failed(_client(), time.monotonic())
+    _limit().failed(_client(), _limit().clock())
     return False
 
 

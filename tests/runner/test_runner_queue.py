@@ -287,9 +287,12 @@ def _rows(store: Store, job_id: int) -> tuple[dict[str, Any], list[dict[str, Any
             sa.select(m.JobAttempt).where(m.JobAttempt.job_id == job_id)
         ).mappings()
         run = conn.execute(sa.select(m.Run).where(m.Run.id == job["run_id"])).mappings().one()
-        own = {"id", "job_id", "run_id", "lease_token", "argv", "name", "command"}
-        strip = lambda row: {k: v for k, v in row.items() if k not in own}  # noqa: E731
-        return strip(job), [strip(a) for a in attempts], strip(run)
+        return _shared(job), [_shared(a) for a in attempts], _shared(run)
+
+
+def _shared(row: Any) -> dict[str, Any]:
+    own = {"id", "job_id", "run_id", "lease_token", "argv", "name", "command"}
+    return {k: v for k, v in row.items() if k not in own}
 
 
 def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
