@@ -98,14 +98,14 @@ def cpu_seconds(workers: list[subprocess.Popen]) -> dict[str, float]:
 
 
 def live_workers(store: Any) -> int:
-    from runner import registry
+    from tracker.runner import registry
 
     return len(registry.list_workers(store))
 
 
 def measure_latency(uri: str, samples: int, poll: float, workdir: Path) -> dict[str, Any]:
-    from runner import queue
-    from runner.entities import JobSpec
+    from tracker.runner import queue
+    from tracker.runner.entities import JobSpec
     from tracker.store import Store
 
     store = Store(uri)
@@ -140,8 +140,8 @@ def measure_latency(uri: str, samples: int, poll: float, workdir: Path) -> dict[
 def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> dict[str, Any]:
     import sqlalchemy as sa
 
-    from runner import queue
-    from runner.entities import JobSpec
+    from tracker.runner import queue
+    from tracker.runner.entities import JobSpec
     from tracker.store import Store
     from tracker.store import models as m
 

@@ -58,7 +58,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
 
 
 def app_for(uri: str) -> Any:
-    from web.app import create_app
+    from tracker.web.app import create_app
 
     return create_app({"STORE_URI": uri})
 

@@ -84,7 +84,7 @@ class LeaseLost(Conflict):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Backoff settings handed to :func:`runner.retry.next_attempt`."""
+    """Backoff settings handed to :func:`tracker.runner.retry.next_attempt`."""
 
     base_delay_s: float = 10.0
     max_delay_s: float = 600.0

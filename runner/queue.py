@@ -5,13 +5,13 @@ Concurrency lives in the database, not in Python:
 * A claim is atomic and exclusive: ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
   ``BEGIN IMMEDIATE`` write transaction on SQLite (``write_begin``), so two workers never
   take the same job. Claims without GPU placement and successful ends, nearly all of
-  them, run as prewritten SQL (:mod:`runner.queue_fast`); this module is the general path.
+  them, run as prewritten SQL (:mod:`tracker.runner.queue_fast`); this module is the general path.
 * A claim writes a lease: owner, a fresh random token and an expiry. Every later change a
   worker makes is an ``UPDATE ... WHERE id = :job AND lease_token = :token``; when that
   matches no row the worker has lost the job (the sweeper declared it crashed, or another
   worker holds it now) and must kill its process without writing anything else.
 * The sweeper (:func:`sweep_expired`) ends jobs whose lease expired as ``crashed`` and
-  requeues them when the retry policy (:mod:`runner.retry`) allows it.
+  requeues them when the retry policy (:mod:`tracker.runner.retry`) allows it.
 
 Highest priority runs first, then the oldest job (lowest id). Each job owns one run, created
 ``queued`` at enqueue so the dashboard shows it at once; every attempt of the job continues
@@ -29,16 +29,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from runner import queue_fast, retry
-from runner.entities import (
+from tracker.errors import Conflict, NotFound
+from tracker.runner import queue_fast, retry
+from tracker.runner.entities import (
     ClaimedJob,
     FinishResult,
     LeaseLost,
     LeaseState,
     RetryPolicy,
 )
-from runner.failure import Failure
-from tracker.errors import Conflict, NotFound
+from tracker.runner.failure import Failure
 from tracker.store import models as m
 from tracker.store.engine import write_begin
 from tracker.store.jobs import (
@@ -178,7 +178,7 @@ def claim(
 def _claim_fast(
     store: Any, worker_id: str, lease_s: float, max_gpus: int, host: str | None, now: float
 ) -> tuple[ClaimedJob, tuple[int, ...]] | None:
-    """The prewritten claim (:mod:`runner.queue_fast`); a job row that has no run gets one
+    """The prewritten claim (:mod:`tracker.runner.queue_fast`); a job row that has no run gets one
     afterwards, fenced by the new lease."""
     got = queue_fast.claim(store, worker_id, lease_s=lease_s, max_gpus=max_gpus, host=host, now=now)
     if got is None:
@@ -392,7 +392,7 @@ def finish(
 
 
 def _retry_at(row: Any, failure: Failure | None, policy: RetryPolicy, now: float) -> float | None:
-    """When the failed attempt of ``row`` runs again (``runner.retry`` decides), or None."""
+    """When the failed attempt of ``row`` runs again (``tracker.runner.retry`` decides), or None."""
     if failure is None:
         return None
     now_dt = dt.datetime.fromtimestamp(now, dt.timezone.utc)

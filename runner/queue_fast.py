@@ -19,7 +19,7 @@ while it holds locks:
   ``UPDATE ... WHERE id = (SELECT ...) RETURNING``, so the write lock is held for as short
   a time as possible (eight workers queue for it).
 
-They write exactly what the general path of :mod:`runner.queue` writes (a test compares
+They write exactly what the general path of :mod:`tracker.runner.queue` writes (a test compares
 both on each database), with the same guarantees: the claim is exclusive (``SKIP LOCKED``;
 SQLite's single writer) and the end is fenced by the lease token.
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from runner.entities import GpuDevice, WorkerInfo
+from tracker.runner.entities import GpuDevice, WorkerInfo
 from tracker.store import models as m
 from tracker.store import workers as store_workers
 from tracker.store.engine import write_begin

@@ -18,8 +18,8 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from runner import queue, registry, schedules
 from tracker.errors import StoreUnavailable
+from tracker.runner import queue, registry, schedules
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def sweep_once(store: Any, options: SweepOptions, *, now: float | None = None) -
 
 
 def fire_schedules(store: Any, *, now: float | None = None) -> list[tuple[int, float, int]]:
-    """Enqueue the jobs of due cron schedules (see :func:`runner.schedules.fire_due`)."""
+    """Enqueue the jobs of due cron schedules (see :func:`tracker.runner.schedules.fire_due`)."""
     fired = schedules.fire_due(store, now=now)
     for schedule_id, fire_at, job_id in fired:
         when = dt.datetime.fromtimestamp(fire_at).isoformat(timespec="seconds")

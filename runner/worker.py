@@ -3,7 +3,7 @@
 One control loop in the main thread claims jobs, drains their output into the store, polls
 for cancel requests (every ``CANCEL_POLL_S``), enforces timeouts and finishes jobs whose
 process exited. Lease renewal and the sweeper run on the APScheduler thread
-(:mod:`runner.scheduler`). Lost leases (renewal or any fenced write matched no row) make
+(:mod:`tracker.runner.scheduler`). Lost leases (renewal or any fenced write matched no row) make
 the loop SIGKILL that job's process group and write nothing more about it.
 
 Signals: the first SIGTERM/SIGINT stops claiming, forwards SIGTERM to every job's process
@@ -28,14 +28,14 @@ from typing import Any
 
 import psutil
 
-from runner import logs, queue, registry
-from runner.devices import GpuSlots, Nvml, parse_gpus
-from runner.distributed import is_python, wrap_argv
-from runner.entities import ClaimedJob
-from runner.execution import Execution, SpawnError
-from runner.failure import MISSING_FILE, Failure, classify
-from runner.scheduler import Housekeeper, SweepOptions
 from tracker.errors import StoreUnavailable
+from tracker.runner import logs, queue, registry
+from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
+from tracker.runner.distributed import is_python, wrap_argv
+from tracker.runner.entities import ClaimedJob
+from tracker.runner.execution import Execution, SpawnError
+from tracker.runner.failure import MISSING_FILE, Failure, classify
+from tracker.runner.scheduler import Housekeeper, SweepOptions
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """JSON API ``/api/v1``: runs, metrics, checkpoints, events, logs, compare, files, and the
 ingest endpoints of the client's HTTP sink. Documented in ``web/API.md``.
 
-Each view parses its input (``web.params``), makes one call below it and serializes the
-result; errors leave through the one envelope (``web.errors``).
+Each view parses its input (``tracker.web.params``), makes one call below it and serializes the
+result; errors leave through the one envelope (``tracker.web.errors``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,21 @@ from flask import Blueprint, current_app, request, send_file
 from tracker.errors import InvalidInput, NotFound
 from tracker.store.engine import SCHEMA_HEAD
 from tracker.store.entities import CheckpointInfo, RunInfo
-from web import ingest as parse
-from web import jobs_store, queries
-from web.config_diff import MISSING, diff_configs
-from web.context import state
-from web.metric_levels import DEFAULT_BUCKETS, MAX_BUCKETS, read_many
-from web.params import bool_arg, int_arg, int_list_arg, json_body, list_arg, optional_int_arg
-from web.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch, search_runs
-from web.security import file_inside_roots, public, resolve_inside
+from tracker.web import ingest as parse
+from tracker.web import jobs_store, queries
+from tracker.web.config_diff import MISSING, diff_configs
+from tracker.web.context import state
+from tracker.web.metric_levels import DEFAULT_BUCKETS, MAX_BUCKETS, read_many
+from tracker.web.params import (
+    bool_arg,
+    int_arg,
+    int_list_arg,
+    json_body,
+    list_arg,
+    optional_int_arg,
+)
+from tracker.web.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch, search_runs
+from tracker.web.security import file_inside_roots, public, resolve_inside
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 

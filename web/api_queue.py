@@ -1,7 +1,7 @@
 """JSON API ``/api/v1`` for the queue: jobs (list, show, cancel, clone, logs), workers and
 schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 
-New jobs and schedules are always copies of an existing job or run (``web.jobs_store``):
+New jobs and schedules are always copies of an existing job or run (``tracker.web.jobs_store``):
 the dashboard never takes a command line from a request.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
-from web import jobs_store, queries
-from web.api import logs_json
-from web.context import state
-from web.params import body_field, bool_arg, int_arg, json_body, list_arg
+from tracker.web import jobs_store, queries
+from tracker.web.api import logs_json
+from tracker.web.context import state
+from tracker.web.params import body_field, bool_arg, int_arg, json_body, list_arg
 
 bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
 

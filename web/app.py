@@ -28,10 +28,10 @@ from typing import Any
 from flask import Flask
 
 from tracker.store import Store
-from web import security
-from web.context import AppState
-from web.errors import TrackerJSONProvider, register_error_handlers
-from web.ingest import MetricIngest
+from tracker.web import security
+from tracker.web.context import AppState
+from tracker.web.errors import TrackerJSONProvider, register_error_handlers
+from tracker.web.ingest import MetricIngest
 
 __all__ = ["DEFAULTS", "create_app"]
 
@@ -100,7 +100,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
-    from web import api, api_queue, mlflow_api
+    from tracker.web import api, api_queue, mlflow_api
 
     app.register_blueprint(api.bp)
     app.register_blueprint(api_queue.bp)
@@ -110,11 +110,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def _register_pages(app: Flask) -> None:
-    """The HTML pages live in ``web.pages`` (when that module is part of this build)."""
+    """The HTML pages live in ``tracker.web.pages`` (when that module is part of this build)."""
     try:
-        pages = importlib.import_module("web.pages")
+        pages = importlib.import_module("tracker.web.pages")
     except ModuleNotFoundError as exc:
-        if exc.name == "web.pages":
+        if exc.name == "tracker.web.pages":
             return
         raise
     register = getattr(pages, "register", None)

@@ -18,7 +18,7 @@ from tracker.client.values import check_key
 from tracker.errors import InvalidInput, InvalidMetricValue
 from tracker.store import Store
 from tracker.store.entities import FINAL_RUN_STATUSES
-from web.params import body_field
+from tracker.web.params import body_field
 
 __all__ = [
     "CHECKPOINT_STATES",

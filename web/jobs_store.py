@@ -246,7 +246,7 @@ def clone(
 
 
 def cancel(engine: sa.Engine, job_id: int, *, now: float | None = None) -> str:
-    """As ``runner.queue.cancel``: ``cancelled`` (it was queued), ``cancel_requested`` (it is
+    """As the runner's cancel: ``cancelled`` (it was queued), ``cancel_requested`` (it is
     running; its worker stops it), or the final status it already had.
 
     Raises NotFound for an unknown job.

@@ -20,12 +20,12 @@ from werkzeug.exceptions import HTTPException
 
 from tracker.errors import NotFound, TrackerError
 from tracker.store.entities import RunInfo
-from web import mlflow_compat as compat
-from web import mlflow_store as mstore
-from web import queries
-from web.context import state
-from web.mlflow_compat import MlflowError, RunMeta
-from web.params import json_body
+from tracker.web import mlflow_compat as compat
+from tracker.web import mlflow_store as mstore
+from tracker.web import queries
+from tracker.web.context import state
+from tracker.web.mlflow_compat import MlflowError, RunMeta
+from tracker.web.params import json_body
 
 bp = Blueprint("mlflow", __name__, url_prefix="/api/2.0/mlflow")
 

@@ -547,7 +547,7 @@ def metric_json(key: str, step: int, wall_time: float, value: float | None) -> d
 def run_json(run: RunInfo, experiment_id: str, summaries: Iterable[Any] = ()) -> dict[str, Any]:
     """An MLflow Run object: info, data (last metric values, params, tags), no inputs.
 
-    ``summaries`` have ``key, last_step, last_wall_time, last_value`` (``web.queries``)."""
+    ``summaries`` have ``key, last_step, last_wall_time, last_value`` (``tracker.web.queries``)."""
     metrics = [metric_json(s.key, s.last_step, s.last_wall_time, s.last_value) for s in summaries]
     return {
         "info": run_info_json(run, experiment_id),

@@ -19,7 +19,7 @@ from tracker.store import models as m
 from tracker.store.engine import is_unavailable, write_begin
 from tracker.store.entities import MetricPoint, RunInfo
 from tracker.store.rows import dialect_insert
-from web.mlflow_compat import MlflowError, RunMeta
+from tracker.web.mlflow_compat import MlflowError, RunMeta
 
 __all__ = [
     "Project",

@@ -11,7 +11,7 @@ from typing import Any
 from flask import current_app, request
 
 from tracker.errors import InvalidInput
-from web.errors import PayloadTooLarge
+from tracker.web.errors import PayloadTooLarge
 
 __all__ = ["body_field", "bool_arg", "int_arg", "json_body", "list_arg", "optional_int_arg"]
 

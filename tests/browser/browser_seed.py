@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner import logs, queue, registry
-from runner.entities import ClaimedJob, GpuDevice, JobSpec
+from tracker.runner import logs, queue, registry
+from tracker.runner.entities import ClaimedJob, GpuDevice, JobSpec
 from tracker.store import Store
 
 PROJECT = "digits"

@@ -23,7 +23,7 @@ from browser_support import NO_CHROMIUM_REASON, chromium_path, launch_chromium
 from servers import ServerThread
 
 from tracker.store import Store
-from web.app import create_app
+from tracker.web.app import create_app
 
 
 @pytest.fixture(scope="module")

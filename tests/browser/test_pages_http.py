@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from web.app import create_app
+from tracker.web.app import create_app
 
 PAGES = ["/", "/runs/1", "/compare?runs=1,2,3", "/jobs"]
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from browser_helpers import Dashboard, wait_until
 
-from web import queries
+from tracker.web import queries
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -12,7 +12,7 @@ import pytest
 from browser_helpers import Dashboard
 
 import tracker
-from runner import logs
+from tracker.runner import logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

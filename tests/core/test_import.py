@@ -7,7 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("flask", "plotly", "apscheduler", "torch", "web", "runner")
+HEAVY = (
+    "flask",
+    "plotly",
+    "apscheduler",
+    "torch",
+    "tracker.web",
+    "tracker.runner",
+    "web",
+    "runner",
+)
 
 
 def _python(code: str) -> str:

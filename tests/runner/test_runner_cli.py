@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from runner import queue, registry
 from tracker.cli import main
+from tracker.runner import queue, registry
 from tracker.store import Store
 
 

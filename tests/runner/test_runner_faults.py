@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 from runner_support import Procs, alive, read_json, script, stop_between_transactions, wait_for
 
-from runner import logs, queue, schedules
-from runner.entities import JobSpec
+from tracker.runner import logs, queue, schedules
+from tracker.runner.entities import JobSpec
 from tracker.store import Store
 from tracker.store import models as m
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from runner import logs, queue, queue_fast, registry
-from runner.entities import GpuDevice, JobSpec
-from runner.failure import Failure
 from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.runner import logs, queue, queue_fast, registry
+from tracker.runner.entities import GpuDevice, JobSpec
+from tracker.runner.failure import Failure
 from tracker.store import Store
 
 FAST = queue.RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)

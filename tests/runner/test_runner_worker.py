@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from runner_support import Procs, alive, group_gone, read_json, script, wait_for
 
-from runner import logs, queue
-from runner.entities import JobSpec
+from tracker.runner import logs, queue
+from tracker.runner.entities import JobSpec
 from tracker.store import Store
 
 pytestmark = pytest.mark.slow

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runner import registry
-from runner.entities import GpuDevice
+from tracker.runner import registry
+from tracker.runner.entities import GpuDevice
 from tracker.store import Store
-from web.app import create_app
+from tracker.web.app import create_app
 
 GIB = 1024**3
 

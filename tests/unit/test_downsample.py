@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracker.errors import InvalidInput
-from web.downsample import (
+from tracker.web.downsample import (
     LAST_FINITE,
     LAST_NAN,
     LAST_NEGINF,

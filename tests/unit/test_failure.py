@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from runner.failure import (
+from tracker.runner.failure import (
     FAILURE_CLASSES,
     Failure,
     PythonError,

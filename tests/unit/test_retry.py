@@ -5,8 +5,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from runner.failure import FAILURE_CLASSES, classify
-from runner.retry import (
+from tracker.errors import InvalidInput
+from tracker.runner.failure import FAILURE_CLASSES, classify
+from tracker.runner.retry import (
     ALWAYS_RETRIED,
     NEVER_RETRIED,
     RetryPolicyError,
@@ -14,7 +15,6 @@ from runner.retry import (
     is_retryable,
     next_attempt,
 )
-from tracker.errors import InvalidInput
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from runner.sweep import (
+from tracker.errors import InvalidInput
+from tracker.runner.sweep import (
     Choices,
     Distribution,
     DurationError,
@@ -20,7 +21,6 @@ from runner.sweep import (
     sample_random,
     set_path,
 )
-from tracker.errors import InvalidInput
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # web_support, as tests/conftest
 from servers import ServerThread
 from web_support import TOKEN
 
-from web.app import create_app
+from tracker.web.app import create_app
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any
 from flask.testing import FlaskClient
 from web_support import envelope
 
-from runner import queue, registry, schedules
-from runner.entities import GpuDevice, JobSpec
+from tracker.runner import queue, registry, schedules
+from tracker.runner.entities import GpuDevice, JobSpec
 from tracker.store import Store
 
 

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from tracker.store import Store, upgrade
 from tracker.store.engine import create_engine
 from tracker.store.rollups import LEVELS
-from web.downsample import Bucket, combine, downsample, merge_buckets
-from web.metric_levels import read_series
+from tracker.web.downsample import Bucket, combine, downsample, merge_buckets
+from tracker.web.metric_levels import read_series
 
 SPECIALS = (math.nan, math.inf, -math.inf)
 

@@ -23,7 +23,7 @@ from web_support import TOKEN
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store
 from tracker.store.entities import RunInfo
-from web import mlflow_compat as compat
+from tracker.web import mlflow_compat as compat
 
 PREFIX = "/api/2.0/mlflow"
 LOSS = [2.5, 1.25, math.nan, math.inf, -math.inf, 0.5]
@@ -117,7 +117,7 @@ def test_fluent_logging_lands_in_the_store(mlflow_server: Callable[..., Flask]) 
 
 
 def store_project_id(store: Store, name: str) -> int:
-    from web.mlflow_store import find_project
+    from tracker.web.mlflow_store import find_project
 
     project = find_project(store.engine, name)
     assert project is not None

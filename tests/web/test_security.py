@@ -18,8 +18,8 @@ from web_support import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port,
 from werkzeug.routing import Rule
 
 from tracker.cli.ui import ui
-from web import security
-from web.security import InsecureBind, check_bind
+from tracker.web import security
+from tracker.web.security import InsecureBind, check_bind
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

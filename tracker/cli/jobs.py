@@ -78,7 +78,7 @@ def parse_env(items: Sequence[str]) -> dict[str, str]:
 
 def single_overrides(texts: Sequence[str]) -> dict[str, Any]:
     """``-c key=value`` overrides as a nested config; a comma list or distribution is refused."""
-    from runner.sweep import Choices, SweepSpecError, parse_overrides, set_path
+    from tracker.runner.sweep import Choices, SweepSpecError, parse_overrides, set_path
 
     config: dict[str, Any] = {}
     for o in parse_overrides(texts):
@@ -126,8 +126,8 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
     """A JobSpec from the shared options (``o`` as click passes them)."""
-    from runner.entities import JobSpec
-    from runner.sweep import parse_duration
+    from tracker.runner.entities import JobSpec
+    from tracker.runner.sweep import parse_duration
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
     return JobSpec(
@@ -174,7 +174,7 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
         tracker submit train.py -c lr=3e-4 --gpus 1 -- --epochs 3
         tracker submit -- ./train.sh --fast
     """
-    from runner import queue
+    from tracker.runner import queue
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
     job = queue.enqueue(open_store(uri), spec)
@@ -204,8 +204,8 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
     """
     import dataclasses
 
-    from runner import queue
-    from runner.sweep import expand_grid, parse_overrides, sample_random
+    from tracker.runner import queue
+    from tracker.runner.sweep import expand_grid, parse_overrides, sample_random
 
     parsed = parse_overrides(overrides)
     if samples is None:
@@ -265,7 +265,7 @@ def _note(job: Any) -> str:
 def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str | None,
             as_json: bool) -> None:  # fmt: skip
     """List jobs, newest first."""
-    from runner import queue
+    from tracker.runner import queue
 
     found = queue.list_jobs(
         open_store(uri), status=list(statuses) or None, project=project, limit=limit
@@ -291,7 +291,7 @@ def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str
 @json_option
 def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
     """Everything about one job: state, why it waits, attempts, failure and hint."""
-    from runner import queue, registry
+    from tracker.runner import queue, registry
 
     store = open_store(uri)
     job = queue.get_job(store, job_id)
@@ -352,7 +352,7 @@ def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
 def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None,
               interval: float, uri: str | None) -> None:  # fmt: skip
     """Print a job's stored output (stdout and stderr, in order)."""
-    from runner import logs, queue
+    from tracker.runner import logs, queue
 
     store = open_store(uri)
     queue.get_job(store, job_id)  # NotFound for a bad id
@@ -381,7 +381,7 @@ def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None
 def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> None:
     """Cancel jobs: a queued job at once; a running one is stopped by its worker (SIGTERM,
     then SIGKILL after the worker's grace period)."""
-    from runner import queue
+    from tracker.runner import queue
 
     store = open_store(uri)
     results = {job_id: queue.cancel(store, job_id) for job_id in job_ids}
@@ -401,7 +401,7 @@ def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> Non
 @json_option
 def jobs_requeue(job_id: int, uri: str | None, as_json: bool) -> None:
     """Queue a finished job again for one more attempt (it resumes its run)."""
-    from runner import queue
+    from tracker.runner import queue
 
     job = queue.requeue(open_store(uri), job_id, reason="requeued by hand")
     if as_json:
@@ -424,7 +424,7 @@ def workers() -> None:
 @json_option
 def workers_ls(include_stopped: bool, uri: str | None, as_json: bool) -> None:
     """List live workers: host, GPUs, running jobs, last heartbeat."""
-    from runner import registry
+    from tracker.runner import registry
 
     found = registry.list_workers(open_store(uri), include_stopped=include_stopped)
     if as_json:

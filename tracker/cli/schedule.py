@@ -50,7 +50,7 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
         tracker schedule add "0 2 * * *" train.py -c lr=3e-4     # 02:00 every night
         tracker schedule add "30 6 * * 1-5" train.py              # weekdays at 06:30
     """
-    from runner import schedules
+    from tracker.runner import schedules
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
     info = schedules.add_schedule(
@@ -67,7 +67,7 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
 @json_option
 def schedule_ls(uri: str | None, as_json: bool) -> None:
     """List schedules with their next fire time."""
-    from runner import schedules
+    from tracker.runner import schedules
 
     found = schedules.list_schedules(open_store(uri))
     if as_json:
@@ -82,7 +82,7 @@ def schedule_ls(uri: str | None, as_json: bool) -> None:
 
 
 def _set_paused(schedule_id: int, paused: bool, uri: str | None) -> None:
-    from runner import schedules
+    from tracker.runner import schedules
 
     info = schedules.set_paused(open_store(uri), schedule_id, paused)
     state = "paused" if info.paused else f"active; next fire {fmt_time(info.next_fire_at)}"
@@ -110,7 +110,7 @@ def schedule_resume(schedule_id: int, uri: str | None) -> None:
 @uri_option
 def schedule_delete(schedule_id: int, uri: str | None) -> None:
     """Delete a schedule; the jobs it queued stay."""
-    from runner import schedules
+    from tracker.runner import schedules
 
     schedules.delete_schedule(open_store(uri), schedule_id)
     click.echo(f"schedule {schedule_id} deleted")
@@ -132,7 +132,7 @@ def scheduler(
 ) -> None:
     """Run only the housekeeping: cron schedules, the sweeper for expired leases and silent
     runs, retries and pending reasons. Safe to run several; stops on SIGTERM or Ctrl-C."""
-    from runner.scheduler import run_scheduler
+    from tracker.runner.scheduler import run_scheduler
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=LOG_FORMAT)
     options = make_sweep_options(

@@ -80,7 +80,7 @@ def app_config(
     Raises:
         InsecureBind: a non-loopback host without a token.
     """
-    from web.security import check_bind
+    from tracker.web.security import check_bind
 
     check_bind(host, token)
     return {
@@ -112,7 +112,7 @@ def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: i
 
     Store(config["STORE_URI"]).close()  # migrate once, here, before any worker starts
     if dev:
-        from web.app import create_app
+        from tracker.web.app import create_app
 
         create_app(config).run(host=host, port=port, threaded=True, use_reloader=False)
         return
@@ -146,7 +146,7 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
-            from web.app import create_app
+            from tracker.web.app import create_app
 
             return create_app(config)
 
@@ -185,7 +185,7 @@ def demo_script() -> Path:
 
 def enqueue_demo(engine: Any, script: Path) -> list[int]:
     """Queue a small sweep of the example, the same way the dashboard's clone does."""
-    from web import jobs_store
+    from tracker.web import jobs_store
 
     template = jobs_store.JobTemplate(
         argv=[sys.executable, str(script)], project="digits", cwd=str(Path.cwd()),

@@ -1,4 +1,4 @@
-"""``tracker worker``: run queued jobs on this host (see :mod:`runner.worker`)."""
+"""``tracker worker``: run queued jobs on this host (see :mod:`tracker.runner.worker`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 from tracker.cli.common import open_store, uri_option
 
 if TYPE_CHECKING:
-    from runner.scheduler import SweepOptions
+    from tracker.runner.scheduler import SweepOptions
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
@@ -43,8 +43,8 @@ def make_sweep_options(
     run_stale_seconds: float,
     schedules: bool = True,
 ) -> SweepOptions:
-    from runner.queue import RetryPolicy
-    from runner.scheduler import SweepOptions
+    from tracker.runner.queue import RetryPolicy
+    from tracker.runner.scheduler import SweepOptions
 
     return SweepOptions(
         interval_s=sweep_interval,
@@ -125,8 +125,8 @@ def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
     Ctrl-C or SIGTERM drains: no new claims, SIGTERM to running jobs, SIGKILL after the
     grace period. A second signal kills them at once.
     """
-    from runner.devices import Nvml, parse_gpus
-    from runner.worker import WorkerOptions, run_worker
+    from tracker.runner.devices import Nvml, parse_gpus
+    from tracker.runner.worker import WorkerOptions, run_worker
 
     try:
         parse_gpus(gpus, Nvml())

@@ -154,7 +154,7 @@ def _unavailable_text(exc: BaseException | None) -> bool:
 
 
 def _migrations_dir() -> Path:
-    import migrations
+    from tracker import migrations
 
     return Path(migrations.__file__).parent
 
