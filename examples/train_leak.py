@@ -8,7 +8,7 @@ Each step also measures a loss on a held-out batch for monitoring, outside
 that graph, so every kept loss holds its step's activations alive: memory grows by about
 one forward pass of activations per step. The script logs ``mem/rss_bytes`` (and, on CUDA,
 the allocator's ``gpu_allocated_bytes``) each step, so the growth is visible on the
-dashboard and the health check (``tracker.health.memory_growth``) flags it.
+dashboard and the health check (``tracker.rules.health.memory_growth``) flags it.
 """
 
 from __future__ import annotations

@@ -18,23 +18,25 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tracker.rules.cron import (
+    CronError,
+    crontab_weekday,
+    latest_fire_time,
+    next_fire_time,
+    trigger_for,
+)
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
 from tracker.store.engine import write_begin
 from tracker.store.jobs import JobSpec, check_spec, insert_job, read_conn
 from tracker.store.rows import dialect_insert
 from tracker.store.schedules import (
-    CronError,
     ScheduleInfo,
-    crontab_weekday,
     delete_schedule,
     get_schedule,
-    latest_fire_time,
     list_schedules,
-    next_fire_time,
     spec_from_dict,
     spec_to_dict,
-    trigger_for,
 )
 
 __all__ = [

@@ -24,14 +24,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.client.config import normalize_config
 from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.rules.config import normalize_config
+from tracker.rules.cron import CronError, trigger_for
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
 from tracker.store.engine import write_begin
 from tracker.store.jobs import JobSpec
-from tracker.store.schedules import CronError, delete_schedule, set_paused, trigger_for
+from tracker.store.schedules import delete_schedule, set_paused
 
 __all__ = [
     "MAX_GRID_JOBS",

@@ -5,7 +5,7 @@ Sources, finest first: the points themselves, then the rollup levels of
 ``[lo, hi]`` and ``max_buckets``:
 
 1. if the window holds at most ``max_buckets`` points, they come back as they are
-   (full resolution, through ``tracker.web.downsample.downsample``);
+   (full resolution, through ``tracker.rules.downsample.downsample``);
 2. otherwise the finest source with at most ``ROW_BUDGET`` rows in the window is grouped
    by the database into ``max_buckets`` equal step ranges -- the same bucket rule as
    ``downsample`` (points) and ``merge_buckets`` (rollup rows, kept whole and assigned by
@@ -27,9 +27,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import NotFound
+from tracker.rules.downsample import Bucket, DownsampleError, Series, downsample, to_payload
 from tracker.store import models as m
 from tracker.store.rollups import LEVELS
-from tracker.web.downsample import Bucket, DownsampleError, Series, downsample, to_payload
 
 __all__ = ["DEFAULT_BUCKETS", "MAX_BUCKETS", "ROW_BUDGET", "SeriesRead", "read_many", "read_series"]
 
@@ -53,7 +53,7 @@ class SeriesRead:
     source: str  # "points" or "rollup-<width>"
 
     def payload(self) -> dict[str, Any]:
-        """``tracker.web.downsample.to_payload`` plus ``key``, ``source`` and ``wall_time`` (s)."""
+        """``to_payload`` (tracker.rules.downsample) plus ``key``, ``source``, ``wall_time`` (s)."""
         out = to_payload(self.series)
         out["key"] = self.key
         out["source"] = self.source

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.client.config import flatten
-from tracker.client.values import check_key
 from tracker.errors import TrackerError
+from tracker.rules.config import flatten
+from tracker.rules.keys import check_key
 from tracker.store.entities import RunInfo
 
 __all__ = [

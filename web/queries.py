@@ -316,7 +316,7 @@ def run_columns(
     Config keys are the flattened keys of the newest ``sample`` runs; metric names come
     from every run (of the project).
     """
-    from tracker.client.config import flatten
+    from tracker.rules.config import flatten
 
     runs = sa.select(m.Run.config).order_by(m.Run.id.desc()).limit(sample)
     names = (

@@ -1,4 +1,4 @@
-"""Runs search: the dashboard's query language (``tracker.web.query``) translated to SQL.
+"""Runs search: the dashboard's query language (``tracker.rules.query``) translated to SQL.
 
 * ``config.a.b`` reads the runs' JSON config: ``json_extract``/``json_type`` on SQLite,
   ``#>``/``#>>``/``jsonb_typeof`` on PostgreSQL. A comparison only matches values of the
@@ -30,10 +30,10 @@ from sqlalchemy import orm
 from sqlalchemy.dialects import postgresql
 
 from tracker.errors import InvalidInput
+from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 from tracker.store import models as m
 from tracker.store.entities import run_duration
 from tracker.store.store import run_select, tag_filter
-from tracker.web.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 
 __all__ = ["SORT_ATTRIBUTES", "RunPage", "RunRow", "RunSearch", "search_runs"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.health import memory_growth
+from tracker.rules.health import memory_growth
 from tracker.store import Store
 
 pytestmark = pytest.mark.slow

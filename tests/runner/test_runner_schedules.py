@@ -9,10 +9,10 @@ import threading
 import pytest
 import sqlalchemy as sa
 
+from tracker.rules.cron import CronError, crontab_weekday, latest_fire_time, trigger_for
 from tracker.runner import queue, schedules
 from tracker.runner.distributed import wrap_argv
 from tracker.runner.entities import JobSpec
-from tracker.runner.schedules import CronError, crontab_weekday, latest_fire_time, trigger_for
 from tracker.store import Store
 from tracker.store import models as m
 

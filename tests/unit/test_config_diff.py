@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.web.config_diff import MISSING, ConfigDiffError, DiffRow, diff_configs, flatten
+from tracker.rules.config_diff import MISSING, ConfigDiffError, DiffRow, diff_configs, flatten
 
 
 @pytest.mark.parametrize(

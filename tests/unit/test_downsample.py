@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.web.downsample import (
+from tracker.rules.downsample import (
     LAST_FINITE,
     LAST_NAN,
     LAST_NEGINF,

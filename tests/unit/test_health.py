@@ -6,7 +6,7 @@ import random
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.health import Diagnosis, HealthError, memory_growth, nonfinite, throughput_drop
+from tracker.rules.health import Diagnosis, HealthError, memory_growth, nonfinite, throughput_drop
 
 MIB = 1024**2
 GIB = 1024**3

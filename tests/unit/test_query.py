@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.web.query import (
+from tracker.rules.query import (
     ATTRIBUTES,
     MAX_DEPTH,
     And,

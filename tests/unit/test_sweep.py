@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.runner.sweep import (
+from tracker.rules.sweep import (
     Choices,
     Distribution,
     DurationError,

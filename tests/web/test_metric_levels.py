@@ -10,10 +10,10 @@ from itertools import groupby, pairwise
 import pytest
 import sqlalchemy as sa
 
+from tracker.rules.downsample import Bucket, combine, downsample, merge_buckets
 from tracker.store import Store, upgrade
 from tracker.store.engine import create_engine
 from tracker.store.rollups import LEVELS
-from tracker.web.downsample import Bucket, combine, downsample, merge_buckets
 from tracker.web.metric_levels import read_series
 
 SPECIALS = (math.nan, math.inf, -math.inf)

@@ -78,7 +78,7 @@ def parse_env(items: Sequence[str]) -> dict[str, str]:
 
 def single_overrides(texts: Sequence[str]) -> dict[str, Any]:
     """``-c key=value`` overrides as a nested config; a comma list or distribution is refused."""
-    from tracker.runner.sweep import Choices, SweepSpecError, parse_overrides, set_path
+    from tracker.rules.sweep import Choices, SweepSpecError, parse_overrides, set_path
 
     config: dict[str, Any] = {}
     for o in parse_overrides(texts):
@@ -126,8 +126,8 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
     """A JobSpec from the shared options (``o`` as click passes them)."""
+    from tracker.rules.sweep import parse_duration
     from tracker.runner.entities import JobSpec
-    from tracker.runner.sweep import parse_duration
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
     return JobSpec(
@@ -204,8 +204,8 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
     """
     import dataclasses
 
+    from tracker.rules.sweep import expand_grid, parse_overrides, sample_random
     from tracker.runner import queue
-    from tracker.runner.sweep import expand_grid, parse_overrides, sample_random
 
     parsed = parse_overrides(overrides)
     if samples is None:

@@ -67,7 +67,7 @@ def _row(run: RunInfo) -> list[Any]:
 
 
 def _flat_summary(config: dict[str, Any]) -> str:
-    from tracker.client.config import flatten
+    from tracker.rules.config import flatten
 
     return " ".join(f"{k}={fmt_value(v)}" for k, v in flatten(config).items())
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.client import lifecycle
-from tracker.client.config import merge_config, normalize_config
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.errors import InvalidInput
+from tracker.rules.config import merge_config, normalize_config
 from tracker.store.entities import RunInfo
 
 ENV_RUN_ID = "TRACKER_RUN_ID"

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.client.config import normalize_config
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
+from tracker.rules.config import normalize_config
 from tracker.store import models as m
 from tracker.store.engine import is_unavailable, write_begin
 from tracker.store.rows import project_id

@@ -1,41 +1,25 @@
-"""Cron schedules in the store, shared by the runner and the dashboard: reading a crontab,
-its fire times, and the schedule rows (add, read, pause, delete).
-
-Fire times come from APScheduler's ``CronTrigger`` with crontab semantics (5 fields:
-minute hour day month weekday, weekday 0 or 7 = Sunday; a 6th leading field adds seconds).
-APScheduler is imported inside the functions that need it, so ``import tracker`` stays cheap.
-Firing schedules (exactly once per fire time) is the runner's job.
+"""Cron schedules in the store, shared by the runner and the dashboard: the schedule rows
+(add, read, pause, delete). Crontab arithmetic is the pure :mod:`tracker.rules.cron`;
+firing schedules (exactly once per fire time) is the runner's job.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import NotFound
+from tracker.rules.cron import CronError, next_fire_time, trigger_for
 from tracker.store import models as m
 from tracker.store.engine import write_begin
 from tracker.store.jobs import JobSpec, engine_of, read_conn
 
 if TYPE_CHECKING:
-    from apscheduler.triggers.cron import CronTrigger
-
     from tracker.store.store import Store
-
-_DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# Look back this far (growing) for the latest fire time, so a per-second schedule does not
-# step through a day of missed seconds one by one.
-_WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0, 5 * 366 * 86400.0)
-
-
-class CronError(InvalidInput):
-    code = "invalid_cron"
 
 
 @dataclass(frozen=True)
@@ -49,112 +33,6 @@ class ScheduleInfo:
     created_at: float
     last_fire_at: float | None
     next_fire_at: float | None = None
-
-
-# --------------------------------------------------------------------- cron (pure)
-
-
-def _dow_part(part: str) -> set[int]:
-    body, _, step_text = part.partition("/")
-    step = int(step_text) if step_text else 1
-    if body == "*":
-        lo, hi = 0, 6
-    elif "-" in body:
-        a, b = body.split("-", 1)
-        lo, hi = int(a), int(b)
-    else:
-        lo = hi = int(body)
-        if step_text:
-            hi = 6
-    if not (0 <= lo <= 7 and 0 <= hi <= 7 and lo <= hi and step >= 1):
-        raise ValueError(part)
-    return {d % 7 for d in range(lo, hi + 1, step)}
-
-
-def crontab_weekday(field: str) -> str:
-    """A crontab weekday field (0/7 = Sunday) in APScheduler's terms (day names).
-
-    APScheduler 3 reads numbers as 0 = Monday; names mean the same in both, so only numeric
-    parts are translated. Raises ValueError for a malformed part.
-    """
-    if any(c.isalpha() for c in field):
-        return field
-    days: set[int] = set()
-    for part in field.split(","):
-        days |= _dow_part(part)
-    return ",".join(_DOW_NAMES[d] for d in sorted(days))
-
-
-def trigger_for(cron: str, timezone: str = "UTC") -> CronTrigger:
-    """Build the trigger for a 5-field crontab (or 6 fields, seconds first).
-
-    Raises:
-        CronError: the expression or the time zone is invalid.
-    """
-    from apscheduler.triggers.cron import CronTrigger
-
-    fields = cron.split() if isinstance(cron, str) else []
-    if len(fields) not in (5, 6):
-        raise CronError(
-            f"cron {cron!r}: expected 5 fields (minute hour day month weekday), "
-            "or 6 with seconds first",
-            field="cron",
-        )
-    second = fields.pop(0) if len(fields) == 6 else "0"
-    try:
-        minute, hour, day, month, weekday = fields
-        return CronTrigger(
-            second=second,
-            minute=minute,
-            hour=hour,
-            day=day,
-            month=month,
-            day_of_week=crontab_weekday(weekday),
-            timezone=timezone,
-        )
-    except (ValueError, LookupError, TypeError) as exc:
-        raise CronError(f"cron {cron!r} (time zone {timezone}): {exc}", field="cron") from exc
-
-
-def _utc(ts: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc)
-
-
-def _fires(trigger: CronTrigger, after: float, until: float) -> Iterator[float]:
-    """Fire times t with after < t <= until, in order."""
-    previous = None
-    start = _utc(after) + dt.timedelta(microseconds=1)
-    while True:
-        nxt = trigger.get_next_fire_time(previous, start)
-        if nxt is None or nxt.timestamp() > until:
-            return
-        if nxt.timestamp() > after:
-            yield nxt.timestamp()
-        previous, start = nxt, nxt + dt.timedelta(microseconds=1)
-
-
-def latest_fire_time(trigger: CronTrigger, after: float, now: float) -> float | None:
-    """The latest fire time in ``(after, now]`` (a pure function of its arguments), or None."""
-    first = next(_fires(trigger, after, now), None)
-    if first is None:
-        return None
-    for window in _WINDOWS:
-        lo = max(after, now - window)
-        last = None
-        for last in _fires(trigger, lo, now):  # noqa: B007 - we want the final value
-            pass
-        if last is not None:
-            return last
-    last = first
-    for last in _fires(trigger, first, now):  # noqa: B007
-        pass
-    return last
-
-
-def next_fire_time(trigger: CronTrigger, after: float) -> float | None:
-    """The first fire time strictly after ``after``, or None when there is none."""
-    nxt = trigger.get_next_fire_time(None, _utc(after) + dt.timedelta(microseconds=1))
-    return None if nxt is None else float(nxt.timestamp())
 
 
 # ------------------------------------------------------------------------- rows
