@@ -29,7 +29,7 @@ from tracker.errors import (
 
 if TYPE_CHECKING:
     from tracker.client.run import Run
-    from tracker.store.entities import CheckpointInfo
+    from tracker.entities import CheckpointInfo
 
 __version__ = "0.1.0"
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from flask import Blueprint, current_app, request, send_file
 
+from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.store.engine import SCHEMA_HEAD
-from tracker.store.entities import CheckpointInfo, RunInfo
 from tracker.web import ingest as parse
 from tracker.web import jobs_store, queries
 from tracker.web.context import state

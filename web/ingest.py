@@ -13,11 +13,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.entities import FINAL_RUN_STATUSES
 from tracker.errors import InvalidInput, InvalidMetricValue
 from tracker.rules.config import normalize_config
 from tracker.rules.keys import check_key
 from tracker.store import Store
-from tracker.store.entities import FINAL_RUN_STATUSES
 from tracker.web.params import body_field
 
 __all__ = [

@@ -18,8 +18,8 @@ from typing import Any, cast
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
+from tracker.entities import RunInfo
 from tracker.errors import NotFound, TrackerError
-from tracker.store.entities import RunInfo
 from tracker.web import mlflow_compat as compat
 from tracker.web import mlflow_store as mstore
 from tracker.web import queries

@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.entities import RunInfo
 from tracker.errors import TrackerError
 from tracker.rules.config import flatten
 from tracker.rules.keys import check_key
-from tracker.store.entities import RunInfo
 
 __all__ = [
     "DEFAULT_EXPERIMENT_ID",

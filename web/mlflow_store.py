@@ -13,11 +13,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tracker.entities import MetricPoint, RunInfo
 from tracker.errors import NotFound, StoreUnavailable
 from tracker.store import Store
 from tracker.store import models as m
 from tracker.store.engine import is_unavailable, write_begin
-from tracker.store.entities import MetricPoint, RunInfo
 from tracker.store.rows import dialect_insert
 from tracker.web.mlflow_compat import MlflowError, RunMeta
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
 from tracker.store import workers as store_workers
-from tracker.store.entities import CheckpointInfo, RunInfo
 from tracker.store.jobs import JOB_COLUMNS, JOB_STATUSES, JobInfo, check_statuses, job_info
 from tracker.store.schedules import ScheduleInfo, get_schedule, list_schedules
 from tracker.store.store import checkpoint_info, last_metrics_of, run_info, run_select

@@ -29,10 +29,10 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 from sqlalchemy.dialects import postgresql
 
+from tracker.entities import run_duration
 from tracker.errors import InvalidInput
 from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 from tracker.store import models as m
-from tracker.store.entities import run_duration
 from tracker.store.store import run_select, tag_filter
 
 __all__ = ["SORT_ATTRIBUTES", "RunPage", "RunRow", "RunSearch", "search_runs"]

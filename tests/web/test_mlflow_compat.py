@@ -20,9 +20,9 @@ from mlflow.exceptions import MlflowException
 from servers import ServerThread
 from web_support import TOKEN
 
+from tracker.entities import RunInfo
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store
-from tracker.store.entities import RunInfo
 from tracker.web import mlflow_compat as compat
 
 PREFIX = "/api/2.0/mlflow"

@@ -19,7 +19,7 @@ from tracker.cli.common import (
     print_table,
     uri_option,
 )
-from tracker.store.entities import RUN_STATUSES, RunInfo
+from tracker.entities import RUN_STATUSES, RunInfo
 
 
 @click.group()

@@ -14,9 +14,9 @@ from typing import Any
 from tracker.client import lifecycle
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
+from tracker.entities import RunInfo
 from tracker.errors import InvalidInput
 from tracker.rules.config import merge_config, normalize_config
-from tracker.store.entities import RunInfo
 
 ENV_RUN_ID = "TRACKER_RUN_ID"
 ENV_JOB_ID = "TRACKER_JOB_ID"

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracker.client.sinks import Record
+from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import (
     Conflict,
     InvalidInput,
@@ -37,7 +38,6 @@ from tracker.errors import (
     StoreUnavailable,
     TrackerError,
 )
-from tracker.store.entities import CheckpointInfo, RunInfo
 
 __all__ = ["HttpSink"]
 

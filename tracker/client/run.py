@@ -13,9 +13,9 @@ from tracker.client import checkpoint as ckpt
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
+from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import CheckpointError, InvalidInput, InvalidMetricType, NoActiveRun
 from tracker.rules.keys import check_key
-from tracker.store.entities import CheckpointInfo, RunInfo
 
 
 class Run:

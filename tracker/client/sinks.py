@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tracker.store.entities import CheckpointInfo, RunInfo
+from tracker.entities import CheckpointInfo, RunInfo
 
 Record = tuple[int, int, dict[str, float]]
 

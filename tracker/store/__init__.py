@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tracker.entities import CheckpointInfo, MetricPoint, RunEventInfo, RunInfo
 from tracker.store.engine import ensure_schema, resolve_uri, upgrade, write_begin
-from tracker.store.entities import CheckpointInfo, MetricPoint, RunEventInfo, RunInfo
 from tracker.store.store import Store
 
 __all__ = [

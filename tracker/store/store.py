@@ -1,6 +1,6 @@
 """The Store: every query the tracker, the runner and the dashboard share.
 
-ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.store.entities`.
+ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`.
 Driver errors are translated at this boundary (:class:`~tracker.errors.StoreUnavailable`,
 :class:`~tracker.errors.NotFound`, ...).
 """
@@ -14,17 +14,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.errors import InvalidInput, NotFound
-from tracker.store import models as m
-from tracker.store import points
-from tracker.store.engine import create_engine, ensure_schema, resolve_uri, write_begin
-from tracker.store.entities import (
+from tracker.entities import (
     RUN_STATUSES,
     CheckpointInfo,
     MetricPoint,
     RunEventInfo,
     RunInfo,
 )
+from tracker.errors import InvalidInput, NotFound
+from tracker.store import models as m
+from tracker.store import points
+from tracker.store.engine import create_engine, ensure_schema, resolve_uri, write_begin
 from tracker.store.rows import dialect_insert, project_id
 
 

@@ -1,4 +1,5 @@
-"""Plain frozen dataclasses handed out by the store: ORM rows never leave it."""
+"""Plain frozen dataclasses the store hands out (ORM rows never leave it) and the client
+and the dashboard pass around: no SQLAlchemy, no I/O."""
 
 from __future__ import annotations
 
