@@ -34,7 +34,6 @@ __all__ = [
     "JobSpec",
     "LeaseLost",
     "LeaseState",
-    "LogChunk",
     "RetryPolicy",
     "ScheduleInfo",
     "WorkerInfo",
@@ -57,16 +56,6 @@ class FinishResult:
 
     status: str
     retry_at: float | None = None
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    id: int
-    job_id: int
-    attempt: int
-    stream: str  # "stdout", "stderr" or "meta" (the runner's own notes, e.g. trimmed output)
-    at: float
-    text: str
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.runner.entities import ClaimedJob, LogChunk
+from tracker.entities import LogChunk
+from tracker.runner.entities import ClaimedJob
 from tracker.store import models as m
 from tracker.store.engine import write_begin
 from tracker.store.jobs import read_conn

@@ -75,3 +75,40 @@ class RunEventInfo:
     kind: str
     message: str
     data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """The last point of one metric of a run (``last_value`` None: it was NaN)."""
+
+    key: str
+    last_step: int
+    last_wall_time: float
+    last_value: float | None
+
+
+@dataclass(frozen=True)
+class ProjectInfo:
+    id: int
+    name: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """The run columns MLflow params and tags map onto (``tracker.web.mlflow_compat``)."""
+
+    name: str
+    config: dict[str, Any]
+    tags: list[str]
+    git_commit: str | None = None
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    id: int
+    job_id: int
+    attempt: int
+    stream: str  # "stdout", "stderr" or "meta" (the runner's own notes, e.g. trimmed output)
+    at: float
+    text: str

@@ -12,14 +12,18 @@ from typing import Any
 
 from flask import Blueprint, current_app, request, send_file
 
-from tracker.entities import CheckpointInfo, RunInfo
+from tracker.entities import CheckpointInfo, LogChunk, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
-from tracker.store.engine import SCHEMA_HEAD
+from tracker.rules.downsample import to_payload
+from tracker.store import SCHEMA_HEAD, run_reads, run_search
+from tracker.store import logs as store_logs
+from tracker.store.jobs import JobAttemptInfo, JobInfo
+from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch
+from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web import ingest as parse
-from tracker.web import jobs_store, queries
+from tracker.web import jobs_store
 from tracker.web.context import state
-from tracker.web.metric_levels import DEFAULT_BUCKETS, MAX_BUCKETS, read_many
 from tracker.web.params import (
     bool_arg,
     int_arg,
@@ -28,7 +32,6 @@ from tracker.web.params import (
     list_arg,
     optional_int_arg,
 )
-from tracker.web.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch, search_runs
 from tracker.web.security import file_inside_roots, public, resolve_inside
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -54,6 +57,37 @@ def row_json(row: RunRow) -> dict[str, Any]:
 def checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
     out = dataclasses.asdict(c)
     out["download_url"] = f"/api/v1/checkpoints/{c.id}/download"
+    return out
+
+
+_JOB_HIDDEN = ("env", "lease_owner", "retry_on_failure")
+
+
+def job_json(job: JobInfo, position: int | None = None) -> dict[str, Any]:
+    """A job for the API: ``env`` values are never shown (they may hold secrets), only
+    ``env_keys``; ``worker`` holds the lease; ``position`` is the 1-based place in the claim
+    order while queued."""
+    out = {k: v for k, v in dataclasses.asdict(job).items() if k not in _JOB_HIDDEN}
+    out["env_keys"] = sorted(job.env)
+    out["worker"] = job.lease_owner
+    out["position"] = position
+    return out
+
+
+def attempt_json(attempt: JobAttemptInfo) -> dict[str, Any]:
+    """One attempt of a job (without the job id the caller knows)."""
+    out = dataclasses.asdict(attempt)
+    del out["job_id"]
+    out["worker"] = out.pop("worker_id")
+    return out
+
+
+def series_json(read: SeriesRead) -> dict[str, Any]:
+    """``to_payload`` (tracker.rules.downsample) plus ``key``, ``source``, ``wall_time`` (s)."""
+    out = to_payload(read.series)
+    out["key"] = read.key
+    out["source"] = read.source
+    out["wall_time"] = [None if w is None else w / 1000.0 for w in read.wall_ms]
     return out
 
 
@@ -88,7 +122,7 @@ def runs_search() -> Any:
         config_columns=tuple(list_arg("config")),
         metric_columns=tuple(list_arg("metrics")),
     )
-    page = search_runs(state().store.engine, spec)
+    page = run_search.search_runs(state().store, spec)
     return {
         "runs": [row_json(r) for r in page.runs],
         "total": page.total,
@@ -102,21 +136,21 @@ def runs_search() -> Any:
 
 @bp.get("/runs/columns")
 def run_columns() -> Any:
-    config, metrics = queries.run_columns(state().store.engine, request.args.get("project") or None)
+    config, metrics = run_search.run_columns(state().store, request.args.get("project") or None)
     return {"attributes": list(SORT_ATTRIBUTES), "config": config, "metrics": metrics}
 
 
 @bp.get("/runs/<int:run_id>")
 def run_detail(run_id: int) -> Any:
-    run, job = queries.run_detail(state().store.engine, run_id)
+    run, job = run_reads.run_detail(state().store, run_id)
     out = run_json(run)
-    out["job"] = None if job is None else dataclasses.asdict(job)
+    out["job"] = None if job is None else job_json(job)
     return out
 
 
 @bp.get("/runs/<int:run_id>/metrics")
 def run_metrics(run_id: int) -> Any:
-    items = queries.metric_summaries(state().store.engine, run_id)
+    items = run_reads.metric_summaries(state().store, [run_id])[run_id]
     return {"run_id": run_id, "metrics": _asdicts(items)}
 
 
@@ -133,10 +167,10 @@ def run_series(run_id: int) -> Any:
     keys = list_arg("key")
     if not keys:
         raise InvalidInput("key is required (repeat it or separate keys with commas)", field="key")
-    engine = state().store.engine
-    queries.runs_by_ids(engine, [run_id])  # 404 for an unknown run
-    found = read_many(engine, [(run_id, k) for k in keys], **_series_window())
-    return {"run_id": run_id, "series": [s.payload() for s in found]}
+    store = state().store
+    run_reads.runs_by_ids(store, [run_id])  # 404 for an unknown run
+    found = read_many(store, [(run_id, k) for k in keys], **_series_window())
+    return {"run_id": run_id, "series": [series_json(s) for s in found]}
 
 
 @bp.get("/series")
@@ -147,10 +181,10 @@ def multi_run_series() -> Any:
     run_ids = int_list_arg("runs", limit=MAX_COMPARE)
     if not run_ids:
         raise InvalidInput("runs is required: comma-separated run ids", field="runs")
-    found = read_many(state().store.engine, [(r, key) for r in run_ids], **_series_window())
+    found = read_many(state().store, [(r, key) for r in run_ids], **_series_window())
     return {
         "key": key,
-        "series": {str(r): s.payload() for r, s in zip(run_ids, found, strict=True)},
+        "series": {str(r): series_json(s) for r, s in zip(run_ids, found, strict=True)},
     }
 
 
@@ -163,15 +197,15 @@ def run_checkpoints(run_id: int) -> Any:
 @bp.get("/checkpoints/<int:checkpoint_id>/download")
 def checkpoint_download(checkpoint_id: int) -> Any:
     st = state()
-    info = queries.get_checkpoint(st.store.engine, checkpoint_id)
+    info = run_reads.get_checkpoint(st.store, checkpoint_id)
     path = file_inside_roots(st.checkpoint_roots, info.path)
     return send_file(path, as_attachment=True, download_name=path.name, max_age=0)
 
 
 @bp.get("/runs/<int:run_id>/events")
 def run_events(run_id: int) -> Any:
-    events = queries.events_after(
-        state().store.engine, run_id, int_arg("after", 0, 0, 2**62), int_arg("limit", 500, 1, 5000)
+    events = run_reads.events_after(
+        state().store, run_id, int_arg("after", 0, 0, 2**62), int_arg("limit", 500, 1, 5000)
     )
     next_after = events[-1].id if events else int_arg("after", 0, 0, 2**62)
     return {"run_id": run_id, "events": _asdicts(events), "next_after": next_after}
@@ -186,10 +220,11 @@ def _log_options() -> dict[str, Any]:
     }
 
 
-def logs_json(job_id: int | None, chunks: list[Any], after: int) -> dict[str, Any]:
+def logs_json(job_id: int | None, chunks: list[LogChunk], after: int) -> dict[str, Any]:
+    """Log chunks (without the job id, given once) and the cursor for the next read."""
     return {
         "job_id": job_id,
-        "chunks": _asdicts(chunks),
+        "chunks": [{k: v for k, v in c.items() if k != "job_id"} for c in _asdicts(chunks)],
         "next_after": chunks[-1].id if chunks else after,
     }
 
@@ -197,7 +232,7 @@ def logs_json(job_id: int | None, chunks: list[Any], after: int) -> dict[str, An
 @bp.get("/runs/<int:run_id>/logs")
 def run_logs(run_id: int) -> Any:
     options = _log_options()
-    job_id, chunks = queries.run_logs(state().store.engine, run_id, **options)
+    job_id, chunks = store_logs.run_logs(state().store, run_id, **options)
     return logs_json(job_id, chunks, options["after"])
 
 
@@ -206,7 +241,7 @@ def compare() -> Any:
     run_ids = int_list_arg("runs", limit=MAX_COMPARE)
     if not run_ids:
         raise InvalidInput("runs is required: comma-separated run ids", field="runs")
-    runs = queries.runs_by_ids(state().store.engine, run_ids)
+    runs = run_reads.runs_by_ids(state().store, run_ids)
     rows = diff_configs({str(r.id): r.config for r in runs}, only_differing=not bool_arg("all"))
     return {
         "runs": [run_json(r) for r in runs],
@@ -289,7 +324,7 @@ def add_checkpoint(run_id: int) -> Any:
 def set_checkpoint_state(checkpoint_id: int) -> Any:
     new_state = parse.checkpoint_state(json_body())
     store = state().store
-    queries.get_checkpoint(store.engine, checkpoint_id)  # 404 for an unknown id
+    run_reads.get_checkpoint(store, checkpoint_id)  # 404 for an unknown id
     store.set_checkpoint_state(checkpoint_id, new_state)
     return {"id": checkpoint_id, "state": new_state}
 

@@ -13,8 +13,12 @@ from typing import Any
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
-from tracker.web import jobs_store, queries
-from tracker.web.api import logs_json
+from tracker.store import jobs as store_jobs
+from tracker.store import schedules as store_schedules
+from tracker.store import workers as store_workers
+from tracker.store.logs import logs_after
+from tracker.web import jobs_store
+from tracker.web.api import attempt_json, job_json, logs_json
 from tracker.web.context import state
 from tracker.web.params import body_field, bool_arg, int_arg, json_body, list_arg
 
@@ -23,21 +27,22 @@ bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
 
 @bp.get("/jobs")
 def jobs() -> Any:
-    found, total, counts = queries.list_jobs(
-        state().store.engine,
+    page = store_jobs.job_page(
+        state().store,
         statuses=list_arg("status"),
         project=request.args.get("project") or None,
         limit=int_arg("limit", 100, 1, 1000),
         offset=int_arg("offset", 0, 0, 10**9),
     )
-    return {"jobs": [dataclasses.asdict(j) for j in found], "total": total, "counts": counts}
+    found = [job_json(j, page.positions.get(j.id)) for j in page.jobs]
+    return {"jobs": found, "total": page.total, "counts": page.counts}
 
 
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> Any:
-    engine = state().store.engine
-    out = dataclasses.asdict(queries.get_job(engine, job_id))
-    out["attempts"] = [dataclasses.asdict(a) for a in queries.attempts(engine, job_id)]
+    store = state().store
+    out = job_json(*store_jobs.job_with_position(store, job_id))
+    out["attempts"] = [attempt_json(a) for a in store_jobs.attempts(store, job_id)]
     return out
 
 
@@ -64,9 +69,8 @@ def clone(job_id: int) -> Any:
 @bp.get("/jobs/<int:job_id>/logs")
 def job_logs(job_id: int) -> Any:
     after = int_arg("after", 0, 0, 2**62)
-    engine = state().store.engine
-    chunks = queries.logs_after(
-        engine,
+    chunks = logs_after(
+        state().store,
         job_id,
         after=after,
         limit=int_arg("limit", 500, 1, 5000),
@@ -78,13 +82,13 @@ def job_logs(job_id: int) -> Any:
 
 @bp.get("/workers")
 def workers() -> Any:
-    found = queries.list_workers(state().store.engine, include_stopped=bool_arg("all"))
+    found = store_workers.list_workers(state().store, include_stopped=bool_arg("all"))
     return {"workers": [dataclasses.asdict(w) for w in found]}
 
 
 @bp.get("/schedules")
 def schedules() -> Any:
-    found = queries.list_schedules(state().store.engine)
+    found = store_schedules.list_schedules(state().store)
     return {"schedules": [dataclasses.asdict(s) for s in found]}
 
 
@@ -116,7 +120,7 @@ def add_schedule() -> Any:
         timezone=body_field(body, "timezone", str, default="UTC"),
         name=body_field(body, "name", str),
     )
-    return dataclasses.asdict(queries.get_schedule(engine, schedule_id)), 201
+    return dataclasses.asdict(store_schedules.get_schedule(state().store, schedule_id)), 201
 
 
 @bp.patch("/schedules/<int:schedule_id>")
@@ -124,7 +128,7 @@ def pause_schedule(schedule_id: int) -> Any:
     paused = body_field(json_body(), "paused", bool, required=True)
     engine = state().store.engine
     jobs_store.set_paused(engine, schedule_id, paused)
-    return dataclasses.asdict(queries.get_schedule(engine, schedule_id))
+    return dataclasses.asdict(store_schedules.get_schedule(state().store, schedule_id))
 
 
 @bp.delete("/schedules/<int:schedule_id>")

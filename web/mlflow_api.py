@@ -1,8 +1,8 @@
 """MLflow-compatible tracking REST subset under ``/api/2.0/mlflow/``, so that code using the
 ``mlflow`` client logs here unchanged with ``MLFLOW_TRACKING_URI=http://host:port`` (and
 ``MLFLOW_TRACKING_TOKEN`` when the dashboard has a token). Documented in ``web/API.md``
-("MLflow compatibility"); the mapping itself is ``web/mlflow_compat.py`` (pure) and
-``web/mlflow_store.py`` (SQL).
+("MLflow compatibility"); the mapping itself is ``web/mlflow_compat.py`` (pure), the reads
+and writes ``tracker.store.mlflow`` and ``tracker.store.run_reads``.
 
 The security guard applies as everywhere (Host, token, Origin, JSON bodies). Errors on these
 routes -- the guard's included -- use MLflow's shape ``{"error_code", "message"}`` instead of
@@ -18,13 +18,13 @@ from typing import Any, cast
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
-from tracker.entities import RunInfo
-from tracker.errors import NotFound, TrackerError
+from tracker.entities import ProjectInfo, RunInfo, RunMeta
+from tracker.errors import Conflict, NotFound, TrackerError
+from tracker.store import mlflow as mstore
+from tracker.store.run_reads import metric_summaries, runs_by_ids
 from tracker.web import mlflow_compat as compat
-from tracker.web import mlflow_store as mstore
-from tracker.web import queries
 from tracker.web.context import state
-from tracker.web.mlflow_compat import MlflowError, RunMeta
+from tracker.web.mlflow_compat import MlflowError
 from tracker.web.params import json_body
 
 bp = Blueprint("mlflow", __name__, url_prefix="/api/2.0/mlflow")
@@ -74,28 +74,28 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _project(experiment_id: Any) -> mstore.Project:
+def _project(experiment_id: Any) -> ProjectInfo:
     """The project of an experiment id (the Default experiment's is created on first use)."""
     project_id = compat.experiment_id_of(experiment_id)
-    engine = state().store.engine
+    store = state().store
     if project_id is None:
-        return mstore.ensure_project(engine, compat.DEFAULT_PROJECT, time.time())
-    return mstore.get_project(engine, project_id)
+        return mstore.ensure_project(store, compat.DEFAULT_PROJECT, time.time())
+    return mstore.get_project(store, project_id)
 
 
-def _experiment(project: mstore.Project) -> dict[str, Any]:
+def _experiment(project: ProjectInfo) -> dict[str, Any]:
     return compat.experiment_json(project.id, project.name, project.created_at)
 
 
 def _experiment_id(run: RunInfo) -> str:
-    project = mstore.find_project(state().store.engine, run.project)
+    project = mstore.find_project(state().store, run.project)
     if project is None:  # projects are never deleted; a run always has one
         raise NotFound(f"the project of run {run.id} does not exist", field="run_id")
     return _experiment(project)["experiment_id"]
 
 
 def _run(run: RunInfo) -> dict[str, Any]:
-    summaries = mstore.metric_summaries(state().store.engine, [run.id])[run.id]
+    summaries = metric_summaries(state().store, [run.id])[run.id]
     return compat.run_json(run, _experiment_id(run), summaries)
 
 
@@ -114,7 +114,10 @@ def _limit(raw: Any, default: int, most: int, name: str = "max_results") -> int:
 @bp.post("/experiments/create")
 def create_experiment() -> Any:
     name = compat.project_name_of(json_body().get("name"), "name")
-    project = mstore.create_project(state().store.engine, name, time.time())
+    try:
+        project = mstore.create_project(state().store, name, time.time())
+    except Conflict as exc:  # MLflow answers 400 for this code, not 409
+        raise MlflowError("RESOURCE_ALREADY_EXISTS", exc.message, field=exc.field) from exc
     return {"experiment_id": _experiment(project)["experiment_id"]}
 
 
@@ -126,11 +129,11 @@ def get_experiment() -> Any:
 @bp.get("/experiments/get-by-name")
 def get_experiment_by_name() -> Any:
     name = compat.project_name_of(request.args.get("experiment_name"))
-    engine = state().store.engine
+    store = state().store
     if name == compat.DEFAULT_PROJECT:
-        project = mstore.ensure_project(engine, name, time.time())
+        project = mstore.ensure_project(store, name, time.time())
     else:
-        found = mstore.find_project(engine, name)
+        found = mstore.find_project(store, name)
         if found is None:
             raise MlflowError(
                 "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
@@ -146,7 +149,7 @@ def search_experiments() -> Any:
     limit = _limit(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(args.get("page_token"))
     found = mstore.search_projects(
-        state().store.engine, name=name, like=like, limit=limit + 1, offset=offset
+        state().store, name=name, like=like, limit=limit + 1, offset=offset
     )
     out: dict[str, Any] = {"experiments": [_experiment(p) for p in found[:limit]]}
     if len(found) > limit:
@@ -189,7 +192,7 @@ def update_run() -> Any:
     name = body.get("run_name")
     if isinstance(name, str) and name:
         tags = compat.tags_of([{"key": "mlflow.runName", "value": name}])
-        mstore.update_run_meta(store.engine, run_id, lambda m: compat.apply_meta(m, tags=tags))
+        mstore.update_run_meta(store, run_id, lambda m: compat.apply_meta(m, tags=tags))
     if body.get("status") not in (None, ""):
         status = compat.tracker_status(body["status"])
         end_ms = compat.optional_int64(body.get("end_time"), "end_time")
@@ -210,9 +213,7 @@ def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -
     tags_ = compat.tags_of(tags)
     st = state()
     if params_ or tags_:
-        mstore.update_run_meta(
-            st.store.engine, run_id, lambda m: compat.apply_meta(m, params_, tags_)
-        )
+        mstore.update_run_meta(st.store, run_id, lambda m: compat.apply_meta(m, params_, tags_))
     if records:
         st.ingest.write(run_id, {"records": records})
     return {}
@@ -253,7 +254,7 @@ def delete_tag() -> Any:
     if not isinstance(key, str) or not key:
         raise MlflowError("INVALID_PARAMETER_VALUE", "key is required", field="key")
     change = lambda m: compat.apply_meta(m, deleted_tags=[key])  # noqa: E731
-    mstore.update_run_meta(state().store.engine, run_id, change)
+    mstore.update_run_meta(state().store, run_id, change)
     return {}
 
 
@@ -276,11 +277,11 @@ def search_runs() -> Any:
     projects = [_project(e) for e in experiment_ids]
     limit = _limit(body.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(body.get("page_token"))
-    engine = state().store.engine
-    ids = mstore.run_ids_of_projects(engine, [p.id for p in projects], limit=limit + 1,
+    store = state().store
+    ids = mstore.run_ids_of_projects(store, [p.id for p in projects], limit=limit + 1,
                                      offset=offset)  # fmt: skip
-    runs = queries.runs_by_ids(engine, ids[:limit])
-    summaries = mstore.metric_summaries(engine, [r.id for r in runs])
+    runs = runs_by_ids(store, ids[:limit])
+    summaries = metric_summaries(store, [r.id for r in runs])
     experiment = {p.name: _experiment(p)["experiment_id"] for p in projects}
     out: dict[str, Any] = {
         "runs": [compat.run_json(r, experiment[r.project], summaries[r.id]) for r in runs]
@@ -303,9 +304,7 @@ def get_metric_history() -> Any:
     state().ingest.require_run(run_id)
     limit = _limit(args.get("max_results"), MAX_HISTORY_PAGE, MAX_HISTORY_PAGE)
     after = compat.page_token(args.get("page_token"))
-    points = mstore.metric_page(
-        state().store.engine, run_id, key, after_step=after, limit=limit + 1
-    )
+    points = mstore.metric_page(state().store, run_id, key, after_step=after, limit=limit + 1)
     out: dict[str, Any] = {
         "metrics": [compat.metric_json(key, p.step, p.wall_time, p.value) for p in points[:limit]]
     }

@@ -23,10 +23,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from tracker.entities import RunInfo
+from tracker.entities import MetricSummary, RunInfo, RunMeta
 from tracker.errors import TrackerError
 from tracker.rules.config import flatten
 from tracker.rules.keys import check_key
@@ -37,7 +36,6 @@ __all__ = [
     "DEFAULT_PROJECT",
     "SYSTEM_TAGS_KEY",
     "MlflowError",
-    "RunMeta",
     "apply_meta",
     "error_body",
     "experiment_filter",
@@ -383,16 +381,6 @@ def page_token(raw: Any) -> int:
 # ------------------------------------------------------------------ run metadata
 
 
-@dataclass(frozen=True)
-class RunMeta:
-    """The run columns MLflow params and tags map onto."""
-
-    name: str
-    config: dict[str, Any]
-    tags: list[str]
-    git_commit: str | None = None
-
-
 def _tag_key(tag: str) -> str:
     return tag.split("=", 1)[0]
 
@@ -544,10 +532,12 @@ def metric_json(key: str, step: int, wall_time: float, value: float | None) -> d
     }
 
 
-def run_json(run: RunInfo, experiment_id: str, summaries: Iterable[Any] = ()) -> dict[str, Any]:
+def run_json(
+    run: RunInfo, experiment_id: str, summaries: Iterable[MetricSummary] = ()
+) -> dict[str, Any]:
     """An MLflow Run object: info, data (last metric values, params, tags), no inputs.
 
-    ``summaries`` have ``key, last_step, last_wall_time, last_value`` (``tracker.web.queries``)."""
+    ``summaries``: the run's last metric points (``tracker.store.run_reads.metric_summaries``)."""
     metrics = [metric_json(s.key, s.last_step, s.last_wall_time, s.last_value) for s in summaries]
     return {
         "info": run_info_json(run, experiment_id),

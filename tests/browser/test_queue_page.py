@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from browser_helpers import Dashboard, wait_until
 
-from tracker.web import queries
+from tracker.store import jobs as store_jobs
+from tracker.store import schedules as store_schedules
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -24,7 +25,7 @@ def job_ids_on_page(page: Any) -> set[int]:
 
 
 def all_job_ids(dashboard: Dashboard) -> set[int]:
-    jobs, _, _ = queries.list_jobs(dashboard.store.engine, limit=1000)
+    jobs = store_jobs.list_jobs(dashboard.store, limit=1000)
     return {j.id for j in jobs}
 
 
@@ -84,7 +85,7 @@ def test_clone_a_run_with_an_edited_config_into_the_queue(
     expected["lr"] = 0.005
     expected["model"]["width"] = 96
     expected["data"]["augment"] = True
-    job = queries.get_job(dashboard.store.engine, new_id)
+    job = store_jobs.get_job(dashboard.store, new_id)
     assert (job.config, job.argv, job.status) == (expected, run.command, "queued")
 
 
@@ -100,7 +101,7 @@ def test_sweep_expands_a_grid_into_jobs(page: Any, dashboard: Dashboard) -> None
     page.click("#clone-submit")
     page.locator("#clone-dialog").wait_for(state="hidden")
     new = wait_until(lambda: all_job_ids(dashboard) - before, "the sweep's jobs in the store")
-    jobs = [queries.get_job(dashboard.store.engine, i) for i in sorted(new)]
+    jobs = [store_jobs.get_job(dashboard.store, i) for i in sorted(new)]
     combos = {(j.config["lr"], j.config["batch_size"]) for j in jobs}
     assert combos == {(lr, bs) for lr in (0.1, 0.01, 0.001) for bs in (32, 64)}
     assert {j.priority for j in jobs} == {3}
@@ -120,14 +121,14 @@ def test_json_editor_and_cancel(page: Any, dashboard: Dashboard) -> None:
     page.click("#clone-submit")
     page.locator("#clone-dialog").wait_for(state="hidden")
     (new_id,) = wait_until(lambda: all_job_ids(dashboard) - before, "the cloned job")
-    job = queries.get_job(dashboard.store.engine, new_id)
+    job = store_jobs.get_job(dashboard.store, new_id)
     assert job.config == {"lr": 0.0002, "optimizer": "adamw", "warmup": 100}
     assert job.parent_job_id == job_id
 
     page.on("dialog", lambda d: d.accept())  # the "Cancel job?" confirmation
     page.locator(f"#job-{new_id} button", has_text="Cancel").click()
     wait_until(
-        lambda: queries.get_job(dashboard.store.engine, new_id).status == "cancelled",
+        lambda: store_jobs.get_job(dashboard.store, new_id).status == "cancelled",
         "the job to be cancelled",
     )
     page.wait_for_selector(f"#job-{new_id}", state="detached")  # no longer active
@@ -153,11 +154,11 @@ def test_schedules_add_pause_and_delete(page: Any, dashboard: Dashboard) -> None
     # The page reads through the app's own connections; this test reads through another
     # one, so poll (bounded) for the paused row rather than assume it is visible at once.
     (schedule,) = wait_until(
-        lambda: [s for s in queries.list_schedules(dashboard.store.engine) if s.paused],
+        lambda: [s for s in store_schedules.list_schedules(dashboard.store) if s.paused],
         "the schedule to be paused in the store",
     )
     assert schedule.name == "nightly"
     page.on("dialog", lambda d: d.accept())
     page.locator("#schedules-table button", has_text="Delete").click()
     page.wait_for_selector("#schedules-empty:not([hidden])")
-    assert queries.list_schedules(dashboard.store.engine) == []
+    assert store_schedules.list_schedules(dashboard.store) == []

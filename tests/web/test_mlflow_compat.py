@@ -20,7 +20,7 @@ from mlflow.exceptions import MlflowException
 from servers import ServerThread
 from web_support import TOKEN
 
-from tracker.entities import RunInfo
+from tracker.entities import RunInfo, RunMeta
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store
 from tracker.web import mlflow_compat as compat
@@ -117,9 +117,9 @@ def test_fluent_logging_lands_in_the_store(mlflow_server: Callable[..., Flask]) 
 
 
 def store_project_id(store: Store, name: str) -> int:
-    from tracker.web.mlflow_store import find_project
+    from tracker.store.mlflow import find_project
 
-    project = find_project(store.engine, name)
+    project = find_project(store, name)
     assert project is not None
     return project.id
 
@@ -356,7 +356,7 @@ def test_too_large_bodies_get_the_mlflow_shape(make_app: Callable[..., Flask]) -
 
 
 def test_apply_meta_maps_params_and_tags() -> None:
-    meta = compat.RunMeta(name="run-1", config={"lr": 0.1}, tags=["base"])
+    meta = RunMeta(name="run-1", config={"lr": 0.1}, tags=["base"])
     tags = {"mlflow.runName": "r", "mlflow.source.git.commit": "abc123", "team": "x", "k": ""}
     after = compat.apply_meta(meta, params={"lr": "0.1", "bs": "32"}, tags=tags)
     assert after.name == "r" and after.git_commit == "abc123"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from tracker.entities import CheckpointInfo, MetricPoint, RunEventInfo, RunInfo
-from tracker.store.engine import ensure_schema, resolve_uri, upgrade, write_begin
+from tracker.store.engine import SCHEMA_HEAD, ensure_schema, resolve_uri, upgrade, write_begin
 from tracker.store.store import Store
 
 __all__ = [
+    "SCHEMA_HEAD",
     "CheckpointInfo",
     "MetricPoint",
     "RunEventInfo",

@@ -114,6 +114,24 @@ def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
         raise
 
 
+@contextlib.contextmanager
+def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection for reads: the one place a read turns driver errors into StoreUnavailable.
+
+    Raises:
+        StoreUnavailable (503): the database cannot be reached, or is locked past the busy
+            timeout (``is_unavailable``); the driver error is chained. Other errors pass as
+            they are.
+    """
+    try:
+        with engine.connect() as conn:
+            yield conn
+    except sa.exc.DBAPIError as exc:
+        if is_unavailable(exc):
+            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
+        raise
+
+
 _UNAVAILABLE_TEXT = (
     "connection",
     "server closed",

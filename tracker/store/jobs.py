@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.rules.config import normalize_config
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable, write_begin
+from tracker.store.engine import is_unavailable, reading, write_begin
 from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
@@ -441,3 +441,82 @@ def cancel(source: Store | sa.Engine, job_id: int, *, now: float | None = None) 
                 .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
             )
     return CancelResult("cancelled", "cancelled")
+
+
+# ------------------------------------------------------- reads with queue position
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of jobs, newest first. ``positions``: the 1-based place in the claim order of
+    each queued job on the page; ``total``: the jobs matching; ``counts``: every job by status."""
+
+    jobs: list[JobInfo]
+    positions: dict[int, int]
+    total: int
+    counts: dict[str, int]
+
+
+def _positions(conn: sa.Connection) -> dict[int, int]:
+    """Place of each queued job in the claim order: highest priority first, then oldest."""
+    query = (
+        sa.select(m.Job.id)
+        .where(m.Job.status == "queued")
+        .order_by(m.Job.priority.desc(), m.Job.id)
+    )
+    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
+
+
+def job_page(
+    store: Store,
+    *,
+    statuses: Sequence[str] = (),
+    project: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> JobPage:
+    """Jobs filtered by status (any of ``statuses``) and project, with their queue positions.
+
+    Raises InvalidInput for an unknown status, StoreUnavailable.
+    """
+    check_statuses(statuses)
+    where: list[Any] = []
+    if statuses:
+        where.append(m.Job.status.in_(list(statuses)))
+    if project:
+        where.append(m.Job.project == project)
+    query = (
+        sa.select(*JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
+    )
+    with reading(store.engine) as conn:
+        rows = conn.execute(query).all()
+        total = conn.execute(
+            sa.select(sa.func.count()).select_from(m.Job).where(*where)
+        ).scalar_one()
+        counts = dict(
+            conn.execute(sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)).all()
+        )
+        positions = _positions(conn) if any(r.status == "queued" for r in rows) else {}
+    jobs = [job_info(r) for r in rows]
+    return JobPage(jobs, {j.id: positions[j.id] for j in jobs if j.id in positions}, total, counts)
+
+
+def job_with_position(store: Store, job_id: int) -> tuple[JobInfo, int | None]:
+    """A job and, while it is queued, its 1-based place in the claim order.
+
+    Raises NotFound for an unknown id, StoreUnavailable.
+    """
+    with reading(store.engine) as conn:
+        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        positions = _positions(conn) if row.status == "queued" else {}
+    return job_info(row), positions.get(job_id)
+
+
+def job_for_run(store: Store, run_id: int) -> JobInfo | None:
+    """The (newest) job that logs into this run; None for a run not started by a job."""
+    query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
+    with reading(store.engine) as conn:
+        row = conn.execute(query.limit(1)).first()
+    return None if row is None else job_info(row)

@@ -14,7 +14,7 @@ from tracker.rules.downsample import Bucket, combine, downsample, merge_buckets
 from tracker.store import Store, upgrade
 from tracker.store.engine import create_engine
 from tracker.store.rollups import LEVELS
-from tracker.web.metric_levels import read_series
+from tracker.store.series import read_series
 
 SPECIALS = (math.nan, math.inf, -math.inf)
 
@@ -89,9 +89,8 @@ def test_points_read_equals_pure_downsample(store: Store) -> None:
     values[17] = math.nan
     write(store, run.id, values)
     steps = sorted(values)
-    with store.engine.connect() as conn:
-        got = read_series(conn, run.id, "m", max_buckets=700)
-        zoom = read_series(conn, run.id, "m", lo=4000, hi=4500, max_buckets=700)
+    got = read_series(store, run.id, "m", max_buckets=700)
+    zoom = read_series(store, run.id, "m", lo=4000, hi=4500, max_buckets=700)
     want = downsample(steps, [values[s] for s in steps], 700)
     assert got.source == "points" and same(list(got.series.buckets), list(want.buckets))
     assert max(b.max for b in got.series.buckets) == 1e6
@@ -106,9 +105,8 @@ def test_large_series_read_from_a_level_equals_merge_buckets(store: Store) -> No
     values[123_456] = math.nan
     values[140_000] = -math.inf
     write(store, run.id, values, batch=20_000)
-    with store.engine.connect() as conn:
-        got = read_series(conn, run.id, "m", max_buckets=1000)
-        window = read_series(conn, run.id, "m", lo=10_000, hi=110_000, max_buckets=1000)
+    got = read_series(store, run.id, "m", max_buckets=1000)
+    window = read_series(store, run.id, "m", lo=10_000, hi=110_000, max_buckets=1000)
     assert got.source == f"rollup-{LEVELS[0]}"
     level = expected_level(values, LEVELS[0])
     assert same(list(got.series.buckets), list(merge_buckets(level, 1000).buckets))
@@ -145,8 +143,7 @@ def test_migration_fills_rollups_for_points_stored_before_it(empty_store_url: st
 def test_bucket_bounds(store: Store, max_buckets: int) -> None:
     run = store.create_run("p")
     write(store, run.id, {s: float(s) for s in range(0, 30_000, 2)})
-    with store.engine.connect() as conn:
-        got = read_series(conn, run.id, "m", max_buckets=max_buckets)
+    got = read_series(store, run.id, "m", max_buckets=max_buckets)
     buckets = got.series.buckets
     assert 1 <= len(buckets) <= max_buckets
     assert buckets[0].first_step == 0 and buckets[-1].last_step == 29_998

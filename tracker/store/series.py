@@ -15,6 +15,9 @@ Sources, finest first: the points themselves, then the rollup levels of
 Every read goes through the primary keys ``(run_id, key_id, step)`` and
 ``(run_id, key_id, width, bucket)``, so only the requested range is touched. A 1,000,000
 point series is answered from ~4,000 rollup rows instead of a million points.
+
+Reads raise StoreUnavailable (503) when the database cannot be reached
+(``tracker.store.engine.reading``).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import NotFound
-from tracker.rules.downsample import Bucket, DownsampleError, Series, downsample, to_payload
+from tracker.rules.downsample import Bucket, DownsampleError, Series, downsample
 from tracker.store import models as m
+from tracker.store.engine import reading
 from tracker.store.rollups import LEVELS
+from tracker.store.store import Store
 
 __all__ = ["DEFAULT_BUCKETS", "MAX_BUCKETS", "ROW_BUDGET", "SeriesRead", "read_many", "read_series"]
 
@@ -52,16 +57,8 @@ class SeriesRead:
     wall_ms: list[int | None]
     source: str  # "points" or "rollup-<width>"
 
-    def payload(self) -> dict[str, Any]:
-        """``to_payload`` (tracker.rules.downsample) plus ``key``, ``source``, ``wall_time`` (s)."""
-        out = to_payload(self.series)
-        out["key"] = self.key
-        out["source"] = self.source
-        out["wall_time"] = [None if w is None else w / 1000.0 for w in self.wall_ms]
-        return out
 
-
-def key_id(conn: sa.Connection, key: str) -> int:
+def _key_id(conn: sa.Connection, key: str) -> int:
     """Raises NotFound when no run ever logged ``key``."""
     found = conn.execute(sa.select(m.MetricKey.id).where(m.MetricKey.name == key)).scalar()
     if found is None:
@@ -70,7 +67,7 @@ def key_id(conn: sa.Connection, key: str) -> int:
 
 
 def read_series(
-    conn: sa.Connection,
+    store: Store,
     run_id: int,
     key: str,
     *,
@@ -83,10 +80,34 @@ def read_series(
     Raises:
         NotFound (404): no run has a metric named ``key``.
         DownsampleError (400): ``lo > hi`` or ``max_buckets < 1``.
+        StoreUnavailable (503): the database cannot be reached.
     """
+    with reading(store.engine) as conn:
+        return _read_series(conn, run_id, key, lo=lo, hi=hi, max_buckets=max_buckets)
+
+
+def read_many(
+    store: Store,
+    pairs: list[tuple[int, str]],
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    max_buckets: int = DEFAULT_BUCKETS,
+) -> list[SeriesRead]:
+    """``read_series`` for several (run id, key) pairs on one connection (raises as it)."""
+    with reading(store.engine) as conn:
+        return [
+            _read_series(conn, run_id, key, lo=lo, hi=hi, max_buckets=max_buckets)
+            for run_id, key in pairs
+        ]
+
+
+def _read_series(
+    conn: sa.Connection, run_id: int, key: str, *, lo: int | None, hi: int | None, max_buckets: int
+) -> SeriesRead:
     if max_buckets < 1:
         raise DownsampleError(f"max_buckets={max_buckets}: it must be >= 1", field="max_buckets")
-    kid = key_id(conn, key)
+    kid = _key_id(conn, key)
     where = (_R.run_id == run_id, _R.key_id == kid)
     if lo is None or hi is None:
         first, last = conn.execute(
@@ -230,19 +251,3 @@ def _build(
         )
         walls.append(int(wall))
     return SeriesRead(key, Series(tuple(buckets), lo, hi), walls, source)
-
-
-def read_many(
-    engine: sa.Engine,
-    pairs: list[tuple[int, str]],
-    *,
-    lo: int | None = None,
-    hi: int | None = None,
-    max_buckets: int = DEFAULT_BUCKETS,
-) -> list[SeriesRead]:
-    """``read_series`` for several (run id, key) pairs on one connection (raises as it)."""
-    with engine.connect() as conn:
-        return [
-            read_series(conn, run_id, key, lo=lo, hi=hi, max_buckets=max_buckets)
-            for run_id, key in pairs
-        ]

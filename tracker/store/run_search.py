@@ -1,4 +1,5 @@
-"""Runs search: the dashboard's query language (``tracker.rules.query``) translated to SQL.
+"""Runs search: the query language (``tracker.rules.query``) compiled to SQL, for the
+dashboard's runs table and ``tracker runs ls --filter``; and the columns the table can show.
 
 * ``config.a.b`` reads the runs' JSON config: ``json_extract``/``json_type`` on SQLite,
   ``#>``/``#>>``/``jsonb_typeof`` on PostgreSQL. A comparison only matches values of the
@@ -15,6 +16,9 @@ Sorting works on every attribute, ``config.<key>`` and ``metrics.<name>`` (missi
 last, ties by id, newest first). Pagination and the total count are done by the database;
 only the requested config and metric columns come back (the full config of 10,000 runs
 never leaves the database).
+
+Reads raise StoreUnavailable (503) when the database cannot be reached
+(``tracker.store.engine.reading``).
 """
 
 from __future__ import annotations
@@ -31,11 +35,21 @@ from sqlalchemy.dialects import postgresql
 
 from tracker.entities import run_duration
 from tracker.errors import InvalidInput
+from tracker.rules.config import flatten
 from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 from tracker.store import models as m
-from tracker.store.store import run_select, tag_filter
+from tracker.store.engine import reading
+from tracker.store.store import Store, run_select, tag_filter
 
-__all__ = ["SORT_ATTRIBUTES", "RunPage", "RunRow", "RunSearch", "search_runs"]
+__all__ = [
+    "MAX_LIMIT",
+    "SORT_ATTRIBUTES",
+    "RunPage",
+    "RunRow",
+    "RunSearch",
+    "run_columns",
+    "search_runs",
+]
 
 MAX_LIMIT = 500
 _DURATION = sa.func.coalesce(m.Run.ended_at, m.Run.heartbeat_at) - m.Run.started_at
@@ -322,17 +336,18 @@ def _check(spec: RunSearch) -> None:
         raise InvalidInput(f"offset={spec.offset} is negative", field="offset")
 
 
-def search_runs(engine: sa.Engine, spec: RunSearch) -> RunPage:
+def search_runs(store: Store, spec: RunSearch) -> RunPage:
     """One page of runs matching ``spec``, with the total count of matches.
 
     Raises:
         QueryError (400): the query does not parse (the message names the position).
         InvalidInput (400): a bad sort key, order, limit, offset, or an impossible comparison.
+        StoreUnavailable (503): the database cannot be reached.
     """
     _check(spec)
     node = parse_query(spec.query)
-    dialect = engine.dialect.name
-    with engine.connect() as conn:
+    dialect = store.dialect
+    with reading(store.engine) as conn:
         key_ids = _key_ids(conn, _metric_names(spec, node))
         where = _where(spec, node, dialect, key_ids)
         sort_expr, join = _sort_expr(spec, dialect, key_ids)
@@ -419,3 +434,44 @@ def _metric_columns(
     for run_id, key_id, value in conn.execute(query):
         out.setdefault(run_id, {})[wanted[key_id]] = value
     return out
+
+
+# ----------------------------------------------------------------------- columns
+
+
+def run_columns(
+    store: Store, project: str | None = None, sample: int = 500
+) -> tuple[list[str], list[str]]:
+    """(config keys, metric names) seen in runs, for the column chooser.
+
+    Config keys are the flattened keys of the newest ``sample`` runs; metric names come
+    from every run (of the project). Raises StoreUnavailable.
+    """
+    runs = sa.select(m.Run.config).order_by(m.Run.id.desc()).limit(sample)
+    names = (
+        sa.select(m.MetricKey.name)
+        .where(
+            sa.exists(
+                sa.select(1)
+                .select_from(m.MetricSummary)
+                .join(m.Run, m.Run.id == m.MetricSummary.run_id)
+                .where(m.MetricSummary.key_id == m.MetricKey.id, *_project_filter(project))
+            )
+        )
+        .order_by(m.MetricKey.name)
+    )
+    if project:
+        runs = runs.where(*_project_filter(project))
+    keys: set[str] = set()
+    with reading(store.engine) as conn:
+        for (config,) in conn.execute(runs):
+            keys.update(flatten(config or {}))
+        metrics = list(conn.execute(names).scalars())
+    return sorted(keys), metrics
+
+
+def _project_filter(project: str | None) -> list[Any]:
+    if not project:
+        return []
+    pid = sa.select(m.Project.id).where(m.Project.name == project).scalar_subquery()
+    return [m.Run.project_id == pid]
