@@ -7,9 +7,11 @@ import io
 import json
 import math
 
+import pytest
 from click.testing import CliRunner
 
 from tracker.cli import main
+from tracker.rules.query import QueryError, parse_query
 from tracker.store import Store
 
 
@@ -38,6 +40,35 @@ def test_runs_ls_table_and_filters(store_url: str) -> None:
     (row,) = json.loads(out)
     assert row["id"] == a and row["config"]["model"] == {"w": 64}
     assert row["last_metrics"] == {"loss": 0.5, "acc": "Infinity"}
+
+
+def test_runs_ls_filter_uses_the_dashboards_search(store_url: str) -> None:
+    a, b = _seed(store_url)
+    out = invoke("runs", "ls", "--uri", store_url, "--filter", "config.lr > 0.15").output
+    assert "other" in out and "digits" not in out
+    query = "metrics.loss < 1 and config.model.w == 64"
+    out = invoke("runs", "ls", "--uri", store_url, "-f", query, "--json").output
+    assert [r["id"] for r in json.loads(out)] == [a]
+    out = invoke("runs", "ls", "--uri", store_url, "-f", "config.lr >= 0.1", "-p", "digits",
+                 "--json").output  # fmt: skip
+    assert [r["id"] for r in json.loads(out)] == [a]
+    out = invoke("runs", "ls", "--uri", store_url, "-f", "config.lr >= 0.1", "-n", "1",
+                 "--json").output  # fmt: skip
+    assert [r["id"] for r in json.loads(out)] == [b]
+    result = invoke("runs", "ls", "--uri", store_url, "-f", 'name ~ "x" and status == failed')
+    assert result.exit_code == 0 and "no runs match" in result.output
+
+
+def test_runs_ls_bad_filter_is_the_dashboards_error(store_url: str) -> None:
+    _seed(store_url)
+    with pytest.raises(QueryError) as parsed:
+        parse_query("config.lr >")
+    result = invoke("runs", "ls", "--uri", store_url, "--filter", "config.lr >")
+    assert result.exit_code == 2
+    assert f"error [invalid_query]: {parsed.value.message}" in result.output
+    result = invoke("runs", "ls", "--uri", store_url, "--filter", "config.lr > true")
+    assert result.exit_code == 2
+    assert "error [invalid_input]: '>' cannot compare config.lr with true" in result.output
 
 
 def test_runs_show_and_errors(store_url: str) -> None:

@@ -131,3 +131,35 @@ def test_unavailable_detection_on_a_dead_server() -> None:
 
     with pytest.raises(StoreUnavailable, match="writing 1 metric points failed"):
         write_rows(store.engine, [(1, 1, 1, 1, 1.0)])
+
+
+def _dashboard_reads() -> dict[str, Any]:
+    from tracker.store import jobs, logs, mlflow, run_reads, run_search, series
+
+    return {
+        "search_runs": lambda s: run_search.search_runs(s, run_search.RunSearch()),
+        "run_columns": lambda s: run_search.run_columns(s),
+        "read_many": lambda s: series.read_many(s, [(1, "loss")]),
+        "runs_by_ids": lambda s: run_reads.runs_by_ids(s, [1]),
+        "run_detail": lambda s: run_reads.run_detail(s, 1),
+        "metric_summaries": lambda s: run_reads.metric_summaries(s, [1]),
+        "events_after": lambda s: run_reads.events_after(s, 1),
+        "get_checkpoint": lambda s: run_reads.get_checkpoint(s, 1),
+        "job_page": lambda s: jobs.job_page(s),
+        "job_with_position": lambda s: jobs.job_with_position(s, 1),
+        "run_logs": lambda s: logs.run_logs(s, 1),
+        "logs_after": lambda s: logs.logs_after(s, 1),
+        "get_project": lambda s: mlflow.get_project(s, 1),
+        "search_projects": lambda s: mlflow.search_projects(
+            s, name=None, like=None, limit=1, offset=0
+        ),
+        "metric_page": lambda s: mlflow.metric_page(s, 1, "loss", after_step=0, limit=1),
+    }
+
+
+@pytest.mark.parametrize("read", list(_dashboard_reads()))
+def test_reads_of_the_dashboard_and_cli_are_store_unavailable_on_a_dead_server(read: str) -> None:
+    store = Store.__new__(Store)
+    store.engine = sa.create_engine("postgresql+psycopg://nobody@127.0.0.1:9/none")
+    with pytest.raises(StoreUnavailable, match="the store is unavailable"):
+        _dashboard_reads()[read](store)

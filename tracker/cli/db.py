@@ -36,8 +36,7 @@ def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
     import sqlalchemy as sa
 
-    from tracker.store import Store
-    from tracker.store.engine import SCHEMA_HEAD
+    from tracker.store import SCHEMA_HEAD, Store
 
     store = Store(uri, upgrade=False)
     with store.engine.connect() as conn:

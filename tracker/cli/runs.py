@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +22,9 @@ from tracker.cli.common import (
 )
 from tracker.entities import RUN_STATUSES, RunInfo
 
+if TYPE_CHECKING:  # the store (and SQLAlchemy) load only when a command runs
+    from tracker.store import Store
+
 
 @click.group()
 def runs() -> None:
@@ -29,17 +33,28 @@ def runs() -> None:
 
 @runs.command("ls")
 @uri_option
+@click.option(
+    "--filter",
+    "-f",
+    "query",
+    default="",
+    help="Only runs matching this query, in the language of the dashboard's search box "
+    "(e.g. 'config.lr > 1e-3 and metrics.val/acc > 0.9').",
+)
 @click.option("--project", "-p", help="Only runs of this project.")
 @click.option("--status", "-s", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--tag", "-t", help="Only runs with this tag.")
 @click.option("--limit", "-n", default=50, show_default=True, help="At most this many runs.")
 @json_option
 def ls(
-    uri: str | None, project: str | None, status: str | None, tag: str | None, limit: int,
-    as_json: bool,
+    uri: str | None, query: str, project: str | None, status: str | None, tag: str | None,
+    limit: int, as_json: bool,
 ) -> None:  # fmt: skip
-    """List runs, newest first, with their config and last metric values."""
-    found = open_store(uri).list_runs(project=project, status=status, tag=tag, limit=limit)
+    """List runs, newest first, with their config and last metric values.
+
+    A query that does not parse, or compares impossibly, is an error (exit status 2).
+    """
+    found = _search(open_store(uri), query, project, status, tag, limit)
     if as_json:
         echo_json(found)
         return
@@ -50,6 +65,26 @@ def ls(
         ["id", "project", "name", "status", "started", "duration", "config", "last metrics"],
         [_row(r) for r in found],
     )
+
+
+def _search(
+    store: Store, query: str, project: str | None, status: str | None, tag: str | None,
+    limit: int,
+) -> list[RunInfo]:  # fmt: skip
+    """Up to ``limit`` runs, newest first, found by the dashboard's runs search a page (at
+    most MAX_LIMIT runs) at a time."""
+    from tracker.store.run_reads import runs_by_ids
+    from tracker.store.run_search import MAX_LIMIT, RunSearch, search_runs
+
+    spec = RunSearch(query, project, status, (tag,) if tag else (), sort="id", order="desc")
+    ids: list[int] = []
+    while len(ids) < limit:
+        size = min(MAX_LIMIT, limit - len(ids))
+        page = search_runs(store, dataclasses.replace(spec, limit=size, offset=len(ids)))
+        ids.extend(r.id for r in page.runs)
+        if len(page.runs) < size:
+            break
+    return runs_by_ids(store, ids)
 
 
 def _row(run: RunInfo) -> list[Any]:

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import orm
 from sqlalchemy.dialects import postgresql
 
-from tracker.entities import run_duration
+from tracker.entities import RUN_STATUSES, run_duration
 from tracker.errors import InvalidInput
 from tracker.rules.config import flatten
 from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
@@ -71,10 +71,13 @@ _ORDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__", "==": "_
 
 @dataclass(frozen=True)
 class RunSearch:
-    """One page request. ``sort``: an attribute, ``config.<key>`` or ``metrics.<name>``."""
+    """One page request: runs matching ``query`` and every filter given (``project`` and
+    ``status`` exactly, each of ``tags``). ``sort``: an attribute, ``config.<key>`` or
+    ``metrics.<name>``."""
 
     query: str = ""
     project: str | None = None
+    status: str | None = None
     tags: tuple[str, ...] = ()
     sort: str = "created"
     order: str = "desc"
@@ -334,6 +337,11 @@ def _check(spec: RunSearch) -> None:
         raise InvalidInput(f"limit={spec.limit}: use 1 to {MAX_LIMIT}", field="limit")
     if spec.offset < 0:
         raise InvalidInput(f"offset={spec.offset} is negative", field="offset")
+    if spec.status is not None and spec.status not in RUN_STATUSES:
+        raise InvalidInput(
+            f"status {spec.status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}",
+            field="status",
+        )
 
 
 def search_runs(store: Store, spec: RunSearch) -> RunPage:
@@ -341,7 +349,8 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
 
     Raises:
         QueryError (400): the query does not parse (the message names the position).
-        InvalidInput (400): a bad sort key, order, limit, offset, or an impossible comparison.
+        InvalidInput (400): a bad sort key, order, limit, offset or status, or an impossible
+            comparison.
         StoreUnavailable (503): the database cannot be reached.
     """
     _check(spec)
@@ -372,6 +381,8 @@ def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, 
         where.append(_Translator(dialect, key_ids).node(node))
     if spec.project:
         where.append(m.Project.name == spec.project)
+    if spec.status:
+        where.append(m.Run.status == spec.status)
     where.extend(tag_filter(dialect, t) for t in spec.tags)
     return where
 
