@@ -17,6 +17,7 @@ from tracker.entities import FINAL_RUN_STATUSES
 from tracker.errors import InvalidInput, InvalidMetricValue
 from tracker.rules.config import normalize_config
 from tracker.rules.keys import check_key
+from tracker.rules.tags import check_tags
 from tracker.store import Store
 from tracker.web.params import body_field
 
@@ -171,9 +172,7 @@ def _config(body: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def create_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``Store.create_run`` from a ``POST /runs`` body."""
-    tags = body_field(body, "tags", list, default=[])
-    if not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags):
-        raise InvalidInput("tags must be strings of 1 to 100 characters", field="tags")
+    tags = check_tags(body_field(body, "tags", list, default=[]))
     status = body_field(body, "status", str, default="running")
     if status not in ("running", "queued"):
         raise InvalidInput("status of a new run must be running or queued", field="status")

@@ -30,6 +30,7 @@ from tracker.entities import RunInfo
 from tracker.errors import TrackerError
 from tracker.rules.config import flatten
 from tracker.rules.keys import check_key
+from tracker.rules.tags import join_tag, split_tag, tag_key
 
 __all__ = [
     "DEFAULT_EXPERIMENT_ID",
@@ -393,10 +394,6 @@ class RunMeta:
     git_commit: str | None = None
 
 
-def _tag_key(tag: str) -> str:
-    return tag.split("=", 1)[0]
-
-
 def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
     """The run config as MLflow params: dotted keys, string values, the reserved key left out."""
     flat = flatten({k: v for k, v in config.items() if k != SYSTEM_TAGS_KEY})
@@ -430,7 +427,7 @@ def apply_meta(
             if key not in existing:  # an equal value stays as it is (typed, maybe nested)
                 config[key] = value
     system = dict(config.get(SYSTEM_TAGS_KEY) or {})
-    user = {_tag_key(t): t for t in meta.tags}
+    user = {tag_key(t): t for t in meta.tags}
     name, git_commit = meta.name, meta.git_commit
     for key in deleted_tags:
         if key in system:
@@ -447,7 +444,7 @@ def apply_meta(
             if key == GIT_COMMIT_TAG and len(value) <= 64:
                 git_commit = value or git_commit
         else:
-            user[key] = f"{key}={value}"
+            user[key] = join_tag(key, value)
     if system:
         config[SYSTEM_TAGS_KEY] = system
     else:
@@ -459,7 +456,7 @@ def mlflow_tags(run: RunInfo) -> dict[str, str]:
     """All MLflow tags of a run: user tags, the reserved system tags, and its name."""
     out: dict[str, str] = {}
     for tag in run.tags:
-        key, _, value = tag.partition("=")
+        key, value = split_tag(tag)
         out[key] = value
     system = run.config.get(SYSTEM_TAGS_KEY)
     if isinstance(system, Mapping):
