@@ -15,7 +15,6 @@ from tracker.client import lifecycle
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
-from tracker.errors import InvalidInput
 from tracker.rules.config import merge_config, normalize_config
 from tracker.rules.tags import check_tags
 
