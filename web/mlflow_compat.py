@@ -28,6 +28,7 @@ from typing import Any
 
 from tracker.entities import RunInfo
 from tracker.errors import TrackerError
+from tracker.rules import jsonvalues
 from tracker.rules.config import flatten
 from tracker.rules.keys import check_key
 from tracker.rules.tags import join_tag, split_tag, tag_key
@@ -93,7 +94,6 @@ _FROM_MLFLOW_STATUS = {
     "FAILED": "failed",
     "KILLED": "killed",
 }
-_SPECIAL_VALUES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 # ------------------------------------------------------------------------ errors
@@ -275,8 +275,9 @@ def _metric_value(raw: Any, key: str) -> float:
     if isinstance(raw, int | float):
         return float(raw)
     if isinstance(raw, str):
-        if raw in _SPECIAL_VALUES:
-            return _SPECIAL_VALUES[raw]
+        special = jsonvalues.decode_special(raw)
+        if special is not None:
+            return special
         try:
             return float(raw)  # protobuf's JSON also allows numbers as strings
         except ValueError:
@@ -318,9 +319,7 @@ def metric_records(metrics: Any, *, now_ms: int) -> list[list[Any]]:
 
 
 def _ingest_value(value: float) -> float | str | None:
-    if math.isfinite(value):
-        return value
-    return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return None if math.isnan(value) else jsonvalues.encode_float(value)
 
 
 def _pairs(items: Any, what: str, max_value: int) -> dict[str, str]:
