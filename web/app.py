@@ -19,7 +19,6 @@ Nothing is module-global: each app owns its Store, its caches and its roots.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -100,25 +99,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
-    from tracker.web import api, api_queue, mlflow_api
+    from tracker.web import api, api_queue, mlflow_api, pages
 
     app.register_blueprint(api.bp)
     app.register_blueprint(api_queue.bp)
     app.register_blueprint(mlflow_api.bp)
-    _register_pages(app)
+    app.register_blueprint(pages.bp)
     return app
-
-
-def _register_pages(app: Flask) -> None:
-    """The HTML pages live in ``tracker.web.pages`` (when that module is part of this build)."""
-    try:
-        pages = importlib.import_module("tracker.web.pages")
-    except ModuleNotFoundError as exc:
-        if exc.name == "tracker.web.pages":
-            return
-        raise
-    register = getattr(pages, "register", None)
-    if register is not None:
-        register(app)
-    else:
-        app.register_blueprint(pages.bp)

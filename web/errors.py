@@ -12,8 +12,6 @@ answered with a generic 500 message, so no internal detail leaks to the client.
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, cast
 
 from flask import Flask, Response, current_app
@@ -21,6 +19,7 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from tracker.errors import TrackerError
+from tracker.rules import jsonvalues
 
 __all__ = [
     "Forbidden",
@@ -31,7 +30,6 @@ __all__ = [
     "UnsupportedMediaType",
     "error_body",
     "error_response",
-    "jsonable",
     "register_error_handlers",
 ]
 
@@ -131,22 +129,9 @@ def register_error_handlers(app: Flask) -> None:
 # ------------------------------------------------------------------ JSON encoding
 
 
-def jsonable(value: Any) -> Any:
-    """NaN and ±Inf become the strings "NaN", "Infinity", "-Infinity" (JSON has no such
-    numbers; browsers' ``JSON.parse`` rejects Python's bare ``NaN``)."""
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    return value
-
-
 class TrackerJSONProvider(DefaultJSONProvider):
-    """Compact, order-keeping, standard JSON: never emits NaN/Infinity literals."""
+    """Compact, order-keeping, standard JSON: NaN and ±Inf in the wire form of
+    :mod:`tracker.rules.jsonvalues`, never as bare literals."""
 
     sort_keys = False
     compact = True
@@ -155,7 +140,4 @@ class TrackerJSONProvider(DefaultJSONProvider):
         kwargs.setdefault("default", self.default)
         kwargs.setdefault("separators", (",", ":"))
         kwargs.setdefault("ensure_ascii", False)
-        try:
-            return json.dumps(obj, allow_nan=False, **kwargs)
-        except ValueError:  # a non-finite float somewhere: the slow path converts it
-            return json.dumps(jsonable(obj), allow_nan=False, **kwargs)
+        return jsonvalues.dumps(obj, **kwargs)

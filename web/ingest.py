@@ -4,7 +4,8 @@ sink sends, then hand it to the Store. Writes are idempotent where the SQL sink'
 
 Metric batches are ``{"records": [[step, wall_ms, {key: value}], ...]}`` -- the client's
 ``Record`` tuples as JSON arrays. Values are JSON numbers; NaN and ±Inf travel as the strings
-``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (or ``null`` for NaN), since JSON has no such numbers.
+``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (or ``null`` for NaN), since JSON has no such numbers
+(the wire form of :mod:`tracker.rules.jsonvalues`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any
 
 from tracker.entities import FINAL_RUN_STATUSES
 from tracker.errors import InvalidInput, InvalidMetricValue
+from tracker.rules import jsonvalues
 from tracker.rules.config import normalize_config
 from tracker.rules.keys import check_key
+from tracker.rules.tags import check_tags
 from tracker.store import Store
 from tracker.web.params import body_field
 
@@ -33,10 +36,6 @@ __all__ = [
 CHECKPOINT_STATES = ("ok", "missing", "corrupt")
 MAX_RECORDS = 1_000_000
 MAX_STEP = 2**62
-_SPECIAL = {
-    "NaN": None, "nan": None, "Infinity": math.inf, "inf": math.inf, "+Infinity": math.inf,
-    "-Infinity": -math.inf, "-inf": -math.inf,
-}  # fmt: skip
 
 
 class MetricIngest:
@@ -133,8 +132,9 @@ def _check_records(records: list[Any]) -> set[str]:
 def _special(value: Any, index: int, key: str) -> float | None:
     if value is None:
         return None
-    if type(value) is str and value in _SPECIAL:
-        return _SPECIAL[value]
+    special = jsonvalues.decode_special(value) if type(value) is str else None
+    if special is not None:
+        return None if math.isnan(special) else special  # the store keeps NaN as NULL
     raise InvalidMetricValue(
         f"records[{index}]: metric {key!r} has value {value!r}; send a number, null or one of "
         '"NaN", "Infinity", "-Infinity"',
@@ -171,9 +171,7 @@ def _config(body: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def create_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
     """Keyword arguments for ``Store.create_run`` from a ``POST /runs`` body."""
-    tags = body_field(body, "tags", list, default=[])
-    if not all(isinstance(t, str) and 0 < len(t) <= 100 for t in tags):
-        raise InvalidInput("tags must be strings of 1 to 100 characters", field="tags")
+    tags = check_tags(body_field(body, "tags", list, default=[]))
     status = body_field(body, "status", str, default="running")
     if status not in ("running", "queued"):
         raise InvalidInput("status of a new run must be running or queued", field="status")

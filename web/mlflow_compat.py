@@ -27,8 +27,10 @@ from typing import Any
 
 from tracker.entities import MetricSummary, RunInfo, RunMeta
 from tracker.errors import TrackerError
+from tracker.rules import jsonvalues
 from tracker.rules.config import flatten
 from tracker.rules.keys import check_key
+from tracker.rules.tags import join_tag, split_tag, tag_key
 
 __all__ = [
     "DEFAULT_EXPERIMENT_ID",
@@ -90,7 +92,6 @@ _FROM_MLFLOW_STATUS = {
     "FAILED": "failed",
     "KILLED": "killed",
 }
-_SPECIAL_VALUES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 # ------------------------------------------------------------------------ errors
@@ -272,8 +273,9 @@ def _metric_value(raw: Any, key: str) -> float:
     if isinstance(raw, int | float):
         return float(raw)
     if isinstance(raw, str):
-        if raw in _SPECIAL_VALUES:
-            return _SPECIAL_VALUES[raw]
+        special = jsonvalues.decode_special(raw)
+        if special is not None:
+            return special
         try:
             return float(raw)  # protobuf's JSON also allows numbers as strings
         except ValueError:
@@ -315,9 +317,7 @@ def metric_records(metrics: Any, *, now_ms: int) -> list[list[Any]]:
 
 
 def _ingest_value(value: float) -> float | str | None:
-    if math.isfinite(value):
-        return value
-    return None if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return None if math.isnan(value) else jsonvalues.encode_float(value)
 
 
 def _pairs(items: Any, what: str, max_value: int) -> dict[str, str]:
@@ -381,10 +381,6 @@ def page_token(raw: Any) -> int:
 # ------------------------------------------------------------------ run metadata
 
 
-def _tag_key(tag: str) -> str:
-    return tag.split("=", 1)[0]
-
-
 def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
     """The run config as MLflow params: dotted keys, string values, the reserved key left out."""
     flat = flatten({k: v for k, v in config.items() if k != SYSTEM_TAGS_KEY})
@@ -418,7 +414,7 @@ def apply_meta(
             if key not in existing:  # an equal value stays as it is (typed, maybe nested)
                 config[key] = value
     system = dict(config.get(SYSTEM_TAGS_KEY) or {})
-    user = {_tag_key(t): t for t in meta.tags}
+    user = {tag_key(t): t for t in meta.tags}
     name, git_commit = meta.name, meta.git_commit
     for key in deleted_tags:
         if key in system:
@@ -435,7 +431,7 @@ def apply_meta(
             if key == GIT_COMMIT_TAG and len(value) <= 64:
                 git_commit = value or git_commit
         else:
-            user[key] = f"{key}={value}"
+            user[key] = join_tag(key, value)
     if system:
         config[SYSTEM_TAGS_KEY] = system
     else:
@@ -447,7 +443,7 @@ def mlflow_tags(run: RunInfo) -> dict[str, str]:
     """All MLflow tags of a run: user tags, the reserved system tags, and its name."""
     out: dict[str, str] = {}
     for tag in run.tags:
-        key, _, value = tag.partition("=")
+        key, value = split_tag(tag)
         out[key] = value
     system = run.config.get(SYSTEM_TAGS_KEY)
     if isinstance(system, Mapping):

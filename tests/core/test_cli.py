@@ -7,10 +7,11 @@ import io
 import json
 import math
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import main
+from tracker.cli import COMMANDS, load_command, main
 from tracker.rules.query import QueryError, parse_query
 from tracker.store import Store
 
@@ -96,3 +97,16 @@ def test_db_upgrade_and_help(empty_store_url: str) -> None:
     for args in (["--help"], ["runs", "--help"], ["runs", "ls", "--help"], ["db", "--help"]):
         result = invoke(*args)
         assert result.exit_code == 0 and "Usage:" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_module_imports(name: str) -> None:
+    # A missing command module is an import error, never a command quietly left out of --help.
+    assert isinstance(load_command(name), click.Command)
+
+
+def test_help_lists_every_command() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0, result.output
+    for name in COMMANDS:
+        assert f"  {name} " in result.output or f"  {name}\n" in result.output

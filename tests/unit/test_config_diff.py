@@ -5,32 +5,7 @@ from typing import Any
 
 import pytest
 
-from tracker.errors import InvalidInput
-from tracker.rules.config_diff import MISSING, ConfigDiffError, DiffRow, diff_configs, flatten
-
-
-@pytest.mark.parametrize(
-    ("config", "expected"),
-    [
-        ({}, {}),
-        ({"lr": 0.1}, {"lr": 0.1}),
-        ({"model": {"width": 64, "act": "relu"}}, {"model.width": 64, "model.act": "relu"}),
-        ({"a": {"b": {"c": [1, 2]}}}, {"a.b.c": [1, 2]}),
-        ({"opt": {}}, {"opt": {}}),
-        ({"x": None, "y": {"z": None}}, {"x": None, "y.z": None}),
-        ({1: "one", "n": {2: "two"}}, {"1": "one", "n.2": "two"}),
-        ({"a.b": 1}, {"a.b": 1}),
-    ],
-)
-def test_flatten(config: dict[Any, Any], expected: dict[str, Any]) -> None:
-    assert flatten(config) == expected
-
-
-def test_flatten_rejects_colliding_keys() -> None:
-    with pytest.raises(ConfigDiffError) as info:
-        flatten({"a.b": 1, "a": {"b": 2}})
-    assert "'a.b'" in str(info.value) and info.value.field == "a.b"
-    assert isinstance(info.value, InvalidInput) and info.value.code == "invalid_config"
+from tracker.rules.config_diff import MISSING, DiffRow, diff_configs
 
 
 def test_diff_reports_values_per_run_sorted_by_key() -> None:

@@ -17,7 +17,6 @@ from tracker.rules.downsample import (
     Series,
     combine,
     downsample,
-    ema,
     merge_buckets,
     to_payload,
 )
@@ -244,29 +243,3 @@ def test_to_payload_bucketed_columns_have_equal_length() -> None:
     assert len(columns) == 10
     assert {len(c) for c in columns} == {len(series.buckets)}
     assert payload["max"][0] == 6.0 and payload["min"][0] == 0.0
-
-
-@pytest.mark.parametrize(
-    ("values", "alpha", "expected"),
-    [
-        ([1.0, 2.0, 3.0], 1.0, [1.0, 2.0, 3.0]),
-        ([0.0, 10.0, 10.0], 0.5, [0.0, 5.0, 7.5]),
-        ([4.0], 0.1, [4.0]),
-        ([], 0.3, []),
-    ],
-)
-def test_ema(values: list[float], alpha: float, expected: list[float]) -> None:
-    assert ema(values, alpha) == pytest.approx(expected)
-
-
-def test_ema_skips_nonfinite_and_keeps_them_in_place() -> None:
-    out = ema([NAN, 2.0, INF, 4.0, None], 0.5)
-    assert math.isnan(out[0]) and out[1] == 2.0 and out[2] == INF
-    assert out[3] == 3.0  # INF did not poison the average
-    assert math.isnan(out[4])
-
-
-@pytest.mark.parametrize("alpha", [0.0, -0.1, 1.5, NAN])
-def test_ema_rejects_alpha_outside_range(alpha: float) -> None:
-    with pytest.raises(DownsampleError, match="0 < alpha <= 1"):
-        ema([1.0], alpha)

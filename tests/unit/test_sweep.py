@@ -10,11 +10,9 @@ from tracker.errors import InvalidInput
 from tracker.rules.sweep import (
     Choices,
     Distribution,
-    DurationError,
     Override,
     SweepSpecError,
     expand_grid,
-    parse_duration,
     parse_override,
     parse_overrides,
     parse_value,
@@ -275,44 +273,3 @@ def test_fixed_values_do_not_consume_randomness() -> None:
 def test_random_search_rejects_bad_n(n: Any) -> None:
     with pytest.raises(SweepSpecError, match="--random"):
         sample_random({}, [], n, random.Random(0))
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("2h", 7200),
-        ("90", 90),
-        ("90s", 90),
-        ("45m", 2700),
-        ("1d", 86400),
-        ("1h30m", 5400),
-        ("1h 30m 15s", 5415),
-        ("1.5h", 5400),
-        ("2D", 172800),
-        ("1d2h3m4s", 93784),
-        ("0.5", 0.5),
-    ],
-)
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize(
-    ("text", "fragment"),
-    [
-        ("", "expected a duration like"),
-        ("2x", "expected a duration like"),
-        ("h", "expected a duration like"),
-        ("2hours", "expected a duration like"),
-        ("30m1h", "largest first"),
-        ("1h1h", "largest first"),
-        ("0s", "greater than 0"),
-        ("-5", "greater than 0"),
-        ("1h-", "expected a duration like"),
-    ],
-)
-def test_parse_duration_errors(text: str, fragment: str) -> None:
-    with pytest.raises(DurationError) as info:
-        parse_duration(text)
-    assert fragment in str(info.value) and repr(text) in str(info.value)
-    assert info.value.code == "invalid_duration" and info.value.field == "timeout"

@@ -27,25 +27,25 @@ COMMANDS = {
 }
 
 
+def load_command(name: str) -> click.Command:
+    """Import the module of a ``COMMANDS`` entry and return its command.
+
+    A missing module or attribute is an error (``ImportError`` / ``AttributeError``), never
+    a command silently left out of ``--help``; a test imports every entry.
+    """
+    module_name, attr = COMMANDS[name].split(":")
+    command = getattr(importlib.import_module(module_name), attr)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{COMMANDS[name]} is a {type(command).__name__}, not a click command")
+    return command
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in COMMANDS if self._load(name) is not None)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return self._load(cmd_name)
-
-    def _load(self, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
-            return None
-        module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # that command is not part of this build (yet)
-                return None
-            raise
-        return getattr(module, attr)
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

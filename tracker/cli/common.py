@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import click
+
+from tracker.rules import jsonvalues
 
 uri_option = click.option(
     "--uri",
@@ -26,21 +25,10 @@ def open_store(uri: str | None) -> Any:
     return Store(uri)
 
 
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses to dicts; NaN/±Inf to the strings "NaN", "Infinity", "-Infinity"."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_jsonable(dataclasses.asdict(value))
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
-
-
 def echo_json(value: Any) -> None:
-    click.echo(json.dumps(to_jsonable(value), indent=2, sort_keys=True))
+    """Print ``value`` as indented JSON: dataclasses as objects, NaN and ±Inf in the wire
+    form of :mod:`tracker.rules.jsonvalues`."""
+    click.echo(jsonvalues.dumps(jsonvalues.encode(value), indent=2, sort_keys=True))
 
 
 def fmt_time(ts: float | None) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import sys
 import time
 import uuid
@@ -26,26 +25,11 @@ from tracker.cli.common import (
     uri_option,
 )
 from tracker.errors import InvalidInput
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+from tracker.rules.units import parse_duration, parse_size
 
 
-def parse_size(text: str) -> int:
-    """Bytes in ``20GiB``, ``20G``, ``512MiB``, ``16000MB`` (K/M/G/T are powers of 1024 here).
-
-    Raises InvalidInput for anything else, or a size of 0.
-    """
-    m = _SIZE.fullmatch(text)
-    if not m or not (m.group(2) or m.group(3)):
-        raise InvalidInput(
-            f"--gpu-memory {text!r}: give a size with a unit, like 20GiB or 512MiB",
-            field="gpu_memory",
-        )
-    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-    if size <= 0:
-        raise InvalidInput(f"--gpu-memory {text!r}: must be more than 0", field="gpu_memory")
-    return size
+def _size(text: str | None) -> int | None:
+    return parse_size(text, field="gpu_memory") if text else None
 
 
 def build_argv(args: Sequence[str], cwd: str) -> list[str]:
@@ -126,7 +110,6 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
     """A JobSpec from the shared options (``o`` as click passes them)."""
-    from tracker.rules.sweep import parse_duration
     from tracker.runner.entities import JobSpec
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
@@ -137,8 +120,8 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
         config=config,
         priority=o["priority"],
         gpus=o["gpus"],
-        gpu_memory_bytes=parse_size(o["gpu_memory"]) if o["gpu_memory"] else None,
-        timeout_s=parse_duration(o["timeout"]) if o["timeout"] else None,
+        gpu_memory_bytes=_size(o["gpu_memory"]),
+        timeout_s=parse_duration(o["timeout"], field="timeout") if o["timeout"] else None,
         max_retries=o["retries"],
         retry_on_failure=o["retry_on_failure"],
         env=parse_env(o["env_items"]),

@@ -15,8 +15,8 @@ from tracker.client import lifecycle
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
-from tracker.errors import InvalidInput
 from tracker.rules.config import merge_config, normalize_config
+from tracker.rules.tags import check_tags
 
 ENV_RUN_ID = "TRACKER_RUN_ID"
 ENV_JOB_ID = "TRACKER_JOB_ID"
@@ -50,7 +50,7 @@ def init(
     if previous is not None and not previous.finished:
         previous.finish()
     cfg = normalize_config(dict(config) if isinstance(config, Mapping) else config or {})
-    tag_list = _check_tags(tags)
+    tag_list = check_tags(tags)
     project = project or os.environ.get(ENV_PROJECT) or "default"
     sink = sink or sink_for_uri(uri)
     rank = int(os.environ.get("RANK", "0") or 0)
@@ -93,17 +93,6 @@ def resume_checkpoint() -> str | None:
     """The checkpoint a retried job should resume from, if the runner passed one and it exists."""
     path = os.environ.get(ENV_RESUME)
     return path if path and os.path.isfile(path) else None
-
-
-def _check_tags(tags: Sequence[str]) -> list[str]:
-    if isinstance(tags, str):
-        tags = [tags]
-    out = []
-    for tag in tags:
-        if not isinstance(tag, str) or not tag or len(tag) > 100:
-            raise InvalidInput(f"tag {tag!r}: tags are non-empty strings of at most 100 chars")
-        out.append(tag)
-    return out
 
 
 def _git_commit() -> str | None:

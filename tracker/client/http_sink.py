@@ -11,7 +11,8 @@ idempotent (create a run, add an event or a checkpoint) is retried only while th
 connection is refused, i.e. when the server certainly did not receive it.
 
 Bodies are JSON, gzip-compressed above 1 KiB; NaN and ±Inf travel as "NaN", "Infinity" and
-"-Infinity". ``TRACKER_TOKEN`` (or ``token=``) is sent as ``Authorization: Bearer``.
+"-Infinity" (the wire form of :mod:`tracker.rules.jsonvalues`). ``TRACKER_TOKEN`` (or
+``token=``) is sent as ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import math
 import os
 import time
 import urllib.error
@@ -38,6 +38,7 @@ from tracker.errors import (
     StoreUnavailable,
     TrackerError,
 )
+from tracker.rules import jsonvalues
 
 __all__ = ["HttpSink"]
 
@@ -53,22 +54,8 @@ _RUN_FIELDS = set(RunInfo.__dataclass_fields__)
 _CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _encode(body: Any) -> bytes:
-    try:
-        text = json.dumps(body, allow_nan=False, separators=(",", ":"))
-    except ValueError:  # NaN/Inf somewhere: spell them as strings (JSON has no such numbers)
-        text = json.dumps(_finite(body), allow_nan=False, separators=(",", ":"))
-    return text.encode("utf-8")
+    return jsonvalues.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
 class _Refused(StoreUnavailable):
@@ -220,7 +207,8 @@ class HttpSink:
 
 def _number(value: Any) -> Any:
     if isinstance(value, str):
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value, value)
+        special = jsonvalues.decode_special(value)
+        return value if special is None else special
     return value
 
 

@@ -1,8 +1,10 @@
 """Where the client's data goes: the Sink interface and the SQL sink.
 
 A sink is injected into a Run, so tests and tools can pass their own. ``SqlSink`` writes to
-the store directly; the HTTP sink (``TRACKER_URI=http://...``) talks to the dashboard's
-ingest API with the same methods.
+the store directly (this is the one client module that imports the store, and only lazily);
+the HTTP sink (``TRACKER_URI=http://...``) talks to the dashboard's ingest API with the same
+methods. A sink raises ``StoreUnavailable`` when its store cannot be reached right now (the
+writer keeps the batch and retries); any other error stops the writer.
 
 Metric batches are lists of records ``(step, wall_ms, {key: float})``; values are plain
 floats, NaN and ±Inf included. ``write_metrics`` must be idempotent: the writer retries a
@@ -11,6 +13,7 @@ batch whose outcome it does not know.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -126,12 +129,18 @@ class SqlSink:
 
 
 def sink_for_uri(uri: str | None = None) -> Sink:
-    """The sink for ``TRACKER_URI`` (or the given URI): HTTP for http(s) URLs, else SQL."""
-    from tracker.store.engine import resolve_uri
+    """The sink for ``TRACKER_URI`` (or the given URI): HTTP for http(s) URLs, else SQL.
 
-    resolved = resolve_uri(uri)
-    if resolved.startswith(("http://", "https://")):
+    The store (and SQLAlchemy) is imported only for a SQL sink, so a training host that
+    logs over HTTP never loads it.
+
+    Raises:
+        InvalidInput: the URI is neither http(s) nor a supported SQL URL.
+        StoreUnavailable / SchemaError: the SQL store cannot be opened or upgraded.
+    """
+    raw = uri or os.environ.get("TRACKER_URI") or ""
+    if raw.startswith(("http://", "https://")):
         from tracker.client.http_sink import HttpSink
 
-        return HttpSink(resolved)
-    return SqlSink.from_uri(resolved)
+        return HttpSink(raw)
+    return SqlSink.from_uri(uri)

@@ -3,7 +3,8 @@
 * ``put()`` is an ``append`` to a deque: the training loop never waits for I/O.
 * Batches go out every ``flush_interval`` seconds, or sooner when ``wake_records`` records
   are waiting. One-element tensors are converted here, one device sync per batch.
-* When the sink is unavailable (database restarting, network gone) the batch is kept and
+* When the sink is unavailable (database restarting, network gone: the sink raises
+  ``StoreUnavailable``; sinks translate their own driver errors) the batch is kept and
   retried with exponential backoff; past ``max_memory_points`` the oldest kept batches are
   spilled to a local JSON-lines file and replayed once the sink is back. Writes are
   idempotent, so a batch retried after an unknown outcome never duplicates.
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -26,7 +28,6 @@ from typing import Any
 from tracker.client.sinks import Record, Sink
 from tracker.client.values import is_tensor, tensors_to_floats
 from tracker.errors import StoreUnavailable, WriterError
-from tracker.store.engine import is_unavailable
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 
@@ -201,9 +202,7 @@ class Writer:
                 n = sum(len(r[2]) for r in batch)
                 self._kept_points -= n
                 self.points_written += n
-        except Exception as exc:
-            if not is_unavailable(exc):
-                raise
+        except StoreUnavailable:
             self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
             self._retry_at = time.monotonic() + self._backoff
             self._spill_if_over_limit()
@@ -231,25 +230,18 @@ class Writer:
         self._spilled = False
 
     def _settle(self) -> None:
-        try:
+        # An outage: the sink keeps the ranges and the next idle cycle retries.
+        with contextlib.suppress(StoreUnavailable):
             self.sink.settle()
-        except Exception as exc:
-            if not is_unavailable(exc):
-                raise
-            # The store went away: the sink keeps the ranges and the next idle cycle retries.
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_heartbeat < self.heartbeat_interval:
             return
         self._last_heartbeat = now
-        try:
+        # An outage: the batches are kept and retried; the next heartbeat goes out later.
+        with contextlib.suppress(StoreUnavailable):
             self.sink.heartbeat(self.run_id)
-        except Exception as exc:
-            if not is_unavailable(exc):
-                raise
-            # An outage: the metric batches are already kept and retried; the next
-            # heartbeat goes out once the store is back.
 
     def _fail(self, exc: BaseException) -> None:
         self.error = exc

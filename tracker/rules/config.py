@@ -1,4 +1,5 @@
-"""Run configs: make them JSON-safe with clear errors, and merge job overrides (pure)."""
+"""Run configs: make them JSON-safe with clear errors, merge job overrides, flatten nested
+keys to dotted ones (pure)."""
 
 from __future__ import annotations
 
@@ -63,13 +64,40 @@ def merge_config(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[
     return out
 
 
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"width": 64}}`` -> ``{"model.width": 64}`` (lists stay values)."""
+class ConfigFlattenError(InvalidInput):
+    """A config that cannot be flattened unambiguously (two entries, one dotted key)."""
+
+    code = "invalid_config"
+
+
+def flatten(config: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys: ``{"model": {"width": 64}}`` -> ``{"model.width": 64}``.
+
+    The one flattening of the runs table's config columns, the config comparison, the CLI's
+    config summary and the MLflow params. Lists and other non-mapping values are leaves; an
+    empty mapping is a leaf ``{}`` (a copy), so the key is not lost; a non-``str`` key is
+    written with ``str()``.
+
+    Raises:
+        ConfigFlattenError: two entries flatten to the same dotted key (for example
+            ``{"a.b": 1, "a": {"b": 2}}``); the error names that key. Keeping either value
+            would hide the other.
+    """
     out: dict[str, Any] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, name + "."))
-        else:
-            out[name] = value
+    _flatten_into(config, prefix, out)
     return out
+
+
+def _flatten_into(config: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
+    for raw_key, value in config.items():
+        key = f"{prefix}{raw_key}"
+        if isinstance(value, Mapping) and value:
+            _flatten_into(value, key + ".", out)
+            continue
+        if key in out:
+            raise ConfigFlattenError(
+                f"config key '{key}': two entries flatten to the same dotted key; a key that "
+                "contains '.' must not also exist as a nested key",
+                field=key,
+            )
+        out[key] = dict(value) if isinstance(value, Mapping) else value

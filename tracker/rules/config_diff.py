@@ -1,11 +1,11 @@
 """Side-by-side comparison of run configs: pure functions, no I/O.
 
-Nested configs are flattened to dotted keys (``{"model": {"width": 64}}`` becomes
-``model.width``); lists and other non-mapping values are leaves, an empty mapping is a leaf
-``{}`` so it is not lost. Values are compared by meaning, not by Python type: ``1 == 1.0``,
-``[1, 2] == (1, 2)``, NaN equals NaN (it is the same setting), but ``True != 1`` and
-``"1" != 1`` (a flag and a count, a string and a number are different settings). A key that
-one run has and another lacks is a difference.
+Nested configs are flattened to dotted keys by :func:`tracker.rules.config.flatten`
+(``{"model": {"width": 64}}`` becomes ``model.width``; lists and other non-mapping values are
+leaves, an empty mapping is a leaf ``{}`` so it is not lost). Values are compared by meaning,
+not by Python type: ``1 == 1.0``, ``[1, 2] == (1, 2)``, NaN equals NaN (it is the same
+setting), but ``True != 1`` and ``"1" != 1`` (a flag and a count, a string and a number are
+different settings). A key that one run has and another lacks is a difference.
 """
 
 from __future__ import annotations
@@ -14,15 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.rules.config import flatten
 
-__all__ = ["MISSING", "ConfigDiffError", "DiffRow", "diff_configs", "flatten"]
-
-
-class ConfigDiffError(InvalidInput):
-    """A config that cannot be flattened unambiguously."""
-
-    code = "invalid_config"
+__all__ = ["MISSING", "DiffRow", "diff_configs"]
 
 
 class _Missing:
@@ -52,32 +46,6 @@ class DiffRow:
     key: str
     values: dict[str, Any]
     differs: bool
-
-
-def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Flatten nested mappings to ``{"a.b": value}``; non-string keys are turned into strings.
-
-    Raises ``ConfigDiffError`` when two keys flatten to the same dotted key (for example
-    ``{"a.b": 1, "a": {"b": 2}}``), naming that key.
-    """
-    out: dict[str, Any] = {}
-    _flatten_into(config, prefix, out)
-    return out
-
-
-def _flatten_into(config: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
-    for raw_key, value in config.items():
-        key = f"{prefix}{raw_key}"
-        if isinstance(value, Mapping) and value:
-            _flatten_into(value, key + ".", out)
-            continue
-        if key in out:
-            raise ConfigDiffError(
-                f"config key '{key}': two entries flatten to the same dotted key; a key that "
-                "contains '.' must not also exist as a nested key",
-                field=key,
-            )
-        out[key] = dict(value) if isinstance(value, Mapping) else value
 
 
 def _canonical(value: Any) -> Any:
@@ -115,7 +83,7 @@ def diff_configs(
     ``only_differing=True`` only rows whose ``differs`` is true are returned. A single run
     never differs from itself.
 
-    Raises ``ConfigDiffError`` when a config cannot be flattened (see ``flatten``).
+    Raises ``ConfigFlattenError`` when a config cannot be flattened (see ``flatten``).
     """
     flat = {run_id: flatten(config) for run_id, config in configs.items()}
     keys: set[str] = set()

@@ -36,7 +36,6 @@ __all__ = [
     "Series",
     "combine",
     "downsample",
-    "ema",
     "merge_buckets",
     "to_payload",
 ]
@@ -282,28 +281,3 @@ def to_payload(series: Series) -> dict[str, Any]:
         "posinf": [x.posinf_count for x in b],
         "neginf": [x.neginf_count for x in b],
     }
-
-
-def ema(values: Sequence[float | None], alpha: float) -> list[float]:
-    """Exponential moving average ``s = alpha * x + (1 - alpha) * s`` for chart smoothing.
-
-    The average starts at the first finite value. Non-finite values (and ``None``, meaning
-    NaN) do not update it: their position in the output keeps the original value (``None``
-    becomes NaN), so a NaN still shows as a gap in the smoothed line.
-
-    Raises ``DownsampleError`` unless ``0 < alpha <= 1``.
-    """
-    if isinstance(alpha, bool) or not (0.0 < alpha <= 1.0):
-        raise DownsampleError(
-            f"alpha: got {alpha!r}; it must satisfy 0 < alpha <= 1", field="alpha"
-        )
-    out: list[float] = []
-    state: float | None = None
-    for raw in values:
-        x = _as_float(raw)
-        if not math.isfinite(x):
-            out.append(x)
-            continue
-        state = x if state is None else alpha * x + (1.0 - alpha) * state
-        out.append(state)
-    return out

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tracker.errors import InvalidInput
+from tracker.rules.units import MIB, format_bytes
 
 __all__ = [
     "Diagnosis",
@@ -20,8 +21,6 @@ __all__ = [
     "nonfinite",
     "throughput_drop",
 ]
-
-_MIB = 1024**2
 
 
 class HealthError(InvalidInput):
@@ -97,16 +96,9 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 def _per_steps(slope: float) -> tuple[float, int]:
     # "~12 MiB per 100 steps"; slower leaks are given per 1000 or 10000 steps to read >= 1 MiB.
     for n in (100, 1000):
-        if slope * n >= _MIB:
+        if slope * n >= MIB:
             return slope * n, n
     return slope * 10_000, 10_000
-
-
-def _format_bytes(n: float) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", _MIB), ("KiB", 1024)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def memory_growth(
@@ -115,7 +107,7 @@ def memory_growth(
     *,
     min_points: int = 20,
     min_r2: float = 0.8,
-    min_growth_bytes: float = 32 * _MIB,
+    min_growth_bytes: float = 32 * MIB,
     warmup_fraction: float = 0.1,
 ) -> Diagnosis | None:
     """A steady linear rise of allocated GPU memory across steps (a leak), or ``None``.
@@ -151,8 +143,8 @@ def memory_growth(
     return Diagnosis(
         code="memory_growth",
         message=(
-            f"GPU memory grows ~{_format_bytes(amount)} per {per} steps "
-            f"(+{_format_bytes(growth)} from step {int(first)} to {int(last)}, R² {r2:.2f}): "
+            f"GPU memory grows ~{format_bytes(amount)} per {per} steps "
+            f"(+{format_bytes(growth)} from step {int(first)} to {int(last)}, R² {r2:.2f}): "
             "are you keeping tensors that require grad (e.g. losses.append(loss) instead of "
             "loss.item())?"
         ),

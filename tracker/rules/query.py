@@ -27,6 +27,7 @@ from difflib import get_close_matches
 from typing import Literal
 
 from tracker.errors import InvalidInput
+from tracker.rules.units import DurationError, parse_duration
 
 __all__ = [
     "ATTRIBUTES",
@@ -127,9 +128,6 @@ _ATOM_CHARS = re.compile(r"[A-Za-z0-9_./\-+:]+")
 _ATOM_FULL = re.compile(r"[A-Za-z_][A-Za-z0-9_./\-:]*")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INT = re.compile(r"[+-]?\d+")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_DURATION_FULL = re.compile(r"(?:\d+(?:\.\d+)?[smhd])+")
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _KEYWORDS = frozenset({"and", "or", "not", "contains", "in"})
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "~", "=")
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r"}
@@ -448,9 +446,11 @@ def _coerce(tok: _Token, field: Field, kind: str) -> Scalar:
 def _duration_value(tok: _Token) -> float | int:
     if tok.kind == "number":
         return tok.value  # type: ignore[return-value]
-    text = str(tok.value).strip().lower()
-    if tok.kind == "word" and _DURATION_FULL.fullmatch(text):
-        return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION.findall(text))
+    if tok.kind == "word":
+        try:
+            return parse_duration(str(tok.value), allow_zero=True)
+        except DurationError:
+            pass
     raise QueryError(
         tok.pos,
         f"duration compares with seconds or a duration like 90s, 2h or 1h30m, got {tok.text}",

@@ -33,11 +33,9 @@ __all__ = [
     "MAX_CONFIGS",
     "Choices",
     "Distribution",
-    "DurationError",
     "Override",
     "SweepSpecError",
     "expand_grid",
-    "parse_duration",
     "parse_override",
     "parse_overrides",
     "parse_value",
@@ -52,12 +50,6 @@ class SweepSpecError(InvalidInput):
     """An override or sweep that breaks a rule; the message names the ``-c`` it came from."""
 
     code = "invalid_sweep_spec"
-
-
-class DurationError(InvalidInput):
-    """A duration such as ``--timeout 2h`` that does not parse."""
-
-    code = "invalid_duration"
 
 
 class _Syntax(Exception):
@@ -104,7 +96,6 @@ class Override:
 _INT = re.compile(r"-?(?:0|[1-9]\d*)")
 # A float needs a point or an exponent: "007" stays a string, as it would in JSON.
 _FLOAT = re.compile(r"-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)")
-_SECONDS = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")
 _KEY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
 _DIST = re.compile(r"(loguniform|uniform|randint|choice)\((.*)\)", re.DOTALL)
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
@@ -396,41 +387,3 @@ def _draw(spec: Spec, rng: random.Random) -> Any:
     if len(spec.values) == 1:
         return spec.values[0]
     return rng.choice(spec.values)
-
-
-# -------------------------------------------------------------------------- durations
-
-_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)")
-_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_DURATION_HELP = "expected a duration like 90s, 45m, 2h, 1d, 1h30m or a number of seconds"
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration such as ``90``, ``90s``, ``45m``, ``2h``, ``1.5h``, ``1h30m``, ``1d``.
-
-    Units are s, m, h and d, each at most once and from largest to smallest.
-    Raises ``DurationError`` for anything else, and for a duration that is not > 0.
-    """
-    s = text.strip().lower()
-    if _SECONDS.fullmatch(s):
-        total = float(s)
-    else:
-        total, pos, last_rank = 0.0, 0, -1
-        ranks = list(_UNITS)
-        while pos < len(s):
-            m = _DURATION_PART.match(s, pos)
-            if m is None or m.group(2) not in _UNITS:
-                raise DurationError(f"duration {text!r}: {_DURATION_HELP}", field="timeout")
-            rank = ranks.index(m.group(2))
-            if rank <= last_rank:
-                raise DurationError(
-                    f"duration {text!r}: units must appear once each, largest first (1h30m)",
-                    field="timeout",
-                )
-            total += float(m.group(1)) * _UNITS[m.group(2)]
-            pos, last_rank = m.end(), rank
-        if not s:
-            raise DurationError(f"duration {text!r}: {_DURATION_HELP}", field="timeout")
-    if not (math.isfinite(total) and total > 0):
-        raise DurationError(f"duration {text!r}: must be greater than 0", field="timeout")
-    return total

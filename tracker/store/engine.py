@@ -1,4 +1,11 @@
-"""Engine set-up for SQLite and PostgreSQL, and the automatic schema upgrade on first use.
+"""Engine set-up for SQLite and PostgreSQL, the one translation of driver errors, and the
+automatic schema upgrade on first use.
+
+Driver errors: every store entry point does its database work inside
+:func:`unavailable_as_error` (directly, or through :func:`read_conn` and :func:`write_begin`),
+so an unreachable, restarting or locked database is :class:`~tracker.errors.StoreUnavailable`
+(HTTP 503; the client keeps its points and retries) and nothing above the store sees a
+driver exception for it.
 
 SQLite: WAL mode, a busy timeout, ``synchronous=NORMAL``, foreign keys on, and Python's
 implicit transactions turned off so that write transactions can begin with
@@ -9,6 +16,7 @@ implicit transactions turned off so that write transactions can begin with
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sqlite3
 import time
@@ -96,40 +104,52 @@ def _journal_mode_wal(cur: Any) -> None:
 
 
 @contextlib.contextmanager
+def unavailable_as_error(what: str = "the store", *, opening: bool = False) -> Iterator[None]:
+    """The one translation of driver errors: inside this block, an error that means 'try
+    again later' (:func:`is_unavailable`: connection refused or lost, server shutting down,
+    database locked past the busy timeout) is raised as
+    :class:`~tracker.errors.StoreUnavailable` naming ``what`` (``raise ... from exc``).
+    With ``opening`` (the first contact with a database), every ``OperationalError`` counts:
+    a file that cannot be opened or a refused login is unavailable too. Every other error
+    passes through unchanged.
+
+    Every store entry point runs its database work inside it, directly or through
+    :func:`read_conn` and :func:`write_begin`.
+    """
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        if not (is_unavailable(exc) or (opening and isinstance(exc, sa.exc.OperationalError))):
+            raise
+        detail = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+        raise StoreUnavailable(f"{what} failed, the store is unavailable: {detail}") from exc
+
+
+@contextlib.contextmanager
+def read_conn(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection for reads.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached (see :func:`unavailable_as_error`).
+    """
+    with unavailable_as_error("reading"), engine.connect() as conn:
+        yield conn
+
+
+@contextlib.contextmanager
 def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, a plain one elsewhere.
 
     Raises:
-        StoreUnavailable: the database cannot be reached.
+        StoreUnavailable: the database cannot be reached (see :func:`unavailable_as_error`).
     """
-    try:
-        with engine.connect() as conn:
-            if engine.dialect.name == "sqlite":
-                conn = conn.execution_options(**{BEGIN_OPTION: "BEGIN IMMEDIATE"})
-            with conn.begin():
-                yield conn
-    except sa.exc.OperationalError as exc:
-        if is_unavailable(exc):
-            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
-        raise
-
-
-@contextlib.contextmanager
-def reading(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """A connection for reads: the one place a read turns driver errors into StoreUnavailable.
-
-    Raises:
-        StoreUnavailable (503): the database cannot be reached, or is locked past the busy
-            timeout (``is_unavailable``); the driver error is chained. Other errors pass as
-            they are.
-    """
-    try:
-        with engine.connect() as conn:
+    with unavailable_as_error("writing"), engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn = conn.execution_options(**{BEGIN_OPTION: "BEGIN IMMEDIATE"})
+        with conn.begin():
             yield conn
-    except sa.exc.DBAPIError as exc:
-        if is_unavailable(exc):
-            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
-        raise
 
 
 _UNAVAILABLE_TEXT = (
@@ -172,9 +192,12 @@ def _unavailable_text(exc: BaseException | None) -> bool:
 
 
 def _migrations_dir() -> Path:
-    from tracker import migrations
-
-    return Path(migrations.__file__).parent
+    """Where Alembic finds ``tracker.migrations``, located without importing it: the
+    migrations import the store's models (their target metadata), never the other way."""
+    spec = importlib.util.find_spec("tracker.migrations")
+    if spec is None or not spec.submodule_search_locations:
+        raise SchemaError("the tracker.migrations package is missing from this installation")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _current_revision(conn: sa.Connection) -> str | None:
@@ -215,11 +238,8 @@ def ensure_schema(engine: sa.Engine) -> None:
         SchemaError: the database has a revision this code does not know (newer tracker).
         StoreUnavailable: the database cannot be reached.
     """
-    try:
-        with engine.connect() as conn:
-            current = _current_revision(conn)
-    except sa.exc.OperationalError as exc:
-        raise StoreUnavailable(f"cannot open the store {engine.url!r}: {exc.orig}") from exc
+    with unavailable_as_error(f"opening {engine.url!r}", opening=True), engine.connect() as conn:
+        current = _current_revision(conn)
     if current == SCHEMA_HEAD:
         return
     if current is not None and current > SCHEMA_HEAD:

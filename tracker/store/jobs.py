@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.rules.config import normalize_config
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable, reading, write_begin
+from tracker.store.engine import is_unavailable, write_begin
+from tracker.store.engine import read_conn as engine_read_conn
 from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
@@ -488,7 +489,7 @@ def job_page(
     query = (
         sa.select(*JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
     )
-    with reading(store.engine) as conn:
+    with engine_read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
         total = conn.execute(
             sa.select(sa.func.count()).select_from(m.Job).where(*where)
@@ -506,7 +507,7 @@ def job_with_position(store: Store, job_id: int) -> tuple[JobInfo, int | None]:
 
     Raises NotFound for an unknown id, StoreUnavailable.
     """
-    with reading(store.engine) as conn:
+    with engine_read_conn(store.engine) as conn:
         row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
@@ -517,6 +518,6 @@ def job_with_position(store: Store, job_id: int) -> tuple[JobInfo, int | None]:
 def job_for_run(store: Store, run_id: int) -> JobInfo | None:
     """The (newest) job that logs into this run; None for a run not started by a job."""
     query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
-    with reading(store.engine) as conn:
+    with engine_read_conn(store.engine) as conn:
         row = conn.execute(query.limit(1)).first()
     return None if row is None else job_info(row)

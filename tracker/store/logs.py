@@ -3,7 +3,7 @@ job that runs a run. Chunks are written (and trimmed) by the runner; see ``LogCh
 :mod:`tracker.entities` for what a chunk is.
 
 Reads raise StoreUnavailable (503) when the database cannot be reached
-(``tracker.store.engine.reading``).
+(``tracker.store.engine.read_conn``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from tracker.entities import LogChunk
 from tracker.errors import InvalidInput
 from tracker.store import models as m
-from tracker.store.engine import reading
+from tracker.store.engine import read_conn
 from tracker.store.jobs import job_for_run
 from tracker.store.store import Store
 
@@ -45,7 +45,7 @@ def logs_after(
             raise InvalidInput(f"stream={stream!r}: use stdout or stderr", field="stream")
         query = query.where(c.stream.in_([stream, "meta"]))
     query = query.order_by(c.id.desc() if tail else c.id).limit(limit)
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         rows = [LogChunk(*r) for r in conn.execute(query)]
     return rows[::-1] if tail else rows
 

@@ -5,7 +5,7 @@ dashboard (``tracker.web.mlflow_compat``); this module sees only plain values.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`. Reads
 raise StoreUnavailable (503) when the database cannot be reached
-(``tracker.store.engine.reading``), writes too (``write_begin``).
+(``tracker.store.engine.read_conn``), writes too (``write_begin``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from tracker.entities import MetricPoint, ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound
 from tracker.store import models as m
-from tracker.store.engine import reading, write_begin
+from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import dialect_insert
 from tracker.store.store import Store
 
@@ -40,7 +40,7 @@ _PROJECT_COLUMNS = (m.Project.id, m.Project.name, m.Project.created_at)
 
 def get_project(store: Store, project_id: int) -> ProjectInfo:
     """Raises NotFound (-> RESOURCE_DOES_NOT_EXIST) for an unknown id."""
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.Project.id == project_id)).first()
     if row is None:
         raise NotFound(f"experiment {project_id} does not exist", field="experiment_id")
@@ -48,7 +48,7 @@ def get_project(store: Store, project_id: int) -> ProjectInfo:
 
 
 def find_project(store: Store, name: str) -> ProjectInfo | None:
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.Project.name == name)).first()
     return None if row is None else ProjectInfo(*row)
 
@@ -97,7 +97,7 @@ def search_projects(
         query = query.where(m.Project.name == name)
     if like is not None:
         query = query.where(sa.func.lower(m.Project.name).like(like.lower()))
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return [ProjectInfo(*row) for row in conn.execute(query)]
 
 
@@ -112,7 +112,7 @@ def run_ids_of_projects(
         .limit(limit)
         .offset(offset)
     )
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return list(conn.execute(query).scalars())
 
 
@@ -166,5 +166,5 @@ def metric_page(
         .order_by(m.MetricPoint.step)
         .limit(limit)
     )
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]

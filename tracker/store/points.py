@@ -25,9 +25,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.errors import StoreUnavailable
 from tracker.store import rollups
-from tracker.store.engine import is_unavailable
+from tracker.store.engine import is_unavailable, read_conn, unavailable_as_error
 
 Row = tuple[int, int, int, int, "float | None"]
 
@@ -124,7 +123,7 @@ def repair_rollups(engine: sa.Engine, run_ids: Sequence[int]) -> None:
         "WHERE r.run_id = s.run_id AND r.key_id = s.key_id AND r.width = :w), s.last_step "
         "FROM metric_summaries s WHERE s.run_id IN :runs"
     ).bindparams(sa.bindparam("runs", expanding=True))
-    with engine.connect() as conn:
+    with read_conn(engine) as conn:
         found = conn.execute(query, {"w": rollups.LEVELS[0], "runs": list(run_ids)}).all()
     bounds = {(r, k): (lo or 0, hi) for r, k, lo, hi in found if lo is None or lo < hi}
     refresh_rollups(engine, bounds)
@@ -132,22 +131,18 @@ def repair_rollups(engine: sa.Engine, run_ids: Sequence[int]) -> None:
 
 def _in_transaction(engine: sa.Engine, what: str, work: Any, *args: Any) -> None:
     """Run ``work(raw_connection, *args)``; driver outages become StoreUnavailable."""
-    try:
+    with unavailable_as_error(what):
         raw = engine.raw_connection()
-    except Exception as exc:
-        if is_unavailable(exc):
-            raise StoreUnavailable(f"{what} failed: {exc}") from exc
-        raise
-    try:
-        work(raw, *args)
-    except Exception as exc:
-        if not is_unavailable(exc):
-            _rollback_quietly(raw)
+        try:
+            work(raw, *args)
+        except Exception as exc:
+            if is_unavailable(exc):
+                raw.invalidate()  # a broken connection must not go back into the pool
+            else:
+                _rollback_quietly(raw)
             raise
-        raw.invalidate()  # a broken connection must not go back into the pool
-        raise StoreUnavailable(f"{what} failed: {exc}") from exc
-    finally:
-        raw.close()
+        finally:
+            raw.close()
 
 
 def _refresh(raw: Any, bounds: rollups.Bounds) -> None:

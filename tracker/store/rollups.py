@@ -105,12 +105,6 @@ def step_bounds(rows: Iterable[Sequence[Any]]) -> Bounds:
     return {k: (v[0], v[1]) for k, v in bounds.items()}
 
 
-def postgres_bounds(cur: Any, table: str = "tmp_points") -> Bounds:
-    """``step_bounds`` computed by PostgreSQL over the COPY staging table."""
-    cur.execute(f"SELECT run_id, key_id, min(step), max(step) FROM {table} GROUP BY 1, 2")
-    return {(r, k): (lo, hi) for r, k, lo, hi in cur.fetchall()}
-
-
 def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
     """Recompute every rollup bucket that covers a step in ``bounds``, level by level.
 

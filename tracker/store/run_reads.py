@@ -4,7 +4,7 @@ point of every metric of runs, events after a cursor, one checkpoint by id.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities` (and
 :class:`tracker.store.jobs.JobInfo`). Every read raises StoreUnavailable (503) when the
-database cannot be reached (``tracker.store.engine.reading``).
+database cannot be reached (``tracker.store.engine.read_conn``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from tracker.entities import CheckpointInfo, MetricSummary, RunEventInfo, RunInfo
 from tracker.errors import NotFound
 from tracker.store import models as m
-from tracker.store.engine import reading
+from tracker.store.engine import read_conn
 from tracker.store.jobs import JobInfo, job_for_run
 from tracker.store.store import Store, checkpoint_info, last_metrics_of, run_info, run_select
 
@@ -36,7 +36,7 @@ def runs_by_ids(store: Store, run_ids: Sequence[int]) -> list[RunInfo]:
         NotFound (404): an id does not exist (the message names the first missing one).
     """
     query = run_select().where(m.Run.id.in_(list(run_ids)))
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         rows = {r.id: r for r in conn.execute(query)}
         last = last_metrics_of(conn, run_ids)
     missing = [i for i in run_ids if i not in rows]
@@ -69,7 +69,7 @@ def metric_summaries(store: Store, run_ids: Sequence[int]) -> dict[int, list[Met
         .order_by(m.MetricSummary.run_id, m.MetricKey.name)
     )
     out: dict[int, list[MetricSummary]] = {run_id: [] for run_id in run_ids}
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         for run_id, key, step, wall_ms, value in conn.execute(query):
             out[run_id].append(MetricSummary(key, step, wall_ms / 1000.0, value))
     return out
@@ -83,7 +83,7 @@ def events_after(store: Store, run_id: int, after: int = 0, limit: int = 500) ->
         .order_by(m.RunEvent.id)
         .limit(limit)
     )
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return [
             RunEventInfo(e.id, e.run_id, e.at, e.kind, e.message, e.data)
             for e in conn.execute(query)
@@ -93,7 +93,7 @@ def events_after(store: Store, run_id: int, after: int = 0, limit: int = 500) ->
 def get_checkpoint(store: Store, checkpoint_id: int) -> CheckpointInfo:
     """Raises NotFound (404) for an unknown id."""
     query = sa.select(*m.Checkpoint.__table__.columns).where(m.Checkpoint.id == checkpoint_id)
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         c = conn.execute(query).first()
     if c is None:
         raise NotFound(f"checkpoint {checkpoint_id} does not exist", field="checkpoint")

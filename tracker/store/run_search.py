@@ -18,7 +18,7 @@ only the requested config and metric columns come back (the full config of 10,00
 never leaves the database).
 
 Reads raise StoreUnavailable (503) when the database cannot be reached
-(``tracker.store.engine.reading``).
+(``tracker.store.engine.read_conn``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tracker.errors import InvalidInput
 from tracker.rules.config import flatten
 from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
 from tracker.store import models as m
-from tracker.store.engine import reading
+from tracker.store.engine import read_conn
 from tracker.store.store import Store, run_select, tag_filter
 
 __all__ = [
@@ -356,7 +356,7 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
     _check(spec)
     node = parse_query(spec.query)
     dialect = store.dialect
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         key_ids = _key_ids(conn, _metric_names(spec, node))
         where = _where(spec, node, dialect, key_ids)
         sort_expr, join = _sort_expr(spec, dialect, key_ids)
@@ -474,7 +474,7 @@ def run_columns(
     if project:
         runs = runs.where(*_project_filter(project))
     keys: set[str] = set()
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         for (config,) in conn.execute(runs):
             keys.update(flatten(config or {}))
         metrics = list(conn.execute(names).scalars())

@@ -17,7 +17,7 @@ Every read goes through the primary keys ``(run_id, key_id, step)`` and
 point series is answered from ~4,000 rollup rows instead of a million points.
 
 Reads raise StoreUnavailable (503) when the database cannot be reached
-(``tracker.store.engine.reading``).
+(``tracker.store.engine.read_conn``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from tracker.errors import NotFound
 from tracker.rules.downsample import Bucket, DownsampleError, Series, downsample
 from tracker.store import models as m
-from tracker.store.engine import reading
+from tracker.store.engine import read_conn
 from tracker.store.rollups import LEVELS
 from tracker.store.store import Store
 
@@ -82,7 +82,7 @@ def read_series(
         DownsampleError (400): ``lo > hi`` or ``max_buckets < 1``.
         StoreUnavailable (503): the database cannot be reached.
     """
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return _read_series(conn, run_id, key, lo=lo, hi=hi, max_buckets=max_buckets)
 
 
@@ -95,7 +95,7 @@ def read_many(
     max_buckets: int = DEFAULT_BUCKETS,
 ) -> list[SeriesRead]:
     """``read_series`` for several (run id, key) pairs on one connection (raises as it)."""
-    with reading(store.engine) as conn:
+    with read_conn(store.engine) as conn:
         return [
             _read_series(conn, run_id, key, lo=lo, hi=hi, max_buckets=max_buckets)
             for run_id, key in pairs

@@ -1,8 +1,11 @@
 """The Store: every query the tracker, the runner and the dashboard share.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`.
-Driver errors are translated at this boundary (:class:`~tracker.errors.StoreUnavailable`,
-:class:`~tracker.errors.NotFound`, ...).
+Driver errors are translated at this boundary: every read runs in
+:func:`~tracker.store.engine.read_conn`, every write in
+:func:`~tracker.store.engine.write_begin` (both raise
+:class:`~tracker.errors.StoreUnavailable` for an unreachable database); a missing row is
+:class:`~tracker.errors.NotFound`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from tracker.entities import (
 from tracker.errors import InvalidInput, NotFound
 from tracker.store import models as m
 from tracker.store import points
-from tracker.store.engine import create_engine, ensure_schema, resolve_uri, write_begin
+from tracker.store.engine import (
+    create_engine,
+    ensure_schema,
+    read_conn,
+    resolve_uri,
+    write_begin,
+)
 from tracker.store.rows import dialect_insert, project_id
 
 
@@ -61,7 +70,7 @@ class Store:
     # ------------------------------------------------------------------ projects
 
     def list_projects(self) -> list[str]:
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return list(conn.execute(sa.select(m.Project.name).order_by(m.Project.name)).scalars())
 
     # ---------------------------------------------------------------------- runs
@@ -112,7 +121,7 @@ class Store:
 
     def get_run(self, run_id: int) -> RunInfo:
         """Raises NotFound when there is no run with this id."""
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             row = conn.execute(run_select().where(m.Run.id == run_id)).first()
             if row is None:
                 raise NotFound(f"run {run_id} does not exist", field="run")
@@ -230,7 +239,7 @@ class Store:
             query = query.where(m.Run.status == status)
         if tag is not None:
             query = query.where(tag_filter(self.dialect, tag))
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             rows = conn.execute(query).all()
             last = last_metrics_of(conn, [r.id for r in rows])
         return [run_info(r, last.get(r.id, {})) for r in rows]
@@ -285,7 +294,7 @@ class Store:
             .where(m.MetricSummary.run_id == run_id)
             .order_by(m.MetricKey.name)
         )
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return list(conn.execute(query).scalars())
 
     def metric_history(
@@ -302,16 +311,16 @@ class Store:
             query = query.where(m.MetricPoint.step >= lo)
         if hi is not None:
             query = query.where(m.MetricPoint.step <= hi)
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
 
     def count_points(self, run_id: int) -> int:
         query = sa.select(sa.func.count()).where(m.MetricPoint.run_id == run_id)
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return conn.execute(query.select_from(m.MetricPoint)).scalar_one()
 
     def last_metrics(self, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return last_metrics_of(conn, run_ids)
 
     # --------------------------------------------------------------- checkpoints
@@ -352,7 +361,7 @@ class Store:
             .where(m.Checkpoint.run_id == run_id)
             .order_by(m.Checkpoint.step.desc(), m.Checkpoint.id.desc())
         )
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return [checkpoint_info(c) for c in conn.execute(query)]
 
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
@@ -386,7 +395,7 @@ class Store:
             .where(m.RunEvent.run_id == run_id)
             .order_by(m.RunEvent.id)
         )
-        with self.engine.connect() as conn:
+        with read_conn(self.engine) as conn:
             return [
                 RunEventInfo(e.id, e.run_id, e.at, e.kind, e.message, e.data)
                 for e in conn.execute(query)

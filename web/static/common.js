@@ -81,7 +81,8 @@ const T = (() => {
 
   // ------------------------------------------------------------------ formatting
 
-  /** Metric values: finite numbers, or the strings "NaN", "Infinity", "-Infinity". */
+  /** Metric values: finite numbers, or the strings "NaN", "Infinity", "-Infinity" -- the JSON
+   *  wire form of NaN and ±Inf whose contract is the docstring of tracker/rules/jsonvalues.py. */
   function fmtValue(value) {
     if (value === null || value === undefined) return "";
     if (typeof value === "string") {
@@ -221,25 +222,12 @@ const T = (() => {
     return search.getAll(name).flatMap((v) => v.split(",")).map((v) => v.trim()).filter(Boolean);
   }
 
-  /** Flatten a nested config into dotted keys, keeping lists and scalars as leaves. */
-  function flatten(obj, prefix = "", out = {}) {
-    for (const [key, value] of Object.entries(obj || {})) {
-      const path = prefix ? `${prefix}.${key}` : key;
-      if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
-        flatten(value, path, out);
-      } else {
-        out[path] = value;
-      }
-    }
-    return out;
-  }
-
   function runLink(run) {
     return h("a", { href: `/runs/${run.id}`, class: "run-link" }, run.name || `run ${run.id}`);
   }
 
   return {
     ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
-    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, flatten, runLink,
+    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, runLink,
   };
 })();
