@@ -12,10 +12,10 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tracker.cli import COMMANDS, EXTRAS
 
@@ -60,7 +60,9 @@ def test_a_command_without_its_extra_names_it(block: list[str], args: list[str],
 def test_help_lists_the_commands_of_missing_extras():
     done = _tracker(["flask"], "--help")
     assert done.returncode == 0, done.stderr
-    assert re.search(r"^\s+ui\s+\(not installed: pip install 'tracker\[server\]'\)", done.stdout, re.M)
+    assert re.search(
+        r"^\s+ui\s+\(not installed: pip install 'tracker\[server\]'\)", done.stdout, re.M
+    )
     assert re.search(r"^\s+runs\s+List", done.stdout, re.M)
 
 
