@@ -10,15 +10,12 @@ Tests that need a database with no schema at all use ``empty_store_url``.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
-sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers: pg_cluster, browser_support
 
 PG_ENV = "TRACKER_TEST_PG_URL"
 

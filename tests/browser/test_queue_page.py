@@ -8,8 +8,8 @@ import copy
 from typing import Any
 
 import pytest
-from browser_helpers import Dashboard, wait_until
 
+from tests.support.browser import Dashboard, wait_until
 from tracker.web import queries
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
