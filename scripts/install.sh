@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Create .venv and install the project with its dev extras, torch first.
 #
-# torch is pinned and installed before the project so that resolving the project's
-# `torch>=...` requirement finds it already satisfied instead of pulling another build.
-# A stamp in .venv records what was installed; when pyproject.toml, the torch pin and the
+# Versions are pinned in constraints.txt (the only place), passed to every pip install with
+# -c. torch is installed before the project so that resolving the project's `torch>=...`
+# requirement finds it already satisfied instead of pulling another build.
+# A stamp in .venv records what was installed; when pyproject.toml, constraints.txt and the
 # interpreter are unchanged, the second run does nothing.
 #
 # Env: PYTHON (default python3) picks the interpreter used to create .venv.
 set -euo pipefail
 
-TORCH_VERSION="2.13.0"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+
+constraints="constraints.txt"
+TORCH_VERSION="$(sed -n 's/^torch==\([^[:space:]#;]*\).*/\1/p' "$constraints")"
+if [[ -z "$TORCH_VERSION" ]]; then
+    echo "error: $constraints has no 'torch==VERSION' line" >&2
+    exit 1
+fi
 
 venv=".venv"
 py="$venv/bin/python"
@@ -32,7 +39,7 @@ if [[ ! -x "$py" ]]; then
     fi
 fi
 
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) torch==$TORCH_VERSION $("$py" -c 'import sys; print(sys.version.split()[0])')"
+want="$(sha256sum pyproject.toml "$constraints" | cut -d' ' -f1 | tr '\n' ' ')$("$py" -c 'import sys; print(sys.version.split()[0])')"
 
 installed_ok() {
     [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
@@ -47,7 +54,7 @@ PY
 }
 
 if installed_ok; then
-    echo "==> $venv is up to date (pyproject.toml unchanged), skipping install"
+    echo "==> $venv is up to date (pyproject.toml and $constraints unchanged), skipping install"
     exit 0
 fi
 
@@ -56,8 +63,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 echo "==> upgrading pip"
 "$py" -m pip install --quiet --upgrade pip
 echo "==> installing torch $TORCH_VERSION (CPU)"
-"$py" -m pip install --quiet "torch==$TORCH_VERSION"
-echo "==> installing the project: pip install -e '.[dev]'"
-"$py" -m pip install --quiet -e '.[dev]'
+"$py" -m pip install --quiet -c "$constraints" torch
+echo "==> installing the project: pip install -c $constraints -e '.[dev]'"
+"$py" -m pip install --quiet -c "$constraints" -e '.[dev]'
 echo "$want" >"$stamp"
 echo "==> install done"

@@ -3,9 +3,12 @@
 #   ./scripts/test.sh [pytest args...]
 #
 # Installs the project into .venv (scripts/install.sh), makes sure Chromium and the
-# PostgreSQL server are there (apt-get when root), starts a throwaway PostgreSQL cluster,
-# exports its URL as TRACKER_TEST_PG_URL and runs pytest. The cluster is stopped on exit,
-# whatever happens. Exits with pytest's status; "no tests collected" (5) counts as failure.
+# PostgreSQL server are there (apt-get when root), runs the static checks (ruff check,
+# ruff format --check, mypy, lint-imports), starts a throwaway PostgreSQL cluster, exports
+# its URL as TRACKER_TEST_PG_URL and runs pytest. The cluster is stopped on exit, whatever
+# happens. pytest runs even when a static check failed, so one run reports everything; the
+# exit status is pytest's, or 1 when only a static check failed; "no tests collected" (5)
+# counts as failure.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,11 +55,21 @@ if ((need_chromium || need_pg)); then
     fi
 fi
 
+failed_checks=()
+check() {
+    echo "==> $*"
+    "$@" || failed_checks+=("$*")
+}
+check .venv/bin/ruff check .
+check .venv/bin/ruff format --check .
+check .venv/bin/mypy
+check .venv/bin/lint-imports
+
 pg_dir=""
 cleanup() {
     if [[ -n "$pg_dir" ]]; then
         echo "==> stopping the test PostgreSQL cluster"
-        .venv/bin/python tests/pg_cluster.py stop "$pg_dir" ||
+        .venv/bin/python -m tests.support.pg_cluster stop "$pg_dir" ||
             echo "warning: could not stop the cluster in $pg_dir" >&2
         pg_dir=""
     fi
@@ -68,7 +81,7 @@ trap 'exit 143' TERM
 if have_pg_server; then
     echo "==> starting a throwaway PostgreSQL cluster"
     pg_dir="$(mktemp -d "${TMPDIR:-/tmp}/tracker-pg.XXXXXX")"
-    pg_url="$(.venv/bin/python tests/pg_cluster.py start "$pg_dir")"
+    pg_url="$(.venv/bin/python -m tests.support.pg_cluster start "$pg_dir")"
     export TRACKER_TEST_PG_URL="$pg_url"
     echo "==> TRACKER_TEST_PG_URL=$TRACKER_TEST_PG_URL"
 fi
@@ -78,5 +91,10 @@ status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if ((status == 5)); then
     echo "error: pytest collected no tests (exit 5); treating that as a failure" >&2
+fi
+if ((${#failed_checks[@]})); then
+    echo "error: static checks failed:" >&2
+    printf '    %s\n' "${failed_checks[@]}" >&2
+    ((status != 0)) || status=1
 fi
 exit "$status"

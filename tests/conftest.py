@@ -5,12 +5,15 @@ cluster and sets it). Without it the PostgreSQL half of the tests is skipped wit
 -- except under CI (``CI`` set), where a missing server is a failure, not a skip.
 One migrated PostgreSQL database serves the session; every test starts from empty tables.
 Tests that need a database with no schema at all use ``empty_store_url``.
+Every test that runs against PostgreSQL carries the ``postgres`` marker (added at collection,
+see ``pytest_collection_modifyitems``), so ``-m postgres`` / ``-m "not postgres"`` select
+exactly the PostgreSQL half.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +21,31 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers: pg_cluster, browser_support
-
 PG_ENV = "TRACKER_TEST_PG_URL"
+# Fixtures that are the PostgreSQL server itself: a test that asks for one by name runs
+# against it (every fixture on top of store_url has it in its closure, SQLite half included,
+# so only the test's own arguments count).
+PG_FIXTURES = frozenset({"pg_session_url"})
+
+
+def selects_postgres(item: pytest.Item) -> bool:
+    """Whether ``item`` runs against PostgreSQL: one of its fixture parameters is
+    ``"postgresql"`` (``store_url``, ``empty_store_url`` and every fixture built on them), or
+    the test function asks for a PostgreSQL fixture itself."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    if any(isinstance(value, str) and value == "postgresql" for value in params):
+        return True
+    function = getattr(item, "function", None)
+    arguments = inspect.signature(function).parameters if function is not None else {}
+    return not PG_FIXTURES.isdisjoint(arguments)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if selects_postgres(item):
+            item.add_marker(pytest.mark.postgres)
 
 
 def _pg_server_url() -> str | None:

@@ -1,5 +1,8 @@
 """Checks on docker/compose.yaml and docker/Dockerfile that hold without a Docker daemon.
 
+The image installs its pins from constraints.txt (the repository's one place for them) and
+the extras that the commands compose runs need (per ``tracker.cli.COMMANDS``).
+
 Each rule is a function that returns a list of problems, so the same rule is run against
 the real files (no problems expected) and against broken copies (a problem expected): a
 rule that cannot fail would prove nothing.
@@ -17,10 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
-DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+from tracker.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER_DIR = ROOT / "docker"
 REQUIRED_SERVICES = ("postgres", "web", "worker")
 BASE_IMAGE = "python:3.11-slim"
-TORCH_PIN = "torch==2.13.0"
+CONSTRAINTS = "constraints.txt"
+TORCH_INSTALL = f"pip install -c {CONSTRAINTS} torch"
 REQUIRED_TOKEN = re.compile(r"^\$\{TRACKER_TOKEN:\?[^}]+\}$")
 
 Compose = dict[str, Any]
@@ -172,6 +179,15 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _project_installs(steps: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(step index, arguments) of each RUN that pip-installs the project ('.[...]')."""
+    return [
+        (i, args)
+        for i, (keyword, args) in enumerate(steps)
+        if keyword == "RUN" and re.search(r"pip install\b.*\s'?\.(\[|\s|'|$)", args)
+    ]
+
+
 def check_dockerfile(text: str) -> list[str]:
     steps = dockerfile_instructions(text)
     problems = []
@@ -179,22 +195,50 @@ def check_dockerfile(text: str) -> list[str]:
     if not froms or froms[0].split()[0] != BASE_IMAGE:
         problems.append(f"the image must be built FROM {BASE_IMAGE}, not {froms[:1]}")
     runs = [(i, args) for i, (keyword, args) in enumerate(steps) if keyword == "RUN"]
-    torch_at = [
-        i for i, args in runs if re.search(rf"pip install\b.*\b{re.escape(TORCH_PIN)}", args)
+    torch_at = [i for i, args in runs if re.search(rf"{re.escape(TORCH_INSTALL)}(\s|$)", args)]
+    project_at = _project_installs(steps)
+    copied_at = [
+        i for i, (keyword, args) in enumerate(steps) if keyword == "COPY" and CONSTRAINTS in args
     ]
-    project_at = [i for i, args in runs if re.search(r"pip install\b.*\s'?\.(\[|\s|'|$)", args)]
     if not torch_at:
-        problems.append(f"no RUN pip install {TORCH_PIN}")
+        problems.append(f"no RUN {TORCH_INSTALL}")
     if not project_at:
         problems.append("no RUN pip install of the project ('.[...]')")
-    if torch_at and project_at and min(torch_at) > min(project_at):
-        problems.append(f"{TORCH_PIN} must be installed before the project")
+    if torch_at and project_at and min(torch_at) > min(i for i, _ in project_at):
+        problems.append("torch must be installed before the project")
+    for _, args in project_at:
+        if f"-c {CONSTRAINTS}" not in args:
+            problems.append(f"the project must be installed with -c {CONSTRAINTS}: {args}")
+    if not copied_at or (torch_at and min(copied_at) > min(torch_at)):
+        problems.append(f"{CONSTRAINTS} must be copied in before torch is installed")
+    if any(re.search(r"\btorch\s*[=<>~!]=", args) for _, args in runs):
+        problems.append(f"torch is pinned in {CONSTRAINTS}, not in the Dockerfile")
     users = [args for keyword, args in steps if keyword == "USER"]
     if not users or users[-1].split(":")[0] in ("root", "0"):
         problems.append("the image must switch to a non-root USER")
     if not any(keyword == "EXPOSE" and "5000" in args.split() for keyword, args in steps):
         problems.append("the image must EXPOSE 5000")
     return problems
+
+
+def check_image_extras(dockerfile: str, doc: Compose) -> list[str]:
+    """The image installs the extras of every tracker command compose runs, and postgres."""
+    installed: set[str] = set()
+    for _, args in _project_installs(dockerfile_instructions(dockerfile)):
+        for extras in re.findall(r"\.\[([^\]]*)\]", args):
+            installed |= {e.strip() for e in extras.split(",")}
+    needed = {"postgres"}
+    for service in (doc.get("services") or {}).values():
+        words = service_command(service).split()
+        if len(words) > 1 and words[0] == "tracker" and words[1] in COMMANDS:
+            needed |= set(COMMANDS[words[1]][1])
+    missing = sorted(needed - installed)
+    return [f"the image must install the extras {missing}"] if missing else []
+
+
+def check_constraints_pin_torch(text: str) -> list[str]:
+    pins = re.findall(r"^torch==\S+", text, re.M)
+    return [] if len(pins) == 1 else [f"{CONSTRAINTS} must pin torch exactly once: {pins}"]
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +258,17 @@ def test_compose_file_follows_rule(compose: Compose, rule: Callable[[Compose], l
 
 def test_dockerfile_follows_rules(dockerfile: str):
     assert check_dockerfile(dockerfile) == []
+
+
+def test_image_installs_the_extras_compose_needs(dockerfile: str, compose: Compose):
+    assert check_image_extras(dockerfile, compose) == []
+    assert check_image_extras(dockerfile.replace("server,", ""), compose) != []
+    assert check_image_extras(dockerfile.replace("runner,", ""), compose) != []
+
+
+def test_constraints_pin_torch():
+    assert check_constraints_pin_torch((ROOT / CONSTRAINTS).read_text()) == []
+    assert check_constraints_pin_torch("numpy==2.0\n") != []
 
 
 def test_env_example_holds_no_token():
@@ -277,7 +332,10 @@ def test_compose_rules_catch_breakage(compose: Compose, breakage: Callable[[Comp
     ("old", "new"),
     [
         (f"FROM {BASE_IMAGE}", "FROM python:3.12"),
-        (f"RUN pip install {TORCH_PIN}", "RUN pip install torch"),
+        (f"RUN {TORCH_INSTALL}", "RUN pip install torch==2.13.0"),
+        (f"RUN {TORCH_INSTALL}", f"RUN {TORCH_INSTALL}==2.13.0"),
+        (f"pip install -c {CONSTRAINTS} '.[", "pip install '.["),
+        (f"COPY {CONSTRAINTS} ./\n", ""),
         ("USER tracker", "USER root"),
         ("EXPOSE 5000", "EXPOSE 8000"),
     ],
@@ -288,6 +346,6 @@ def test_dockerfile_rules_catch_breakage(dockerfile: str, old: str, new: str):
 
 
 def test_dockerfile_rule_catches_torch_after_project(dockerfile: str):
-    torch_line = f"RUN pip install {TORCH_PIN}\n"
+    torch_line = f"RUN {TORCH_INSTALL}\n"
     moved = dockerfile.replace(torch_line, "") + torch_line
     assert "must be installed before the project" in " ".join(check_dockerfile(moved))

@@ -2,21 +2,21 @@
 
 Each page renders a template with the ids it needs (as ``data-`` attributes, since the
 Content-Security-Policy forbids inline scripts); the page's script in ``web/static/``
-fetches everything else from ``/api/v1``. plotly.js is served from the installed plotly
-package (``plotly/package_data/plotly.min.js``), never from a CDN.
+fetches everything else from ``/api/v1``. plotly.js is vendored
+(``web/static/vendor/plotly.min.js``, version :data:`PLOTLY_JS_VERSION`) and served from
+here with a year-long cache, never from a CDN.
 """
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, render_template, request, send_file
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import InvalidInput
 
-__all__ = ["MAX_COMPARE", "bp", "plotly_js_path"]
+__all__ = ["MAX_COMPARE", "PLOTLY_JS", "PLOTLY_JS_VERSION", "bp"]
 
 bp = Blueprint("pages", __name__, template_folder="templates", static_folder=None)
 
@@ -24,37 +24,23 @@ MAX_COMPARE = 200
 ONE_YEAR = 365 * 24 * 3600
 
 
-@cache
-def plotly_js_path() -> Path:
-    """The plotly.min.js bundled with the installed plotly Python package.
-
-    Raises:
-        NotFound (404): plotly is installed without its bundled plotly.js.
-    """
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.is_file():
-        raise NotFound("plotly.min.js is missing from the installed plotly package")
-    return path
-
-
-@cache
-def plotly_version() -> str:
-    import plotly
-
-    return str(plotly.__version__)
+# plotly.js as vendored, unchanged, from the plotly Python wheel (web/static/vendor/README.md
+# says how to upgrade it); a test checks the file's own header names this version.
+PLOTLY_JS_VERSION = "4.1.1"
+PLOTLY_JS = Path(__file__).resolve().parent / "static" / "vendor" / "plotly.min.js"
 
 
 @bp.app_context_processor
 def _asset_versions() -> dict[str, Any]:
-    # The version in the URL busts the year-long browser cache when plotly is upgraded.
-    return {"plotly_version": plotly_version()}
+    # The version in the URL busts the year-long browser cache when plotly.js is upgraded.
+    return {"plotly_version": PLOTLY_JS_VERSION}
 
 
+# This fixed rule wins over the app's static route (``/static/<path:filename>``), which would
+# serve the same file without the immutable cache header.
 @bp.get("/static/vendor/plotly.min.js")
 def plotly_js() -> Any:
-    response = send_file(plotly_js_path(), mimetype="text/javascript", max_age=ONE_YEAR)
+    response = send_file(PLOTLY_JS, mimetype="text/javascript", max_age=ONE_YEAR)
     response.headers["Cache-Control"] = f"public, max-age={ONE_YEAR}, immutable"
     return response
 

@@ -8,20 +8,16 @@ violations; screenshots go to ``test-artifacts/screenshots/`` (gitignored).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # browser_helpers, browser_seed
-
-from browser_helpers import SCREENSHOTS, VIEWPORT, WAIT_MS, Dashboard
-from browser_seed import seed
-from browser_support import NO_CHROMIUM_REASON, chromium_path, launch_chromium
-from servers import ServerThread
-
+from tests.support.browser import SCREENSHOTS, VIEWPORT, WAIT_MS, Dashboard
+from tests.support.browser_seed import seed
+from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path, launch_chromium
+from tests.support.servers import ServerThread
 from tracker.store import Store
 from tracker.web.app import create_app
 

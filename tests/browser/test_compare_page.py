@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from browser_helpers import Dashboard
+
+from tests.support.browser import Dashboard
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -1,6 +1,6 @@
 """The HTML pages over HTTP (no browser): every page renders, loads scripts only from this
-origin (the Content-Security-Policy forbids inline scripts), and plotly.js is served from
-the installed plotly package with a long cache lifetime."""
+origin (the Content-Security-Policy forbids inline scripts), and the vendored plotly.js is
+served with a long cache lifetime and the version recorded for it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import plotly
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
 from tracker.web.app import create_app
+from tracker.web.pages import PLOTLY_JS, PLOTLY_JS_VERSION
 
 PAGES = ["/", "/runs/1", "/compare?runs=1,2,3", "/jobs"]
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)
@@ -50,16 +50,20 @@ def test_pages_load_only_local_scripts(client: FlaskClient, path: str) -> None:
     assert 'href="/"' in html and 'href="/jobs"' in html  # the nav
 
 
-def test_plotly_is_served_from_the_installed_package_with_a_long_cache(
-    client: FlaskClient,
-) -> None:
+def test_vendored_plotly_is_the_recorded_version() -> None:
+    header = PLOTLY_JS.read_bytes()[:200].decode("ascii")
+    match = re.search(r"^\* plotly\.js v(\S+)$", header, re.M)
+    assert match is not None, header
+    assert match[1] == PLOTLY_JS_VERSION
+
+
+def test_plotly_is_served_from_the_vendored_file_with_a_long_cache(client: FlaskClient) -> None:
     response = client.get("/static/vendor/plotly.min.js")
     assert response.status_code == 200
-    bundled = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    assert response.get_data() == bundled.read_bytes()
+    assert response.get_data() == PLOTLY_JS.read_bytes()
     assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable"
     page = client.get("/runs/1").get_data(as_text=True)
-    assert f"/static/vendor/plotly.min.js?v={plotly.__version__}" in page  # busts the cache
+    assert f"/static/vendor/plotly.min.js?v={PLOTLY_JS_VERSION}" in page  # busts the cache
 
 
 def test_compare_page_rejects_bad_run_ids(client: FlaskClient) -> None:

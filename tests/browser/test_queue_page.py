@@ -8,8 +8,8 @@ import copy
 from typing import Any
 
 import pytest
-from browser_helpers import Dashboard, wait_until
 
+from tests.support.browser import Dashboard, wait_until
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
 

@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 import pytest
-from browser_helpers import Dashboard
 
 import tracker
+from tests.support.browser import Dashboard
 from tracker.runner import logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

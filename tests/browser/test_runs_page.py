@@ -8,7 +8,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from browser_helpers import Dashboard
+
+from tests.support.browser import Dashboard
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

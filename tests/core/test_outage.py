@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 import tracker
+from tests.support import pg_cluster
 from tracker.cli import main
 from tracker.client.sinks import SqlSink
 from tracker.errors import StoreUnavailable
@@ -22,7 +23,6 @@ from tracker.store import Store
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_stopped_and_restarted_during_logging(tmp_path_factory: Any) -> None:
-    pg_cluster = pytest.importorskip("pg_cluster")
     try:
         pg_cluster._bindir()
     except pg_cluster.ClusterError as exc:

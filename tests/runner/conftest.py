@@ -1,16 +1,13 @@
-"""Fixtures for the runner tests (helpers live in runner_support.py)."""
+"""Fixtures for the runner tests (helpers live in tests/support/runner.py)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # runner_support, as tests/conftest.py does
-
-from runner_support import Procs
+from tests.support.runner import Procs
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from runner_support import Procs, alive, read_json, script, stop_between_transactions, wait_for
 
+from tests.support.polling import wait_for
+from tests.support.runner import Procs, alive, read_json, script, stop_between_transactions
 from tracker.runner import logs, queue, schedules
 from tracker.runner.entities import JobSpec
 from tracker.store import Store

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runner_support import Procs, alive, group_gone, read_json, script, wait_for
 
+from tests.support.polling import wait_for
+from tests.support.runner import Procs, alive, group_gone, read_json, script
 from tracker.runner import logs, queue
 from tracker.runner.entities import JobSpec
 from tracker.store import Store

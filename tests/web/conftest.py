@@ -4,20 +4,15 @@ HTTP server in a thread for the HTTP sink."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-sys.path.insert(0, str(Path(__file__).parent))  # web_support, as tests/conftest.py does
-
-from servers import ServerThread
-from web_support import TOKEN
-
+from tests.support.servers import ServerThread
+from tests.support.web import TOKEN
 from tracker.web.app import create_app
 
 

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from flask.testing import FlaskClient
-from web_support import envelope
 
+from tests.support.web import envelope
 from tracker.runner import queue, registry, schedules
 from tracker.runner.entities import GpuDevice, JobSpec
 from tracker.store import Store

@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from flask.testing import FlaskClient
-from web_support import envelope
 
+from tests.support.web import envelope
 from tracker.store import models as m
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import psutil
 import pytest
-from web_support import TOKEN, TRACKER, Proc, free_port, wait_for
+
+from tests.support.polling import wait_for
+from tests.support.web import TOKEN, TRACKER, Proc, free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
 

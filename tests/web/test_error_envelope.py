@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from web_support import MUTATING, TOKEN, envelope, error_of, has
 from werkzeug.routing import Rule
 
+from tests.support.web import MUTATING, TOKEN, envelope, error_of, has
 from tracker.errors import StoreUnavailable
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from web_support import SCRIPTS, TOKEN, TRACKER, Proc, free_port, wait_for
 
 import tracker
+from tests.support.polling import wait_for
+from tests.support.web import SCRIPTS, TOKEN, TRACKER, Proc, free_port
 from tracker.client.http_sink import HttpSink
 from tracker.client.sinks import sink_for_uri
 from tracker.errors import InvalidMetricValue, NotFound, StoreUnavailable, TrackerError

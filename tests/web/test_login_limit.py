@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import TOKEN, envelope
 
+from tests.support.web import TOKEN, envelope
 from tracker.cli.ui import app_config
 from tracker.web.login_limit import FailureLimit
 

@@ -17,9 +17,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
-from servers import ServerThread
-from web_support import TOKEN
 
+from tests.support.servers import ServerThread
+from tests.support.web import TOKEN
 from tracker.entities import RunInfo, RunMeta
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-from web_support import envelope
 
+from tests.support.web import envelope
 from tracker.store import Store
 
 NOW = time.time()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from web_support import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from werkzeug.routing import Rule
 
+from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
 from tracker.web import security
 from tracker.web.security import InsecureBind, check_bind

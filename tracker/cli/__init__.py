@@ -1,9 +1,17 @@
 """The ``tracker`` command. Subcommands load lazily, so ``tracker --help`` stays fast and
-the runner and dashboard packages are imported only by the commands that need them."""
+the runner and dashboard packages are imported only by the commands that need them.
+
+``pip install tracker`` brings the client, the store and the store commands; the dashboard
+and the worker/scheduler come as extras (``tracker[server]``, ``tracker[runner]``). A command
+whose extra is not installed is still listed, and running it (or asking for its ``--help``)
+fails with exit status 1 and a message naming the extra to install, before any of its code
+is imported.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from typing import Any
 
@@ -11,32 +19,70 @@ import click
 
 from tracker.errors import TrackerError
 
-# command name -> "module:attribute"; each module owns its commands.
-COMMANDS = {
-    "db": "tracker.cli.db:db",
-    "runs": "tracker.cli.runs:runs",
-    "submit": "tracker.cli.jobs:submit",
-    "sweep": "tracker.cli.jobs:sweep",
-    "jobs": "tracker.cli.jobs:jobs",
-    "workers": "tracker.cli.jobs:workers",
-    "worker": "tracker.cli.worker:worker",
-    "schedule": "tracker.cli.schedule:schedule",
-    "scheduler": "tracker.cli.schedule:scheduler",
-    "ui": "tracker.cli.ui:ui",
-    "up": "tracker.cli.ui:up",
+# extra -> the top-level modules it installs that the commands import. Keep in step with
+# [project.optional-dependencies] in pyproject.toml.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "server": ("flask", "gunicorn", "apscheduler"),
+    "runner": ("apscheduler", "tzlocal"),
+}
+
+# command name -> ("module:attribute", extras it needs); each module owns its commands.
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "db": ("tracker.cli.db:db", ()),
+    "runs": ("tracker.cli.runs:runs", ()),
+    "submit": ("tracker.cli.jobs:submit", ()),
+    "sweep": ("tracker.cli.jobs:sweep", ()),
+    "jobs": ("tracker.cli.jobs:jobs", ()),
+    "workers": ("tracker.cli.jobs:workers", ()),
+    "worker": ("tracker.cli.worker:worker", ("runner",)),
+    "schedule": ("tracker.cli.schedule:schedule", ("runner",)),
+    "scheduler": ("tracker.cli.schedule:scheduler", ("runner",)),
+    "ui": ("tracker.cli.ui:ui", ("server",)),
+    "up": ("tracker.cli.ui:up", ("server", "runner")),
 }
 
 
+def missing_extra(extras: tuple[str, ...]) -> tuple[str, str] | None:
+    """The first (extra, module) among ``extras`` whose module cannot be imported, or None.
+
+    Only looks the modules up (``importlib.util.find_spec``); nothing is imported.
+    """
+    for extra in extras:
+        for module in EXTRAS[extra]:
+            if importlib.util.find_spec(module) is None:
+                return extra, module
+    return None
+
+
+def _needs_extra(name: str, extra: str, module: str) -> click.Command:
+    """A stand-in for command ``name`` that only says which extra to install."""
+    install = f"pip install 'tracker[{extra}]'"
+    message = f"`tracker {name}` needs the {extra} extra ({module} is not installed): {install}"
+
+    def fail(args: tuple[str, ...]) -> None:
+        raise click.ClickException(message)
+
+    return click.Command(
+        name,
+        callback=fail,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=message,
+        short_help=f"(not installed: {install})",
+        context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    )
+
+
 def load_command(name: str) -> click.Command:
-    """Import the module of a ``COMMANDS`` entry and return its command.
+    """Import the module of a ``COMMANDS`` entry and return its command (extras installed).
 
     A missing module or attribute is an error (``ImportError`` / ``AttributeError``), never
     a command silently left out of ``--help``; a test imports every entry.
     """
-    module_name, attr = COMMANDS[name].split(":")
+    target, _ = COMMANDS[name]
+    module_name, attr = target.split(":")
     command = getattr(importlib.import_module(module_name), attr)
     if not isinstance(command, click.Command):
-        raise TypeError(f"{COMMANDS[name]} is a {type(command).__name__}, not a click command")
+        raise TypeError(f"{target} is a {type(command).__name__}, not a click command")
     return command
 
 
@@ -45,7 +91,12 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return load_command(cmd_name) if cmd_name in COMMANDS else None
+        if cmd_name not in COMMANDS:
+            return None
+        missing = missing_extra(COMMANDS[cmd_name][1])
+        if missing is not None:
+            return _needs_extra(cmd_name, *missing)
+        return load_command(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

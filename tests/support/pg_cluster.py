@@ -2,8 +2,8 @@
 
 Usable as a module (``start_cluster(dir)`` / ``stop_cluster(dir)``) and as a script::
 
-    python tests/pg_cluster.py start DIR   # prints the SQLAlchemy URL on stdout
-    python tests/pg_cluster.py stop DIR    # stops the server and removes DIR
+    python -m tests.support.pg_cluster start DIR   # prints the SQLAlchemy URL on stdout
+    python -m tests.support.pg_cluster stop DIR    # stops the server and removes DIR
 
 The cluster lives entirely inside DIR: data directory, server log and unix socket. It listens
 on 127.0.0.1 only, on a free port, with trust authentication and fsync off: fast and

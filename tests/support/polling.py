@@ -1,4 +1,4 @@
-"""The one bounded poll the tests share (runner, web and browser helpers re-export it)."""
+"""The one bounded poll the tests share: import ``wait_for`` from here."""
 
 from __future__ import annotations
 

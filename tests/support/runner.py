@@ -1,4 +1,4 @@
-"""Helpers for the runner tests: real ``tracker worker`` / ``tracker scheduler`` processes.
+"""Helpers for the runner tests (tests/runner): real `tracker worker`, `tracker scheduler`.
 
 ``procs`` starts commands in their own process groups, keeps their output in files, and
 kills whatever is left at the end of the test (job processes die with their worker through
@@ -19,9 +19,10 @@ from typing import Any
 
 import psutil
 import pytest
-from polling import wait_for
 
-SCRIPTS = Path(__file__).parent / "scripts"
+from tests.support.polling import wait_for
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "runner" / "scripts"
 _SCRIPT = Path(sys.executable).with_name("tracker")
 TRACKER = (
     [str(_SCRIPT)]

@@ -1,4 +1,4 @@
-"""Helpers for the browser tests: the server thread, bounded waits, where screenshots go."""
+"""Helpers for the browser tests (tests/browser): bounded waits, where screenshots go."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from browser_seed import Seeded
-from polling import wait_for
-
+from tests.support.browser_seed import Seeded
+from tests.support.polling import wait_for
 from tracker.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ binary, found on PATH. Without it the browser tests skip with NO_CHROMIUM_REASON
 In a conftest::
 
     from playwright.sync_api import sync_playwright
-    from browser_support import NO_CHROMIUM_REASON, chromium_path, launch_chromium
+    from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path, launch_chromium
 
     @pytest.fixture(scope="session")
     def browser():

@@ -1,4 +1,4 @@
-"""Helpers shared by the dashboard backend tests."""
+"""Helpers shared by the dashboard backend tests (tests/web)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polling import wait_for  # noqa: F401 - shared here for the tests of this folder
 
 TOKEN = "s3cret-token-for-tests-only"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 TRACKER = [sys.executable, "-c", "from tracker.cli import main; main()"]
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "web" / "scripts"
 
 
 def envelope(response: Any) -> dict[str, Any]:
