@@ -162,8 +162,9 @@ def run_configs(n: int) -> list[tuple[dict[str, Any], float, float]]:
 
 def load_runs(uri: str, specs: list[tuple[dict[str, Any], float, float]]) -> float:
     """Insert the runs in one transaction and their two metrics through the ingest path."""
-    from tracker.store import Store, write_begin
+    from tracker.store import Store
     from tracker.store import models as m
+    from tracker.store.engine import write_begin
 
     store = Store(uri)
     t0 = time.perf_counter()

@@ -34,18 +34,10 @@ def upgrade(uri: str | None, revision: str) -> None:
 @uri_option
 def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
-    import sqlalchemy as sa
-
-    from tracker.store import SCHEMA_HEAD, Store
+    from tracker.store import SCHEMA_HEAD, Store, current_revision
 
     store = Store(uri, upgrade=False)
-    with store.engine.connect() as conn:
-        has = sa.inspect(conn).has_table("alembic_version")
-        rev = (
-            conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
-            if has
-            else None
-        )
+    rev = current_revision(store.engine)
     click.echo(f"database: {rev or '(empty)'}  code: {SCHEMA_HEAD}")
 
 

@@ -1,20 +1,14 @@
-"""The SQL store shared by the client, the runner and the dashboard."""
+"""The SQL store shared by the client, the runner and the dashboard: the only door to the data.
+
+``Store(url)`` opens it; the modules beside it (``run_search``, ``series``, ``run_reads``,
+``jobs``, ``queue``, ``workers``, ``schedules``, ``logs``, ``mlflow``) are functions over a
+``Store``. ORM rows never leave this package; callers get the frozen dataclasses of
+:mod:`tracker.entities`. ARCHITECTURE.md maps every concept to its module.
+"""
 
 from __future__ import annotations
 
-from tracker.entities import CheckpointInfo, MetricPoint, RunEventInfo, RunInfo
-from tracker.store.engine import SCHEMA_HEAD, ensure_schema, resolve_uri, upgrade, write_begin
+from tracker.store.engine import SCHEMA_HEAD, current_revision, resolve_uri, upgrade
 from tracker.store.store import Store
 
-__all__ = [
-    "SCHEMA_HEAD",
-    "CheckpointInfo",
-    "MetricPoint",
-    "RunEventInfo",
-    "RunInfo",
-    "Store",
-    "ensure_schema",
-    "resolve_uri",
-    "upgrade",
-    "write_begin",
-]
+__all__ = ["SCHEMA_HEAD", "Store", "current_revision", "resolve_uri", "upgrade"]

@@ -200,6 +200,16 @@ def _migrations_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def current_revision(engine: sa.Engine) -> str | None:
+    """The database's Alembic revision, or None for a database with no schema.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached.
+    """
+    with read_conn(engine) as conn:
+        return _current_revision(conn)
+
+
 def _current_revision(conn: sa.Connection) -> str | None:
     if not sa.inspect(conn).has_table("alembic_version"):
         return None
