@@ -15,9 +15,10 @@ from flask import Blueprint, current_app, request, send_file
 from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
+from tracker.store import queue
 from tracker.store.engine import SCHEMA_HEAD
 from tracker.web import ingest as parse
-from tracker.web import jobs_store, queries
+from tracker.web import queries
 from tracker.web.context import state
 from tracker.web.metric_levels import DEFAULT_BUCKETS, MAX_BUCKETS, read_many
 from tracker.web.params import (
@@ -300,11 +301,11 @@ def set_checkpoint_state(checkpoint_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/clone")
 def clone_run(run_id: int) -> Any:
     body = json_body()
-    ids = jobs_store.clone(
-        state().store.engine,
+    new = queue.clone(
+        state().store,
         ("run", run_id),
         config=body.get("config"),
         grid=body.get("grid"),
         priority=body.get("priority"),
     )
-    return {"job_ids": ids}, 201
+    return {"job_ids": [j.id for j in new]}, 201

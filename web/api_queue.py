@@ -1,19 +1,25 @@
 """JSON API ``/api/v1`` for the queue: jobs (list, show, cancel, clone, logs), workers and
 schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 
-New jobs and schedules are always copies of an existing job or run (``tracker.web.jobs_store``):
-the dashboard never takes a command line from a request.
+Each view parses the request, makes one store call and serializes the answer. Writes go
+through the same store functions as the CLI's (``tracker.store.queue``, ``.schedules``,
+``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
+schedules are always copies of an existing job or run: the dashboard never takes a command
+line from a request.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
-from tracker.web import jobs_store, queries
+from tracker.store import queue
+from tracker.store import schedules as store_schedules
+from tracker.store.workers import list_workers
+from tracker.web import queries
 from tracker.web.api import logs_json
 from tracker.web.context import state
 from tracker.web.params import body_field, bool_arg, int_arg, json_body, list_arg
@@ -44,21 +50,25 @@ def job(job_id: int) -> Any:
 @bp.post("/jobs/<int:job_id>/cancel")
 def cancel(job_id: int) -> Any:
     json_body()
-    outcome = jobs_store.cancel(state().store.engine, job_id)
-    return {"job_id": job_id, "result": outcome}
+    result = queue.cancel(state().store, job_id)
+    # ``unchanged`` reads as the final status the job already had
+    return {
+        "job_id": job_id,
+        "result": result.status if result.outcome == "unchanged" else result.outcome,
+    }
 
 
 @bp.post("/jobs/<int:job_id>/clone")
 def clone(job_id: int) -> Any:
     body = json_body()
-    ids = jobs_store.clone(
-        state().store.engine,
+    new = queue.clone(
+        state().store,
         ("job", job_id),
         config=body.get("config"),
         grid=body.get("grid"),
         priority=body.get("priority"),
     )
-    return {"job_ids": ids}, 201
+    return {"job_ids": [j.id for j in new]}, 201
 
 
 @bp.get("/jobs/<int:job_id>/logs")
@@ -78,7 +88,7 @@ def job_logs(job_id: int) -> Any:
 
 @bp.get("/workers")
 def workers() -> Any:
-    found = queries.list_workers(state().store.engine, include_stopped=bool_arg("all"))
+    found = list_workers(state().store, include_stopped=bool_arg("all"))
     return {"workers": [dataclasses.asdict(w) for w in found]}
 
 
@@ -88,47 +98,40 @@ def schedules() -> Any:
     return {"schedules": [dataclasses.asdict(s) for s in found]}
 
 
-def _schedule_source(body: dict[str, Any]) -> tuple[str, int]:
+def _schedule_source(body: dict[str, Any]) -> tuple[Literal["job", "run"], int]:
     job_id = body_field(body, "job_id", int)
     run_id = body_field(body, "run_id", int)
-    if (job_id is None) == (run_id is None):
-        raise InvalidInput("give exactly one of job_id or run_id to schedule", field="job_id")
-    return ("job", job_id) if job_id is not None else ("run", run_id)
+    if job_id is not None and run_id is None:
+        return "job", job_id
+    if run_id is not None and job_id is None:
+        return "run", run_id
+    raise InvalidInput("give exactly one of job_id or run_id to schedule", field="job_id")
 
 
 @bp.post("/schedules")
 def add_schedule() -> Any:
     body = json_body()
-    engine = state().store.engine
-    kind, source_id = _schedule_source(body)
-    template = (
-        jobs_store.template_from_job(engine, source_id)
-        if kind == "job"
-        else jobs_store.template_from_run(engine, source_id)
-    )
-    (template,) = jobs_store.expand(
-        template, config=body.get("config"), priority=body.get("priority")
-    )
-    schedule_id = jobs_store.add_schedule(
-        engine,
-        template,
+    source = _schedule_source(body)
+    info = store_schedules.add_schedule_from(
+        state().store,
+        source,
         body_field(body, "cron", str, required=True),
+        config=body.get("config"),
+        priority=body.get("priority"),
         timezone=body_field(body, "timezone", str, default="UTC"),
         name=body_field(body, "name", str),
     )
-    return dataclasses.asdict(queries.get_schedule(engine, schedule_id)), 201
+    return dataclasses.asdict(info), 201
 
 
 @bp.patch("/schedules/<int:schedule_id>")
 def pause_schedule(schedule_id: int) -> Any:
     paused = body_field(json_body(), "paused", bool, required=True)
-    engine = state().store.engine
-    jobs_store.set_paused(engine, schedule_id, paused)
-    return dataclasses.asdict(queries.get_schedule(engine, schedule_id))
+    return dataclasses.asdict(store_schedules.set_paused(state().store, schedule_id, paused))
 
 
 @bp.delete("/schedules/<int:schedule_id>")
 def delete_schedule(schedule_id: int) -> Any:
     json_body()
-    jobs_store.delete_schedule(state().store.engine, schedule_id)
+    store_schedules.delete_schedule(state().store, schedule_id)
     return {"id": schedule_id, "deleted": True}

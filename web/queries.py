@@ -15,15 +15,21 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.entities import CheckpointInfo, RunInfo
+from tracker.entities import (
+    JOB_STATUSES,
+    CheckpointInfo,
+    JobInfo,
+    RunInfo,
+    ScheduleInfo,
+    WorkerInfo,
+)
 from tracker.errors import InvalidInput, NotFound
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
-from tracker.store import workers as store_workers
-from tracker.store.jobs import JOB_COLUMNS, JOB_STATUSES, JobInfo, check_statuses, job_info
-from tracker.store.schedules import ScheduleInfo, get_schedule, list_schedules
+from tracker.store.jobs import JOB_COLUMNS, check_statuses, job_info, queue_positions
+from tracker.store.schedules import get_schedule, list_schedules
 from tracker.store.store import checkpoint_info, last_metrics_of, run_info, run_select
-from tracker.store.workers import WORKER_TTL_S, WorkerInfo
+from tracker.store.workers import WORKER_TTL_S
 
 __all__ = [
     "JOB_STATUSES",
@@ -43,7 +49,6 @@ __all__ = [
     "job_for_run",
     "list_jobs",
     "list_schedules",
-    "list_workers",
     "logs_after",
     "metric_summaries",
     "run_columns",
@@ -179,16 +184,6 @@ def _job_view(job: JobInfo, position: int | None = None) -> JobView:
     return JobView(**same, env_keys=sorted(job.env), worker=job.lease_owner, position=position)
 
 
-def _positions(conn: sa.Connection) -> dict[int, int]:
-    """Place of each queued job in the claim order: highest priority first, then oldest."""
-    query = (
-        sa.select(m.Job.id)
-        .where(m.Job.status == "queued")
-        .order_by(m.Job.priority.desc(), m.Job.id)
-    )
-    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
-
-
 def list_jobs(
     engine: sa.Engine,
     *,
@@ -218,7 +213,7 @@ def list_jobs(
         counts = dict(
             conn.execute(sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)).all()
         )
-        positions = _positions(conn) if any(r.status == "queued" for r in rows) else {}
+        positions = queue_positions(conn) if any(r.status == "queued" for r in rows) else {}
     return [_job_view(job_info(r), positions.get(r.id)) for r in rows], total, counts
 
 
@@ -228,7 +223,7 @@ def get_job(engine: sa.Engine, job_id: int) -> JobView:
         row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
-        positions = _positions(conn) if row.status == "queued" else {}
+        positions = queue_positions(conn) if row.status == "queued" else {}
     return _job_view(job_info(row), positions.get(job_id))
 
 
@@ -274,16 +269,6 @@ def logs_after(
     with engine.connect() as conn:
         rows = [LogChunkView(*r) for r in conn.execute(query)]
     return rows[::-1] if tail else rows
-
-
-# ---------------------------------------------------------- workers, schedules
-
-
-def list_workers(
-    engine: sa.Engine, *, include_stopped: bool = False, now: float | None = None
-) -> list[WorkerView]:
-    """Workers newest first; a worker without a heartbeat for ``WORKER_TTL_S`` is "lost"."""
-    return store_workers.list_workers(engine, include_stopped=include_stopped, now=now)
 
 
 # ------------------------------------------------------------- runs, checkpoints

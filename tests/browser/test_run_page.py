@@ -12,7 +12,7 @@ import pytest
 from browser_helpers import Dashboard
 
 import tracker
-from tracker.runner import logs
+from tracker.store import logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tracker.cli import main
-from tracker.runner import queue, registry
 from tracker.store import Store
+from tracker.store import jobs as store_jobs
+from tracker.store import workers as store_workers
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
         "--env", "OMP_NUM_THREADS=4", "--json", "--", "--epochs", "3",
     ))  # fmt: skip
     job = json.loads(done.output)
-    stored = queue.get_job(store, job["id"])
+    stored = store_jobs.get_job(store, job["id"])
     assert stored.argv == [sys.executable, "train.py", "--epochs", "3"]
     assert stored.cwd == str(tmp_path)
     assert stored.config == {"lr": 3e-4, "model": {"width": 128}}
@@ -53,7 +54,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
 
 def test_submit_a_plain_command_after_double_dash(cli: Any, store: Store) -> None:
     ok(cli("submit", "--", "bash", "-c", "echo $HOME; exit 3"))
-    assert queue.list_jobs(store)[0].argv == ["bash", "-c", "echo $HOME; exit 3"]
+    assert store_jobs.list_jobs(store)[0].argv == ["bash", "-c", "echo $HOME; exit 3"]
 
 
 @pytest.mark.parametrize(
@@ -73,7 +74,7 @@ def test_submit_refuses_bad_input_and_stores_nothing(
 ) -> None:
     done = cli("submit", *args)
     assert done.exit_code == 2 and message in done.output, done.output
-    assert queue.list_jobs(store) == []
+    assert store_jobs.list_jobs(store) == []
 
 
 def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
@@ -93,7 +94,7 @@ def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
     )).output)  # fmt: skip
     assert [j["config"] for j in first["jobs"]] == again  # the seed reproduces the samples
     assert all(1e-5 <= c["lr"] <= 1e-2 and c["seed"] in (0, 1, 2) for c in again)
-    assert len(queue.list_jobs(store)) == 11
+    assert len(store_jobs.list_jobs(store)) == 11
 
 
 def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
@@ -119,7 +120,7 @@ def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
 
 def test_workers_ls_json(cli: Any, store: Store) -> None:
     assert json.loads(ok(cli("workers", "ls", "--json")).output) == []
-    registry.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
+    store_workers.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
     [worker] = json.loads(ok(cli("workers", "ls", "--json")).output)
     assert (worker["id"], worker["max_jobs"], worker["status"]) == ("w-1", 2, "running")
 

@@ -9,9 +9,11 @@ from typing import Any
 from flask.testing import FlaskClient
 from web_support import envelope
 
-from tracker.runner import queue, registry, schedules
-from tracker.runner.entities import GpuDevice, JobSpec
-from tracker.store import Store
+from tracker.entities import GpuDevice, JobSpec
+from tracker.store import Store, queue
+from tracker.store import jobs as store_jobs
+from tracker.store import schedules as store_schedules
+from tracker.store import workers as store_workers
 
 
 def runner_job(store: Store, **kw: Any) -> Any:
@@ -92,16 +94,16 @@ def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: St
         response = client.post(f"/api/v1/jobs/{source.id}/clone", json=body)
         assert response.status_code == 400, body
         assert envelope(response)["field"] == field
-    assert len(queue.list_jobs(store)) == 1
+    assert len(store_jobs.list_jobs(store)) == 1
     grid = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"lr": [1, 2, 3]}})
     assert len(grid.json["job_ids"]) == 3
 
 
 def test_workers_list(client: FlaskClient, store: Store) -> None:
-    registry.register_worker(
+    store_workers.register_worker(
         store, "host-a:1", host="host-a", pid=1, gpus=[GpuDevice(0, "A100", 80 << 30)], max_jobs=2
     )
-    registry.register_worker(
+    store_workers.register_worker(
         store, "host-b:2", host="host-b", pid=2, gpus=[], max_jobs=1, now=time.time() - 3600
     )
     job = runner_job(store)
@@ -125,14 +127,14 @@ def test_schedules_add_pause_delete_and_the_runner_fires_them(
     sched = response.json
     assert (sched["name"], sched["cron"], sched["paused"]) == ("nightly", "0 3 * * 1-5", False)
     assert sched["next_fire_at"] > time.time()
-    (runner_view,) = schedules.list_schedules(store)
+    (runner_view,) = store_schedules.list_schedules(store)
     assert runner_view.next_fire_at == sched["next_fire_at"]  # both read the cron alike
     paused = client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": True}).json
     assert paused["paused"] is True and paused["next_fire_at"] is None
     client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": False})
-    fired = schedules.fire_due(store, now=sched["next_fire_at"] + 1)
+    fired = store_schedules.fire_due(store, now=sched["next_fire_at"] + 1)
     assert [f[0] for f in fired] == [sched["id"]]
-    job = queue.get_job(store, fired[0][2])
+    job = store_jobs.get_job(store, fired[0][2])
     assert (job.argv, job.config, job.schedule_id) == (source.argv, {"lr": 0.5}, sched["id"])
     listed = client.get("/api/v1/schedules").json["schedules"]
     assert [s["id"] for s in listed] == [sched["id"]]
@@ -159,7 +161,7 @@ def test_bad_schedules_are_refused(client: FlaskClient, store: Store) -> None:
         client.post("/api/v1/schedules", json={"job_id": 999, "cron": "* * * * *"}).status_code
         == 404
     )
-    assert schedules.list_schedules(store) == []
+    assert store_schedules.list_schedules(store) == []
     assert (
         envelope(client.patch("/api/v1/schedules/1", json={"paused": "yes"}))["field"] == "paused"
     )

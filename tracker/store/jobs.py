@@ -1,10 +1,11 @@
-"""Jobs in the store, shared by the runner and the dashboard: the job entities, turning job
-rows into them, validating a job, inserting a job with its ``queued`` run, reading jobs and
-cancelling one.
+"""Job rows in the store, shared by the runner, the CLI and the dashboard: validating a job
+(``check_spec``, the one set of rules every enqueue applies), inserting a job with its
+``queued`` run, reading jobs (with their queue position) and attempts, and the spec of an
+existing job or run that a clone copies.
 
-The runner's queue (claim, lease, finish) builds on these; the dashboard writes the same
-rows when it clones a run into the queue. ORM rows stop here: callers get the frozen
-dataclasses below.
+The queue's writes (enqueue, claim, lease, finish, cancel, requeue) are in
+:mod:`tracker.store.queue`. ORM rows stop here: callers get the frozen dataclasses of
+:mod:`tracker.entities`.
 """
 
 from __future__ import annotations
@@ -12,33 +13,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.errors import InvalidInput, NotFound, StoreUnavailable
+from tracker.entities import JOB_STATUSES, JobAttemptInfo, JobInfo, JobSpec, JobStatus
+from tracker.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
 from tracker.rules.config import normalize_config
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable, write_begin
+from tracker.store.engine import is_unavailable
 from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
-FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
-
-# The run status a job's run gets when the job ends in each final state.
-RUN_STATUS_FOR_JOB = {
-    "succeeded": "finished",
-    "failed": "failed",
-    "cancelled": "killed",
-    "timed_out": "killed",
-    "crashed": "crashed",
-}
 
 RESERVED_ENV = frozenset(
     {
@@ -57,103 +45,6 @@ RESERVED_ENV = frozenset(
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What to run: everything a new job needs. ``argv`` is run as is, never by a shell.
-
-    ``config`` holds the submitted overrides (nested); the client deep-merges them over the
-    script's own config. ``env`` adds variables to the job's environment.
-    ``gpu_memory_bytes`` is the free memory each assigned GPU must have (checked with NVML).
-    """
-
-    argv: list[str]
-    project: str = "default"
-    cwd: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    priority: int = 0
-    gpus: int = 0
-    gpu_memory_bytes: int | None = None
-    timeout_s: float | None = None
-    max_retries: int = 0
-    retry_on_failure: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    nproc_per_node: int | None = None
-    name: str | None = None
-    tags: tuple[str, ...] = ()
-    schedule_id: int | None = None
-    parent_job_id: int | None = None
-    not_before: float | None = None
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: int
-    project: str
-    status: str
-    priority: int
-    argv: list[str]
-    cwd: str | None
-    config: dict[str, Any]
-    resources: dict[str, Any]
-    env: dict[str, str]
-    timeout_s: float | None
-    max_retries: int
-    retry_on_failure: bool
-    attempt: int
-    nproc_per_node: int | None
-    not_before: float | None
-    cancel_requested: bool
-    lease_owner: str | None
-    lease_expires_at: float | None
-    run_id: int | None
-    schedule_id: int | None
-    parent_job_id: int | None
-    exit_code: int | None
-    failure_class: str | None
-    failure_hint: str | None
-    pending_reason: str | None
-    created_at: float
-    started_at: float | None
-    ended_at: float | None
-
-    @property
-    def gpus(self) -> int:
-        return int(self.resources.get("gpus") or 0)
-
-    @property
-    def gpu_memory_bytes(self) -> int | None:
-        value = self.resources.get("gpu_memory_bytes")
-        return None if value is None else int(value)
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in FINAL_JOB_STATUSES
-
-
-@dataclass(frozen=True)
-class JobAttemptInfo:
-    job_id: int
-    attempt: int
-    worker_id: str | None
-    status: str
-    started_at: float
-    ended_at: float | None
-    exit_code: int | None
-    failure_class: str | None
-    failure_hint: str | None
-    resume_checkpoint: str | None
-
-
-@dataclass(frozen=True)
-class CancelResult:
-    """``outcome``: ``cancelled`` (it was queued), ``cancel_requested`` (it is running: its
-    worker stops it within about a second) or ``unchanged`` (it had already ended);
-    ``status``: the job's status now."""
-
-    outcome: str
-    status: str
 
 
 # ---------------------------------------------------------------------- connections
@@ -230,7 +121,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
         sa.insert(m.Job)
         .values(
             project=spec.project,
-            status="queued",
+            status=JobStatus.QUEUED,
             priority=spec.priority,
             argv=list(spec.argv),
             cwd=spec.cwd,
@@ -263,7 +154,7 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
         .values(
             project_id=project_id(conn, spec.project, now),
             name=spec.name or _default_run_name(argv, job_id),
-            status="queued",
+            status=JobStatus.QUEUED,
             config=spec.config,
             tags=list(spec.tags),
             created_at=now,
@@ -282,7 +173,7 @@ def _default_run_name(argv: Sequence[str], job_id: int) -> str:
 # -------------------------------------------------------------------------- reads
 
 
-def job_info(row: Any) -> JobInfo:
+def job_info(row: Any, position: int | None = None) -> JobInfo:
     """A job row (selected with ``JOB_COLUMNS``) as a JobInfo."""
     return JobInfo(
         id=row.id,
@@ -313,7 +204,19 @@ def job_info(row: Any) -> JobInfo:
         created_at=row.created_at,
         started_at=row.started_at,
         ended_at=row.ended_at,
+        position=position,
     )
+
+
+def queue_positions(conn: sa.Connection) -> dict[int, int]:
+    """Place of each queued job in the claim order (1-based): highest priority first, then
+    oldest -- the order ``tracker.store.queue.claim`` takes them in."""
+    query = (
+        sa.select(m.Job.id)
+        .where(m.Job.status == JobStatus.QUEUED)
+        .order_by(m.Job.priority.desc(), m.Job.id)
+    )
+    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
 
 
 def jobs_by_id(source: Store | sa.Engine, ids: Sequence[int]) -> list[JobInfo]:
@@ -325,12 +228,13 @@ def jobs_by_id(source: Store | sa.Engine, ids: Sequence[int]) -> list[JobInfo]:
 
 
 def get_job(source: Store | sa.Engine, job_id: int) -> JobInfo:
-    """Raises NotFound when there is no job with this id."""
+    """The job, with its queue position while queued. Raises NotFound for an unknown id."""
     with read_conn(source) as conn:
         row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
-    if row is None:
-        raise NotFound(f"job {job_id} does not exist", field="job")
-    return job_info(row)
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        positions = queue_positions(conn) if row.status == JobStatus.QUEUED else {}
+    return job_info(row, positions.get(job_id))
 
 
 def check_statuses(statuses: Sequence[str]) -> None:
@@ -352,7 +256,8 @@ def list_jobs(
     offset: int = 0,
     newest_first: bool = True,
 ) -> list[JobInfo]:
-    """Jobs filtered by status (one or several) and project. Raises InvalidInput on a bad status."""
+    """Jobs filtered by status (one or several) and project, the queued ones with their queue
+    position. Raises InvalidInput on a bad status."""
     query = sa.select(*JOB_COLUMNS)
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
@@ -363,7 +268,10 @@ def list_jobs(
     order = m.Job.id.desc() if newest_first else m.Job.id
     query = query.order_by(order).limit(limit).offset(offset)
     with read_conn(source) as conn:
-        return [job_info(r) for r in conn.execute(query)]
+        rows = conn.execute(query).all()
+        queued = any(r.status == JobStatus.QUEUED for r in rows)
+        positions = queue_positions(conn) if queued else {}
+    return [job_info(r, positions.get(r.id)) for r in rows]
 
 
 def count_jobs(source: Store | sa.Engine) -> dict[str, int]:
@@ -398,46 +306,74 @@ def attempts(source: Store | sa.Engine, job_id: int) -> list[JobAttemptInfo]:
         ]
 
 
-# ------------------------------------------------------------------------- cancel
+# ------------------------------------------------------------- what a clone copies
 
 
-def cancel(source: Store | sa.Engine, job_id: int, *, now: float | None = None) -> CancelResult:
-    """Cancel a job; see :class:`CancelResult`. A queued job ends ``cancelled`` and its run
-    ``killed``; a running one gets ``cancel_requested`` (its worker stops it).
+def spec_from_job(source: Store | sa.Engine, job_id: int) -> JobSpec:
+    """The job's command and settings as the spec of a new job (its child, same run tags).
+
+    Raises NotFound for an unknown job.
+    """
+    with read_conn(source) as conn:
+        job = conn.execute(sa.select(*m.Job.__table__.columns).where(m.Job.id == job_id)).first()
+        if job is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        tags = ()
+        if job.run_id is not None:
+            tags = tuple(
+                conn.execute(sa.select(m.Run.tags).where(m.Run.id == job.run_id)).scalar() or ()
+            )
+    res = job.resources or {}
+    return JobSpec(
+        argv=list(job.argv or []),
+        project=job.project,
+        cwd=job.cwd,
+        config=dict(job.config or {}),
+        priority=job.priority,
+        gpus=int(res.get("gpus") or 0),
+        gpu_memory_bytes=res.get("gpu_memory_bytes"),
+        timeout_s=job.timeout_s,
+        max_retries=job.max_retries,
+        retry_on_failure=bool(job.retry_on_failure),
+        env=dict(job.env or {}),
+        nproc_per_node=job.nproc_per_node,
+        tags=tags,
+        parent_job_id=job.id,
+    )
+
+
+def spec_from_run(source: Store | sa.Engine, run_id: int) -> JobSpec:
+    """A spec from the job that ran this run, else from the run's recorded command.
+
+    The config is the run's full config (what the dashboard's editor shows); given as
+    overrides it reproduces the run's settings.
 
     Raises:
-        NotFound: no such job.
-        StoreUnavailable: the database cannot be reached.
+        NotFound: no such run.
+        Conflict: the run has no job and no recorded command.
     """
-    now = time.time() if now is None else now
-    with write_begin(engine_of(source)) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+    with read_conn(source) as conn:
+        run = conn.execute(
+            sa.select(m.Run.config, m.Run.tags, m.Run.command, m.Project.name.label("project"))
+            .join(m.Project, m.Project.id == m.Run.project_id)
+            .where(m.Run.id == run_id)
         ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status == "running":
-            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
-            return CancelResult("cancel_requested", "running")
-        if row.status != "queued":
-            return CancelResult("unchanged", row.status)
-        hint = "The job was cancelled before it started."
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status="cancelled",
-                ended_at=now,
-                failure_class="cancelled",
-                failure_hint=hint,
-                pending_reason=None,
-                not_before=None,
-            )
+        if run is None:
+            raise NotFound(f"run {run_id} does not exist", field="run")
+        job_id = conn.execute(
+            sa.select(m.Job.id).where(m.Job.run_id == run_id).order_by(m.Job.id.desc()).limit(1)
+        ).scalar()
+    if job_id is not None:
+        base = spec_from_job(source, job_id)
+        return dataclasses.replace(base, config=dict(run.config or {}), tags=tuple(run.tags or ()))
+    if not run.command:
+        raise Conflict(
+            f"run {run_id} has no recorded command, so it cannot be cloned into a job",
+            field="run",
         )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
-            )
-    return CancelResult("cancelled", "cancelled")
+    return JobSpec(
+        argv=[str(a) for a in run.command],
+        project=run.project,
+        config=dict(run.config or {}),
+        tags=tuple(run.tags or ()),
+    )

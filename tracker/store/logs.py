@@ -1,5 +1,8 @@
 """Job output in the store: append fenced chunks, trim the oldest past a budget, read them back.
 
+The worker appends (:func:`append`, fenced by its lease) and the CLI reads
+(:func:`read`, ``tracker jobs logs --follow``).
+
 A chunk is consecutive output of one stream (``stdout``/``stderr``) with its newlines, so
 concatenating a job's chunks in id order gives back its output. When a job's stored output
 passes its budget, the oldest chunks are deleted and the newest deleted one becomes a
@@ -13,14 +16,17 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from tracker.runner.entities import ClaimedJob, LogChunk
+from tracker.entities import ClaimedJob, LogChunk
 from tracker.store import models as m
 from tracker.store.engine import write_begin
 from tracker.store.jobs import read_conn
+
+if TYPE_CHECKING:
+    from tracker.store.store import Store
 
 Line = tuple[str, float, str]  # (stream, time, text with its newline)
 
@@ -68,7 +74,7 @@ class LogBudget:
         return drop
 
 
-def load_budget(store: Any, job_id: int, limit: int) -> LogBudget:
+def load_budget(store: Store, job_id: int, limit: int) -> LogBudget:
     """The budget state of a job's existing output (earlier attempts count against it)."""
     query = (
         sa.select(m.JobLogChunk.id, m.JobLogChunk.stream, sa.func.length(m.JobLogChunk.text))
@@ -86,7 +92,7 @@ def load_budget(store: Any, job_id: int, limit: int) -> LogBudget:
 
 
 def append(
-    store: Any, claim: ClaimedJob, lines: Sequence[Line], budget: LogBudget | None = None
+    store: Store, claim: ClaimedJob, lines: Sequence[Line], budget: LogBudget | None = None
 ) -> bool:
     """Store lines of a job's output if this worker still holds its lease; trim past budget.
 
@@ -139,7 +145,7 @@ def _trim(conn: sa.Connection, job_id: int, budget: LogBudget) -> None:
 
 
 def read(
-    store: Any,
+    store: Store,
     job_id: int,
     *,
     after_id: int = 0,
@@ -162,23 +168,3 @@ def read(
         return [
             LogChunk(r.id, r.job_id, r.attempt, r.stream, r.at, r.text) for r in conn.execute(query)
         ]
-
-
-def tail(store: Any, job_id: int, *, lines: int = 50) -> list[LogChunk]:
-    """Roughly the last ``lines`` lines of a job's output: its newest chunks, oldest first."""
-    query = (
-        sa.select(*m.JobLogChunk.__table__.columns)
-        .where(m.JobLogChunk.job_id == job_id)
-        .order_by(m.JobLogChunk.id.desc())
-        .limit(max(1, lines))
-    )
-    with read_conn(store) as conn:
-        rows = list(conn.execute(query))
-    out: list[LogChunk] = []
-    count = 0
-    for r in rows:
-        out.append(LogChunk(r.id, r.job_id, r.attempt, r.stream, r.at, r.text))
-        count += r.text.count("\n")
-        if count >= lines:
-            break
-    return out[::-1]
