@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -100,8 +101,13 @@ def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
 def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
     ok(cli("submit", "train.py", "--project", "a"))
     ok(cli("submit", "train.py", "--project", "b", "--gpus", "2"))
+    ok(cli("submit", "train.py", "--project", "a", "--priority", "5"))
     listed = json.loads(ok(cli("jobs", "ls", "--json")).output)
-    assert [j["id"] for j in listed] == [2, 1]
+    assert [j["id"] for j in listed] == [3, 2, 1]
+    assert [j["position"] for j in listed] == [1, 3, 2]  # the order a worker claims them in
+    assert "POS" in ok(cli("jobs", "ls")).output
+    assert "queue position:  3" in ok(cli("jobs", "show", "2")).output
+    ok(cli("jobs", "cancel", "3"))
     assert [j["id"] for j in json.loads(ok(cli("jobs", "ls", "--project", "a", "--json")).output)]
     table = ok(cli("jobs", "ls")).output
     assert "train.py" in table and "queued" in table
@@ -109,7 +115,8 @@ def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
     assert "waiting because: no live worker" in shown and "2 GPU(s)" in shown
     assert "cancelled" in ok(cli("jobs", "cancel", "1")).output
     assert "already cancelled" in ok(cli("jobs", "cancel", "1")).output
-    assert json.loads(ok(cli("jobs", "ls", "--status", "cancelled", "--json")).output)[0]["id"] == 1
+    cancelled = json.loads(ok(cli("jobs", "ls", "--status", "cancelled", "--json")).output)
+    assert [j["id"] for j in cancelled] == [3, 1] and cancelled[0]["position"] is None
     assert "queued again" in ok(cli("jobs", "requeue", "1")).output
     missing = cli("jobs", "show", "99")
     assert missing.exit_code == 2 and "job 99 does not exist" in missing.output
@@ -123,6 +130,26 @@ def test_workers_ls_json(cli: Any, store: Store) -> None:
     store_workers.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
     [worker] = json.loads(ok(cli("workers", "ls", "--json")).output)
     assert (worker["id"], worker["max_jobs"], worker["status"]) == ("w-1", 2, "running")
+
+
+def test_reap_interval_and_its_old_name(cli: Any) -> None:
+    """`--sweep-interval` is the hidden old name of `--reap-interval`; both are accepted."""
+    from tracker.cli.worker import REAP_INTERVAL_S, housekeeping_options
+
+    seen: list[float] = []
+
+    @click.command()
+    @housekeeping_options
+    def probe(reap_interval: float, **_: Any) -> None:
+        seen.append(reap_interval)
+
+    for args, expected in [([], REAP_INTERVAL_S), (["--reap-interval", "2"], 2.0),
+                           (["--sweep-interval", "3"], 3.0)]:  # fmt: skip
+        assert CliRunner().invoke(probe, args).exit_code == 0
+        assert seen.pop() == expected
+    help_text = ok(cli("worker", "--help")).output
+    assert "--reap-interval" in help_text and "--sweep-interval" not in help_text
+    assert "--reap-interval" in ok(cli("scheduler", "--help")).output
 
 
 def test_schedule_commands(cli: Any, store: Store) -> None:

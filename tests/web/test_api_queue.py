@@ -1,5 +1,6 @@
-"""API tests for jobs, workers and schedules. The rows the dashboard writes are read back
-by the runner's own queue code (claim, fire schedules), so both sides agree on them."""
+"""API tests for jobs, workers and schedules. The dashboard writes through the same store
+functions as the CLI and the worker (enqueue, cancel, schedules), and the rows it writes are
+read back by the worker's claim and the housekeeping's fire_due, so both sides agree."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: St
     cases = [
         ({"config": [1]}, "config"),
         ({"config": {"x": {"y": object.__name__}}, "grid": {"a": []}}, "grid"),
-        ({"grid": {"a": list(range(20)), "b": list(range(20))}}, "grid"),
+        ({"grid": {"a": list(range(40)), "b": list(range(40))}}, "grid"),  # 1600 > 1000
         ({"priority": "high"}, "priority"),
         ({"grid": {"a..b": [1]}}, "grid"),
     ]
@@ -97,6 +98,66 @@ def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: St
     assert len(store_jobs.list_jobs(store)) == 1
     grid = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"lr": [1, 2, 3]}})
     assert len(grid.json["job_ids"]) == 3
+
+
+def test_clone_has_the_grid_cap_of_tracker_sweep(client: FlaskClient, store: Store) -> None:
+    """One cap (MAX_CONFIGS) for `tracker sweep` and the dashboard; it was 256 here."""
+    from tracker.rules.sweep import MAX_CONFIGS
+
+    source = runner_job(store)
+    grid = {"a": list(range(20)), "b": list(range(MAX_CONFIGS // 20))}
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": grid})
+    assert response.status_code == 201 and len(response.json["job_ids"]) == MAX_CONFIGS
+    grid["c"] = [1, 2]
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": grid})
+    assert (
+        envelope(response)["field"] == "grid" and str(MAX_CONFIGS) in envelope(response)["message"]
+    )
+
+
+def test_clone_rejects_what_tracker_submit_rejects(client: FlaskClient, store: Store) -> None:
+    """Every enqueue passes check_spec: the dashboard's clone used to skip it, so a job whose
+    settings `tracker submit` refuses (here: a reserved env name written by an older version,
+    too many GPUs, a bad timeout) could be cloned back into the queue."""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+    from tracker.store.engine import write_begin
+
+    source = runner_job(store)
+    bad = [
+        ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env"),
+        ({"resources": {"gpus": 5000}}, "gpus"),
+        ({"timeout_s": -1.0}, "timeout"),
+    ]
+    for values, field in bad:
+        with write_begin(store.engine) as conn:
+            conn.execute(sa.update(m.Job).where(m.Job.id == source.id).values(**values))
+        response = client.post(f"/api/v1/jobs/{source.id}/clone", json={})
+        assert response.status_code == 400, values
+        assert envelope(response)["field"] == field, values
+        with write_begin(store.engine) as conn:
+            conn.execute(
+                sa.update(m.Job)
+                .where(m.Job.id == source.id)
+                .values(env={}, resources={"gpus": 0}, timeout_s=None)
+            )
+    too_high = client.post(f"/api/v1/jobs/{source.id}/clone", json={"priority": 10**7})
+    assert envelope(too_high)["field"] == "priority"
+    assert len(store_jobs.list_jobs(store)) == 1
+
+
+def test_grid_keys_follow_the_one_set_path_rule(client: FlaskClient, store: Store) -> None:
+    """A grid key that goes through a value that is not a mapping is refused, as `tracker
+    sweep -c` refuses it (the dashboard used to replace the value with a mapping)."""
+    source = runner_job(store, config={"model": "resnet", "opt": None})
+    crossing = {"grid": {"model.width": [64, 128]}}
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json=crossing)
+    assert response.status_code == 400 and envelope(response)["field"] == "grid"
+    assert "'model' is 'resnet', not a mapping" in envelope(response)["message"]
+    through_none = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"opt.lr": [0.1]}})
+    (new_id,) = through_none.json["job_ids"]
+    assert store_jobs.get_job(store, new_id).config == {"model": "resnet", "opt": {"lr": 0.1}}
 
 
 def test_workers_list(client: FlaskClient, store: Store) -> None:
@@ -113,6 +174,28 @@ def test_workers_list(client: FlaskClient, store: Store) -> None:
     assert workers["host-a:1"]["running_jobs"] == [job.id]
     assert workers["host-a:1"]["gpus"][0]["name"] == "A100"
     assert workers["host-b:2"]["status"] == "lost"
+
+
+def test_the_cli_and_the_api_list_the_same_workers(client: FlaskClient, store: Store) -> None:
+    """`tracker workers ls` used to hide lost workers that the API showed."""
+    import json
+
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store_workers.register_worker(store, "live", host="a", pid=1, gpus=[], max_jobs=1)
+    store_workers.register_worker(
+        store, "gone", host="b", pid=2, gpus=[], max_jobs=1, now=time.time() - 3600
+    )
+    api = {w["id"]: w["status"] for w in client.get("/api/v1/workers").json["workers"]}
+    env = {"TRACKER_URI": store.uri}
+    run = CliRunner().invoke(main, ["workers", "ls", "--json"], env=env)
+    assert run.exit_code == 0, run.output
+    cli = {w["id"]: w["status"] for w in json.loads(run.output)}
+    assert cli == api == {"live": "running", "gone": "lost"}
+    live = CliRunner().invoke(main, ["workers", "ls", "--json", "--live"], env=env)
+    assert [w["id"] for w in json.loads(live.output)] == ["live"]
 
 
 def test_schedules_add_pause_delete_and_the_runner_fires_them(
