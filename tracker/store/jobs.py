@@ -112,7 +112,7 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
 def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
 
-    The spec must already be validated (``check_spec``, or the caller's own rules).
+    The spec must already have passed ``check_spec`` (every enqueue does).
     """
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:

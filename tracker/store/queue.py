@@ -665,7 +665,6 @@ def requeue(
     *,
     not_before: float | None = None,
     reason: str | None = None,
-    now: float | None = None,
 ) -> JobInfo:
     """Put a finished job back in the queue for one more attempt (a person's decision).
 
