@@ -15,7 +15,7 @@ from flask import Blueprint, current_app, request, send_file
 from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
-from tracker.store import queue
+from tracker.store.clone import clone
 from tracker.store.engine import SCHEMA_HEAD
 from tracker.web import ingest as parse
 from tracker.web import queries
@@ -301,7 +301,7 @@ def set_checkpoint_state(checkpoint_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/clone")
 def clone_run(run_id: int) -> Any:
     body = json_body()
-    new = queue.clone(
+    new = clone(
         state().store,
         ("run", run_id),
         config=body.get("config"),

@@ -2,8 +2,8 @@
 schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 
 Each view parses the request, makes one store call and serializes the answer. Writes go
-through the same store functions as the CLI's (``tracker.store.queue``, ``.schedules``,
-``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
+through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs``,
+``.schedules``, ``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
 schedules are always copies of an existing job or run: the dashboard never takes a command
 line from a request.
 """
@@ -16,7 +16,8 @@ from typing import Any, Literal
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
-from tracker.store import queue
+from tracker.store import clone as store_clone
+from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
 from tracker.store.workers import list_workers
 from tracker.web import queries
@@ -50,7 +51,7 @@ def job(job_id: int) -> Any:
 @bp.post("/jobs/<int:job_id>/cancel")
 def cancel(job_id: int) -> Any:
     json_body()
-    result = queue.cancel(state().store, job_id)
+    result = store_jobs.cancel(state().store, job_id)
     # ``unchanged`` reads as the final status the job already had
     return {
         "job_id": job_id,
@@ -61,7 +62,7 @@ def cancel(job_id: int) -> Any:
 @bp.post("/jobs/<int:job_id>/clone")
 def clone(job_id: int) -> Any:
     body = json_body()
-    new = queue.clone(
+    new = store_clone.clone(
         state().store,
         ("job", job_id),
         config=body.get("config"),

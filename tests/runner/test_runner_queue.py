@@ -157,7 +157,7 @@ def test_the_reaper_ends_expired_leases(
     job = queue.enqueue(store, spec(max_retries=max_retries))
     c = claim_one(store, "dead-worker", lease_s=1.0)
     if cancel:
-        assert queue.cancel(store, job.id).outcome == "cancel_requested"
+        assert store_jobs.cancel(store, job.id).outcome == "cancel_requested"
     assert queue.reap_expired_leases(store, now=time.time(), retry=FAST) == []  # not expired yet
     assert queue.reap_expired_leases(store, now=time.time() + 5, retry=FAST) == [(job.id, status)]
     after = store_jobs.get_job(store, job.id)
@@ -189,26 +189,26 @@ def test_finish_maps_failures_to_states_and_retries(store: Store) -> None:
         assert store.get_run(job.run_id).status == run_status
         if status == "queued":
             assert result.retry_at is not None and "retry 2 of" in stored.pending_reason
-            queue.cancel(store, job.id)  # out of the way of the next case
+            store_jobs.cancel(store, job.id)  # out of the way of the next case
 
 
 def test_cancel_and_requeue(store: Store) -> None:
     queued = queue.enqueue(store, spec("q"))
     running = queue.enqueue(store, spec("r"))
-    assert queue.cancel(store, queued.id) == CancelResult("cancelled", "cancelled")
+    assert store_jobs.cancel(store, queued.id) == CancelResult("cancelled", "cancelled")
     assert store.get_run(queued.run_id).status == "killed"
     c = claim_one(store)
     assert c.job.id == running.id
-    assert queue.cancel(store, running.id) == CancelResult("cancel_requested", "running")
+    assert store_jobs.cancel(store, running.id) == CancelResult("cancel_requested", "running")
     assert queue.poll(store, [c])[running.id].cancel_requested
     queue.finish(store, c, exit_code=-15, failure=Failure("cancelled", "cancelled"))
-    assert queue.cancel(store, running.id) == CancelResult("unchanged", "cancelled")
+    assert store_jobs.cancel(store, running.id) == CancelResult("unchanged", "cancelled")
     with pytest.raises(NotFound):
-        queue.cancel(store, 999)
-    again = queue.requeue(store, running.id)
+        store_jobs.cancel(store, 999)
+    again = store_jobs.requeue(store, running.id)
     assert (again.status, again.cancel_requested, again.attempt) == ("queued", False, 1)
     with pytest.raises(Conflict):
-        queue.requeue(store, running.id)
+        store_jobs.requeue(store, running.id)
     assert claim_one(store).attempt == 2
 
 

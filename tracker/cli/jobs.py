@@ -382,10 +382,10 @@ def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None
 def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> None:
     """Cancel jobs: a queued job at once; a running one is stopped by its worker (SIGTERM,
     then SIGKILL after the worker's grace period)."""
-    from tracker.store import queue
+    from tracker.store.jobs import cancel
 
     store = open_store(uri)
-    results = {job_id: queue.cancel(store, job_id) for job_id in job_ids}
+    results = {job_id: cancel(store, job_id) for job_id in job_ids}
     if as_json:
         echo_json({str(k): v for k, v in results.items()})
         return
@@ -402,9 +402,9 @@ def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> Non
 @json_option
 def jobs_requeue(job_id: int, uri: str | None, as_json: bool) -> None:
     """Queue a finished job again for one more attempt (it resumes its run)."""
-    from tracker.store import queue
+    from tracker.store.jobs import requeue
 
-    job = queue.requeue(open_store(uri), job_id, reason="requeued by hand")
+    job = requeue(open_store(uri), job_id, reason="requeued by hand")
     if as_json:
         echo_json(job)
     else:

@@ -189,7 +189,8 @@ def demo_script() -> Path:
 def enqueue_demo(store: Store, script: Path) -> list[int]:
     """Queue a small sweep of the example, the same way the dashboard's clone does."""
     from tracker.entities import JobSpec
-    from tracker.store.queue import clone_specs, enqueue_many
+    from tracker.store.clone import clone_specs
+    from tracker.store.queue import enqueue_many
 
     template = JobSpec(
         argv=[sys.executable, str(script)], project="digits", cwd=str(Path.cwd()),

@@ -1,11 +1,11 @@
 """Job rows in the store, shared by the runner, the CLI and the dashboard: validating a job
 (``check_spec``, the one set of rules every enqueue applies), inserting a job with its
-``queued`` run, reading jobs (with their queue position) and attempts, and the spec of an
-existing job or run that a clone copies.
+``queued`` run, reading jobs (with their queue position) and attempts, and a person's
+decisions about a job: cancel (one for the CLI and the dashboard) and requeue.
 
-The queue's writes (enqueue, claim, lease, finish, cancel, requeue) are in
-:mod:`tracker.store.queue`. ORM rows stop here: callers get the frozen dataclasses of
-:mod:`tracker.entities`.
+The queue's lease lifecycle (enqueue, claim, renew, finish, reap) is in
+:mod:`tracker.store.queue`; cloning a job or run in :mod:`tracker.store.clone`. ORM rows
+stop here: callers get the frozen dataclasses of :mod:`tracker.entities`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,27 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.entities import JOB_STATUSES, JobAttemptInfo, JobInfo, JobSpec, JobStatus
+from tracker.entities import (
+    FINAL_JOB_STATUSES,
+    JOB_STATUSES,
+    RUN_STATUS_FOR_JOB,
+    CancelResult,
+    JobAttemptInfo,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    RunStatus,
+)
 from tracker.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
 from tracker.rules.config import normalize_config
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable
+from tracker.store.engine import is_unavailable, write_begin
 from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
@@ -306,74 +317,94 @@ def attempts(source: Store | sa.Engine, job_id: int) -> list[JobAttemptInfo]:
         ]
 
 
-# ------------------------------------------------------------- what a clone copies
+# ----------------------------------------------------------------- cancel, requeue
 
 
-def spec_from_job(source: Store | sa.Engine, job_id: int) -> JobSpec:
-    """The job's command and settings as the spec of a new job (its child, same run tags).
-
-    Raises NotFound for an unknown job.
-    """
-    with read_conn(source) as conn:
-        job = conn.execute(sa.select(*m.Job.__table__.columns).where(m.Job.id == job_id)).first()
-        if job is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        tags = ()
-        if job.run_id is not None:
-            tags = tuple(
-                conn.execute(sa.select(m.Run.tags).where(m.Run.id == job.run_id)).scalar() or ()
-            )
-    res = job.resources or {}
-    return JobSpec(
-        argv=list(job.argv or []),
-        project=job.project,
-        cwd=job.cwd,
-        config=dict(job.config or {}),
-        priority=job.priority,
-        gpus=int(res.get("gpus") or 0),
-        gpu_memory_bytes=res.get("gpu_memory_bytes"),
-        timeout_s=job.timeout_s,
-        max_retries=job.max_retries,
-        retry_on_failure=bool(job.retry_on_failure),
-        env=dict(job.env or {}),
-        nproc_per_node=job.nproc_per_node,
-        tags=tags,
-        parent_job_id=job.id,
-    )
-
-
-def spec_from_run(source: Store | sa.Engine, run_id: int) -> JobSpec:
-    """A spec from the job that ran this run, else from the run's recorded command.
-
-    The config is the run's full config (what the dashboard's editor shows); given as
-    overrides it reproduces the run's settings.
+def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResult:
+    """Cancel a job; see :class:`tracker.entities.CancelResult`. A queued job ends
+    ``cancelled`` and its run ``killed``; a running one gets ``cancel_requested`` (its
+    worker stops it); a finished one is left ``unchanged``.
 
     Raises:
-        NotFound: no such run.
-        Conflict: the run has no job and no recorded command.
+        NotFound: no such job.
+        StoreUnavailable: the database cannot be reached.
     """
-    with read_conn(source) as conn:
-        run = conn.execute(
-            sa.select(m.Run.config, m.Run.tags, m.Run.command, m.Project.name.label("project"))
-            .join(m.Project, m.Project.id == m.Run.project_id)
-            .where(m.Run.id == run_id)
+    now = time.time() if now is None else now
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
         ).first()
-        if run is None:
-            raise NotFound(f"run {run_id} does not exist", field="run")
-        job_id = conn.execute(
-            sa.select(m.Job.id).where(m.Job.run_id == run_id).order_by(m.Job.id.desc()).limit(1)
-        ).scalar()
-    if job_id is not None:
-        base = spec_from_job(source, job_id)
-        return dataclasses.replace(base, config=dict(run.config or {}), tags=tuple(run.tags or ()))
-    if not run.command:
-        raise Conflict(
-            f"run {run_id} has no recorded command, so it cannot be cloned into a job",
-            field="run",
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        if row.status == JobStatus.RUNNING:
+            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
+            return CancelResult("cancel_requested", JobStatus.RUNNING)
+        if row.status != JobStatus.QUEUED:
+            return CancelResult("unchanged", row.status)
+        hint = "The job was cancelled before it started."
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status=JobStatus.CANCELLED,
+                ended_at=now,
+                failure_class="cancelled",
+                failure_hint=hint,
+                pending_reason=None,
+                not_before=None,
+            )
         )
-    return JobSpec(
-        argv=[str(a) for a in run.command],
-        project=run.project,
-        config=dict(run.config or {}),
-        tags=tuple(run.tags or ()),
-    )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(
+                    status=RUN_STATUS_FOR_JOB[JobStatus.CANCELLED],
+                    ended_at=now,
+                    failure_class="cancelled",
+                    failure_hint=hint,
+                )
+            )
+    return CancelResult("cancelled", JobStatus.CANCELLED)
+
+
+def requeue(
+    store: Store,
+    job_id: int,
+    *,
+    not_before: float | None = None,
+    reason: str | None = None,
+) -> JobInfo:
+    """Put a finished job back in the queue for one more attempt (a person's decision).
+
+    Raises:
+        NotFound: no such job.
+        Conflict: the job is queued or running.
+        StoreUnavailable: the database cannot be reached.
+    """
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+        ).first()
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        if row.status not in FINAL_JOB_STATUSES:
+            raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status=JobStatus.QUEUED,
+                ended_at=None,
+                not_before=not_before,
+                cancel_requested=False,
+                pending_reason=reason or "requeued",
+            )
+        )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(status=RunStatus.QUEUED, ended_at=None)
+            )
+    return get_job(store, job_id)

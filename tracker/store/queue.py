@@ -1,6 +1,8 @@
-"""The job queue in the store: enqueue (and clone), claim, renew, poll, finish, reap expired
-leases, cancel and requeue. Every way into the queue -- the CLI, the dashboard, a cron
-schedule -- enqueues through :func:`enqueue_many`, so every job passes ``check_spec``.
+"""The job queue in the store: enqueue, claim, renew, poll, finish and reap expired leases.
+Every way into the queue -- the CLI, the dashboard's clone (:mod:`tracker.store.clone`) --
+enqueues through :func:`enqueue_many`, and a cron schedule's fire through the same
+``check_spec`` and ``insert_job``, so every job passes the same checks. A person's cancel
+and requeue are in :mod:`tracker.store.jobs`.
 
 Concurrency lives in the database, not in Python:
 
@@ -26,20 +28,17 @@ that run (a retry resumes from its last verified checkpoint).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as dt
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
 from tracker.entities import (
-    FINAL_JOB_STATUSES,
     RUN_STATUS_FOR_JOB,
-    CancelResult,
     ClaimedJob,
     Failure,
     FinishResult,
@@ -50,9 +49,7 @@ from tracker.entities import (
     RunStatus,
     job_status_for,
 )
-from tracker.errors import Conflict, InvalidInput, NotFound
-from tracker.rules.config import normalize_config
-from tracker.rules.sweep import MAX_CONFIGS, grid_configs
+from tracker.errors import Conflict
 from tracker.store import models as m
 from tracker.store import queue_fast
 from tracker.store.engine import write_begin
@@ -60,13 +57,10 @@ from tracker.store.jobs import (
     JOB_COLUMNS,
     check_spec,
     create_job_run,
-    get_job,
     insert_job,
     job_info,
     jobs_by_id,
     read_conn,
-    spec_from_job,
-    spec_from_run,
 )
 from tracker.store.rows import dialect_insert
 
@@ -76,17 +70,13 @@ if TYPE_CHECKING:
 __all__ = [
     "LeaseLost",
     "RetryRule",
-    "cancel",
     "claim",
-    "clone",
-    "clone_specs",
     "enqueue",
     "enqueue_many",
     "finish",
     "poll",
     "reap_expired_leases",
     "renew",
-    "requeue",
     "set_resume_checkpoint",
 ]
 
@@ -130,58 +120,6 @@ def enqueue_many(
     with write_begin(store.engine) as conn:
         ids = [insert_job(conn, spec, now) for spec in checked]
     return jobs_by_id(store, ids)
-
-
-# -------------------------------------------------------------------------- clone
-
-
-def clone_specs(
-    template: JobSpec,
-    *,
-    config: Any = None,
-    grid: Any = None,
-    priority: Any = None,
-) -> list[JobSpec]:
-    """The jobs a clone makes: ``template`` with ``config`` (default: its own) and
-    ``priority`` (default: its own), once per combination of ``grid``, a mapping of dotted
-    config keys to non-empty lists of values (``{"lr": [0.1, 0.01]}``). Pure.
-
-    Raises:
-        InvalidInput: config not a JSON object, or not JSON-like.
-        SweepSpecError: a bad grid, more than ``MAX_CONFIGS`` jobs, or a key that crosses a
-            value that is not a mapping (the rule of ``tracker.rules.sweep.set_path``).
-    """
-    if config is not None and not isinstance(config, dict):
-        raise InvalidInput("config must be a JSON object", field="config")
-    base = normalize_config(dict(template.config if config is None else config))
-    configs = grid_configs(base, grid, max_configs=MAX_CONFIGS) if grid else [copy.deepcopy(base)]
-    new_priority = template.priority if priority is None else priority
-    return [
-        dataclasses.replace(template, config=normalize_config(c), priority=new_priority)
-        for c in configs
-    ]
-
-
-def clone(
-    store: Store,
-    source: tuple[Literal["job", "run"], int],
-    *,
-    config: Any = None,
-    grid: Any = None,
-    priority: Any = None,
-    now: float | None = None,
-) -> list[JobInfo]:
-    """Enqueue copies of a ``("job", id)`` or ``("run", id)`` with an edited config (see
-    ``clone_specs``): same argv, cwd, resources, env and retries. Every copy passes
-    ``check_spec`` as any other enqueue does.
-
-    Raises: NotFound, Conflict (a run without a command), InvalidInput (as ``clone_specs``
-    and ``check_spec``), StoreUnavailable.
-    """
-    kind, source_id = source
-    template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
-    specs = clone_specs(template, config=config, grid=grid, priority=priority)
-    return enqueue_many(store, specs, now=now)
 
 
 # -------------------------------------------------------------------------- claim
@@ -606,96 +544,3 @@ def reap_expired_leases(
             result = _end_attempt(conn, row, row.lease_token, None, failure, retry, now)
             done.append((row.id, str(result.status)))
     return done
-
-
-# ----------------------------------------------------------------- cancel, requeue
-
-
-def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResult:
-    """Cancel a job; see :class:`tracker.entities.CancelResult`. A queued job ends
-    ``cancelled`` and its run ``killed``; a running one gets ``cancel_requested`` (its
-    worker stops it); a finished one is left ``unchanged``.
-
-    Raises:
-        NotFound: no such job.
-        StoreUnavailable: the database cannot be reached.
-    """
-    now = time.time() if now is None else now
-    with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status == JobStatus.RUNNING:
-            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
-            return CancelResult("cancel_requested", JobStatus.RUNNING)
-        if row.status != JobStatus.QUEUED:
-            return CancelResult("unchanged", row.status)
-        hint = "The job was cancelled before it started."
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status=JobStatus.CANCELLED,
-                ended_at=now,
-                failure_class="cancelled",
-                failure_hint=hint,
-                pending_reason=None,
-                not_before=None,
-            )
-        )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(
-                    status=RUN_STATUS_FOR_JOB[JobStatus.CANCELLED],
-                    ended_at=now,
-                    failure_class="cancelled",
-                    failure_hint=hint,
-                )
-            )
-    return CancelResult("cancelled", JobStatus.CANCELLED)
-
-
-def requeue(
-    store: Store,
-    job_id: int,
-    *,
-    not_before: float | None = None,
-    reason: str | None = None,
-) -> JobInfo:
-    """Put a finished job back in the queue for one more attempt (a person's decision).
-
-    Raises:
-        NotFound: no such job.
-        Conflict: the job is queued or running.
-        StoreUnavailable: the database cannot be reached.
-    """
-    with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status not in FINAL_JOB_STATUSES:
-            raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status=JobStatus.QUEUED,
-                ended_at=None,
-                not_before=not_before,
-                cancel_requested=False,
-                pending_reason=reason or "requeued",
-            )
-        )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(status=RunStatus.QUEUED, ended_at=None)
-            )
-    return get_job(store, job_id)

@@ -26,9 +26,9 @@ from tracker.entities import JobSpec, ScheduleInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.cron import CronError, latest_fire_time, next_fire_time, trigger_for
 from tracker.store import models as m
+from tracker.store.clone import clone_specs, spec_from_job, spec_from_run
 from tracker.store.engine import write_begin
-from tracker.store.jobs import check_spec, insert_job, read_conn, spec_from_job, spec_from_run
-from tracker.store.queue import clone_specs
+from tracker.store.jobs import check_spec, insert_job, read_conn
 from tracker.store.rows import dialect_insert
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def add_schedule_from(
 ) -> ScheduleInfo:
     """Schedule a copy of a ``("job", id)`` or ``("run", id)`` (what the dashboard offers):
     its spec with ``config`` and ``priority`` edited as a clone would be
-    (``tracker.store.queue.clone_specs``), then ``add_schedule``.
+    (``tracker.store.clone.clone_specs``), then ``add_schedule``.
 
     Raises NotFound (no such job or run), Conflict (a run without a command), and as
     ``clone_specs`` and ``add_schedule``.
