@@ -98,15 +98,14 @@ def cpu_seconds(workers: list[subprocess.Popen]) -> dict[str, float]:
 
 
 def live_workers(store: Any) -> int:
-    from tracker.runner import registry
+    from tracker.store.workers import list_workers
 
-    return len(registry.list_workers(store))
+    return len(list_workers(store, include_lost=False))
 
 
 def measure_latency(uri: str, samples: int, poll: float, workdir: Path) -> dict[str, Any]:
-    from tracker.runner import queue
-    from tracker.runner.entities import JobSpec
-    from tracker.store import Store
+    from tracker.entities import JobSpec
+    from tracker.store import Store, queue
 
     store = Store(uri)
     workers = start_workers(uri, 1, ["--poll-interval", str(poll)], workdir)
@@ -140,9 +139,9 @@ def measure_latency(uri: str, samples: int, poll: float, workdir: Path) -> dict[
 def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> dict[str, Any]:
     import sqlalchemy as sa
 
-    from tracker.runner import queue
-    from tracker.runner.entities import JobSpec
-    from tracker.store import Store
+    from tracker.entities import JobSpec
+    from tracker.store import Store, queue
+    from tracker.store import jobs as store_jobs
     from tracker.store import models as m
 
     store = Store(uri)
@@ -150,14 +149,14 @@ def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> di
     workers = start_workers(uri, n_workers, [], workdir)
     try:
         wait_until(lambda: live_workers(store) == n_workers, 120, "every worker to register")
-        before = queue.count_jobs(store).get("succeeded", 0)
+        before = store_jobs.count_jobs(store).get("succeeded", 0)
         cpu0 = cpu_seconds(workers)
         t0 = time.time()
         ids = [j.id for j in queue.enqueue_many(store, [JobSpec(argv=[noop])] * jobs)]
         done = before + jobs
         # Polled every 0.2 s: the times come from the job rows, and a tighter loop here
         # would take CPU from the workers it measures.
-        succeeded = lambda: queue.count_jobs(store).get("succeeded", 0) == done  # noqa: E731
+        succeeded = lambda: store_jobs.count_jobs(store).get("succeeded", 0) == done  # noqa: E731
         wait_until(succeeded, 600, "all jobs", every=0.2)
         cpu: dict[str, float | None] = {
             k: (v - cpu0[k]) * 1000 / jobs for k, v in cpu_seconds(workers).items()

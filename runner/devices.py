@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracker.runner.entities import GpuDevice
+from tracker.entities import GpuDevice
 
 log = logging.getLogger(__name__)
 

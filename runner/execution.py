@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import psutil
 
-from tracker.runner.logs import Line
+from tracker.store.logs import Line
 
 READ_LIMIT = 64 * 1024  # a longer "line" (e.g. a progress bar without newlines) is split
 TAIL_CHARS = 16 * 1024  # stderr kept for the failure classifier

@@ -2,8 +2,12 @@
 
 ``classify`` never raises and never reads anything: the worker passes the exit code, the
 signal, the last few KiB of stderr and what it observed (peak GPU memory, host memory
-pressure, its own timeout or cancel). The result is a stable class string, a hint that tells
-the user what to try next, and whether a retry without changes may succeed.
+pressure, its own timeout or cancel). The result (``tracker.entities.Failure``) is a stable
+class string and a hint that tells the user what to try next; whether it is retried is
+decided by the retry policy (:mod:`tracker.runner.retry`).
+
+``killed_by_signal`` is the class of a process stopped by SIGKILL/SIGTERM from outside the
+job; it is not the run status ``killed`` (see ``tracker.entities.RunStatus``).
 
 Order of evidence: the runner's own verdict (cancelled, timed out) first; then SIGKILL and
 SIGTERM, which leave no traceback to read; then what stderr says (CUDA OOM, device assert,
@@ -16,6 +20,8 @@ import re
 import signal as _signal
 from dataclasses import dataclass
 
+from tracker.entities import Failure
+
 __all__ = [
     "CANCELLED",
     "CUDA_OOM",
@@ -24,7 +30,7 @@ __all__ = [
     "FAILURE_CLASSES",
     "HOST_OOM",
     "IMPORT_ERROR",
-    "KILLED",
+    "KILLED_BY_SIGNAL",
     "MISSING_FILE",
     "NCCL",
     "NONFINITE_LOSS",
@@ -41,7 +47,7 @@ NCCL = "nccl"
 DEVICE_ASSERT = "device_assert"
 NONFINITE_LOSS = "nonfinite_loss"
 HOST_OOM = "host_oom"
-KILLED = "killed"
+KILLED_BY_SIGNAL = "killed_by_signal"
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
 IMPORT_ERROR = "import_error"
@@ -54,7 +60,7 @@ FAILURE_CLASSES = (
     DEVICE_ASSERT,
     NONFINITE_LOSS,
     HOST_OOM,
-    KILLED,
+    KILLED_BY_SIGNAL,
     TIMEOUT,
     CANCELLED,
     IMPORT_ERROR,
@@ -65,13 +71,6 @@ FAILURE_CLASSES = (
 
 _GIB = 1024**3
 _MAX_DETAIL = 300
-
-
-@dataclass(frozen=True)
-class Failure:
-    cls: str
-    hint: str
-    retryable: bool
 
 
 @dataclass(frozen=True)
@@ -187,7 +186,6 @@ def _cuda_oom(text: str, peak_gpu_bytes: int | None) -> Failure:
         "accumulation to keep the effective batch), gradient checkpointing or mixed precision; "
         "if much memory is reserved but unallocated, set "
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
-        retryable=False,
     )
 
 
@@ -206,7 +204,6 @@ def _nccl(text: str) -> Failure:
     return Failure(
         NCCL,
         f"{head}. Rerun with NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which.",
-        retryable=False,
     )
 
 
@@ -219,7 +216,6 @@ def _from_stderr(
             "A CUDA kernel hit a device-side assert (often an index out of range, e.g. a label "
             ">= num_classes in a loss or an embedding index). CUDA reports it late and at the "
             "wrong line: rerun on CPU or with CUDA_LAUNCH_BLOCKING=1 to see the real error.",
-            retryable=False,
         )
     if _CUDA_OOM.search(text):
         return _cuda_oom(text, peak_gpu_bytes)
@@ -234,7 +230,6 @@ def _from_stderr(
             "A DataLoader worker was killed, most likely by the host's out-of-memory killer. "
             "Lower num_workers or prefetch_factor, or avoid copying large Python lists into "
             "each worker.",
-            retryable=True,
         )
     if error is not None:
         return _from_python_error(error)
@@ -260,7 +255,6 @@ def _nonfinite(text: str, error: PythonError | None) -> Failure | None:
         NONFINITE_LOSS,
         f"The loss became NaN or Inf{said}. Lower the learning rate, add gradient clipping, "
         "check the inputs for NaN, or use bf16 / a GradScaler instead of plain fp16.",
-        retryable=False,
     )
 
 
@@ -272,7 +266,6 @@ def _import_failure(text: str) -> Failure:
             IMPORT_ERROR,
             f"Python module '{name}' is not installed in the job's environment: install it "
             f"(pip install {name.split('.')[0]}) or run the job with the right interpreter.",
-            retryable=False,
         )
     cannot = _CANNOT_IMPORT.search(text)
     what = "a name"
@@ -282,7 +275,6 @@ def _import_failure(text: str) -> Failure:
         IMPORT_ERROR,
         f"Import failed: cannot import {what} ({_shorten(text, 160)}); check the installed "
         "package versions.",
-        retryable=False,
     )
 
 
@@ -295,7 +287,7 @@ def _from_python_error(error: PythonError) -> Failure:
         if found:
             return found
     where = f" (at {error.location})" if error.location else ""
-    return Failure(PYTHON_EXCEPTION, f"{error}{where}", retryable=False)
+    return Failure(PYTHON_EXCEPTION, f"{error}{where}")
 
 
 def _missing_file(text: str) -> Failure | None:
@@ -308,7 +300,6 @@ def _missing_file(text: str) -> Failure | None:
         MISSING_FILE,
         f"File not found: '{path}'. Relative paths resolve against the job's working "
         "directory; check the path and that the data is mounted on this host.",
-        retryable=False,
     )
 
 
@@ -346,13 +337,11 @@ def _killed(signum: int, text: str, host_oom_suspected: bool) -> Failure:
             "The process was killed (SIGKILL) while the host was out of memory. Lower "
             "DataLoader num_workers, the batch size or in-memory caching, or run on a host "
             "with more RAM.",
-            retryable=True,
         )
     return Failure(
-        KILLED,
+        KILLED_BY_SIGNAL,
         f"The process was killed by {_signal_name(signum)} from outside the job (another "
         "user, a cluster scheduler's preemption, or a system shutdown).",
-        retryable=True,
     )
 
 
@@ -374,13 +363,12 @@ def classify(
     """
     text = stderr_tail or ""
     if cancelled:
-        return Failure(CANCELLED, "The job was cancelled.", retryable=False)
+        return Failure(CANCELLED, "The job was cancelled.")
     if timed_out:
         return Failure(
             TIMEOUT,
             "The job ran past its time limit and was stopped. Raise --timeout, or save "
             "checkpoints so a retry resumes instead of starting over.",
-            retryable=True,
         )
     signum = _effective_signal(exit_code, signal)
     if exit_code == 0 and signum is None:
@@ -392,9 +380,7 @@ def classify(
         return found
     if signum is not None:
         why = _SIGNAL_NOTES.get(signum, "")
-        return Failure(
-            EXIT_CODE, f"The process was terminated by {_signal_name(signum)}{why}.", False
-        )
+        return Failure(EXIT_CODE, f"The process was terminated by {_signal_name(signum)}{why}.")
     if exit_code is None:
-        return Failure(EXIT_CODE, "The process ended without an exit status.", retryable=False)
-    return Failure(EXIT_CODE, f"The process exited with code {exit_code}.", retryable=False)
+        return Failure(EXIT_CODE, "The process ended without an exit status.")
+    return Failure(EXIT_CODE, f"The process exited with code {exit_code}.")

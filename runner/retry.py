@@ -1,11 +1,12 @@
-"""When to run a failed job again: a pure policy, with the clock passed in.
+"""When to run a failed job again: a pure policy, with the clock passed in (epoch seconds,
+as the store keeps time).
 
 Policy (``max_retries`` is the number of retries a job may have; 0 means none):
 
 - ``cancelled`` is never retried: a person asked for it to stop.
 - Failures from outside the job's code, ``crashed`` (the worker or host died, the lease
-  expired), ``timeout``, ``host_oom`` and ``killed`` (SIGKILL/SIGTERM from outside, e.g. a
-  preemption), are retried whenever retries remain, because running the same code again,
+  expired), ``timeout``, ``host_oom`` and ``killed_by_signal`` (SIGKILL/SIGTERM from outside,
+  e.g. a preemption), are retried whenever retries remain, because running the same code again,
   resumed from its last checkpoint, can succeed.
 - Every other class (``python_exception``, ``exit_code``, ``cuda_oom``, ``nccl``,
   ``device_assert``, ``nonfinite_loss``, ``import_error``, ``missing_file``, and unknown
@@ -16,27 +17,34 @@ Delays grow exponentially: ``base_delay_s * 2 ** (attempt - 1)``, capped at ``ma
 There is no randomness unless an ``rng`` is passed in; then the delay is "equal jitter":
 half the delay fixed plus a uniform draw over the other half, so many jobs that failed
 together do not all come back at the same moment.
+
+``RetryPolicy`` bundles the delays a worker or housekeeper was started with; its
+``next_retry`` is the rule the store's ``finish`` and lease reaper call
+(:class:`tracker.store.queue.RetryRule`).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 
 from tracker.errors import InvalidInput
+from tracker.runner.failure import CANCELLED, HOST_OOM, KILLED_BY_SIGNAL, TIMEOUT
 
 __all__ = [
     "ALWAYS_RETRIED",
+    "DEFAULT_POLICY",
     "NEVER_RETRIED",
+    "RetryPolicy",
     "RetryPolicyError",
     "backoff_delay",
     "is_retryable",
     "next_attempt",
 ]
 
-ALWAYS_RETRIED = frozenset({"crashed", "timeout", "host_oom", "killed"})
-NEVER_RETRIED = frozenset({"cancelled"})
+ALWAYS_RETRIED = frozenset({"crashed", TIMEOUT, HOST_OOM, KILLED_BY_SIGNAL})
+NEVER_RETRIED = frozenset({CANCELLED})
 
 
 class RetryPolicyError(InvalidInput):
@@ -92,14 +100,15 @@ def next_attempt(
     failure_cls: str,
     attempt: int,
     max_retries: int,
-    now: datetime,
+    now: float,
     *,
     base_delay_s: float = 10,
     max_delay_s: float = 600,
     retry_on_failure: bool = False,
     rng: random.Random | None = None,
-) -> datetime | None:
-    """When to start the next attempt after attempt number ``attempt`` failed, or ``None``.
+) -> float | None:
+    """When (epoch seconds: ``now`` plus the backoff) to start the next attempt after attempt
+    number ``attempt`` failed, or ``None``.
 
     ``None`` means do not retry: the class is never retried, it is a failure of the job's
     own code and ``retry_on_failure`` is off, or ``attempt`` already used up the
@@ -118,4 +127,35 @@ def next_attempt(
     if not is_retryable(failure_cls, retry_on_failure=retry_on_failure):
         return None
     delay = backoff_delay(attempt, base_delay_s=base_delay_s, max_delay_s=max_delay_s, rng=rng)
-    return now + timedelta(seconds=delay)
+    return now + delay
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The backoff settings of a worker or housekeeper (``tracker worker --retry-delay``)."""
+
+    base_delay_s: float = 10.0
+    max_delay_s: float = 600.0
+
+    def next_retry(
+        self,
+        failure_cls: str,
+        attempt: int,
+        max_retries: int,
+        now: float,
+        *,
+        retry_on_failure: bool,
+    ) -> float | None:
+        """:func:`next_attempt` with this policy's delays (no jitter)."""
+        return next_attempt(
+            failure_cls,
+            attempt,
+            max_retries,
+            now,
+            base_delay_s=self.base_delay_s,
+            max_delay_s=self.max_delay_s,
+            retry_on_failure=retry_on_failure,
+        )
+
+
+DEFAULT_POLICY = RetryPolicy()  # backoff 10 s, doubling, at most 600 s

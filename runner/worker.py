@@ -2,9 +2,10 @@
 
 One control loop in the main thread claims jobs, drains their output into the store, polls
 for cancel requests (every ``CANCEL_POLL_S``), enforces timeouts and finishes jobs whose
-process exited. Lease renewal and the sweeper run on the APScheduler thread
-(:mod:`tracker.runner.scheduler`). Lost leases (renewal or any fenced write matched no row) make
-the loop SIGKILL that job's process group and write nothing more about it.
+process exited. Lease renewal and the housekeeping (lease reaper, cron schedules) run on the
+APScheduler thread (:mod:`tracker.runner.housekeeping`). Lost leases (renewal or any fenced
+write matched no row) make the loop SIGKILL that job's process group and write nothing
+more about it.
 
 Signals: the first SIGTERM/SIGINT stops claiming, forwards SIGTERM to every job's process
 group and gives them ``grace_s`` before SIGKILL; a second one kills them at once.
@@ -28,14 +29,15 @@ from typing import Any
 
 import psutil
 
+from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
-from tracker.runner import logs, queue, registry
 from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
-from tracker.runner.entities import ClaimedJob
 from tracker.runner.execution import Execution, SpawnError
-from tracker.runner.failure import MISSING_FILE, Failure, classify
-from tracker.runner.scheduler import Housekeeper, SweepOptions
+from tracker.runner.failure import KILLED_BY_SIGNAL, MISSING_FILE, classify
+from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.store import Store, logs, queue, workers
+from tracker.store.jobs import RESERVED_ENV
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,7 @@ FLUSH_S = 0.25
 FLUSH_CHARS = 64 * 1024
 MEMORY_PRESSURE = 0.05  # host memory available below this fraction counts as OOM pressure
 # Variables of the worker's own environment that must not leak into a job.
-_STRIP_ENV = queue.RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+_STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class WorkerOptions:
     exit_when_idle: bool = False
     worker_id: str | None = None
     housekeeping: bool = True
-    sweep: SweepOptions = field(default_factory=SweepOptions)
+    housekeeping_options: HousekeepingOptions = field(default_factory=HousekeepingOptions)
     log_limit: int = 10_000_000
     job_uri: str | None = None
 
@@ -84,7 +86,7 @@ class Running:
 class Worker:
     """Run with ``Worker(store, options).run()``; returns the process exit status."""
 
-    def __init__(self, store: Any, options: WorkerOptions) -> None:
+    def __init__(self, store: Store, options: WorkerOptions) -> None:
         self.store = store
         self.options = options
         self.host = socket.gethostname()
@@ -108,7 +110,7 @@ class Worker:
     # ------------------------------------------------------------------ main loop
 
     def run(self) -> int:
-        registry.register_worker(
+        workers.register_worker(
             self.store,
             self.id,
             host=self.host,
@@ -121,7 +123,7 @@ class Worker:
         self._install_signals()
         self._house.every(max(0.2, self.options.lease_s / 3), "lease", self._renew)
         if self.options.housekeeping:
-            self._house.add_housekeeping(self.store, self.options.sweep)
+            self._house.add_housekeeping(self.store, self.options.housekeeping_options)
         self._house.start()
         try:
             while not self._should_exit():
@@ -143,7 +145,7 @@ class Worker:
     def _should_exit(self) -> bool:
         if self.running:
             # After a second signal, ends the store could not take yet are left to the
-            # sweeper (the lease expires, the job is crashed and retried).
+            # reaper (the lease expires, the job is crashed and retried).
             return self._forced and all(r.outcome is not None for r in self.running.values())
         if self._stopping:
             return True
@@ -243,7 +245,7 @@ class Worker:
             held = claim.attempt == 1 or queue.set_resume_checkpoint(self.store, claim, resume)
         except StoreUnavailable as exc:
             log.error("job %s: not started, the store is unavailable: %s", job.id, exc.message)
-            held = False  # dropped; the sweeper crashes and requeues it once the lease expires
+            held = False  # dropped; the reaper crashes and requeues it once the lease expires
         if not held:
             r.lost = True
             return
@@ -255,9 +257,7 @@ class Worker:
                 argv, cwd=job.cwd, env=self._job_env(claim, devices, resume), on_exit=self._wake.set
             )
         except SpawnError as exc:
-            self._finish(
-                r, None, Failure(MISSING_FILE, f"{exc}. Check the command and path.", False)
-            )
+            self._finish(r, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
             return
         where = f" on GPU {','.join(map(str, devices))}" if devices else ""
         log.info(
@@ -285,7 +285,7 @@ class Worker:
             TRACKER_ATTEMPT=str(claim.attempt),
             TRACKER_CONFIG=json.dumps(job.config),
             TRACKER_PROJECT=job.project,
-            TRACKER_URI=self.options.job_uri or _absolute_uri(self.store),
+            TRACKER_URI=self.options.job_uri or self.store.absolute_uri(),
             CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices),
         )
         env.setdefault("PYTHONUNBUFFERED", "1")  # so output streams line by line
@@ -350,7 +350,7 @@ class Worker:
     def _lose(self, r: Running) -> None:
         r.lost = True
         log.error(
-            "job %s: lease lost (another worker or the sweeper took it over): killing it, "
+            "job %s: lease lost (another worker or the reaper took it over): killing it, "
             "writing nothing more",
             r.claim.job.id,
         )
@@ -396,9 +396,8 @@ class Worker:
         code = ex.returncode
         if r.shutdown and not r.cancelled and not r.timed_out and code != 0:
             return Failure(
-                "killed",
+                KILLED_BY_SIGNAL,
                 f"The worker {self.id} shut down (SIGTERM) and stopped the job; it can be retried.",
-                retryable=True,
             )
         tail = ex.stderr_tail()
         peak = self._peak_gpu_bytes(r) if code != 0 else None
@@ -432,7 +431,7 @@ class Worker:
         try:
             result = queue.finish(
                 self.store, r.claim, exit_code=code, failure=failure,
-                policy=self.options.sweep.policy,
+                retry=self.options.housekeeping_options.policy.next_retry,
             )  # fmt: skip
         except StoreUnavailable as exc:
             log.warning("job %s: end not recorded yet, store unavailable: %s", job.id, exc.message)
@@ -443,7 +442,7 @@ class Worker:
             took = time.monotonic() - r.started
             how = f" ({failure.cls}: {failure.hint})" if failure else ""
             again = ", retry queued" if result.retry_at else ""
-            status = queue.status_for(failure)
+            status = job_status_for(failure.cls if failure else None)
             log.info(
                 f"job {job.id} attempt {r.claim.attempt} {status}{again}: exit {code}, "
                 f"{took:.1f} s{how}"
@@ -473,8 +472,8 @@ class Worker:
         try:
             devices = self.slots.devices
             free = {d.index: self.nvml.free_bytes(d.index) for d in devices} if devices else None
-            gpus = registry.gpu_rows(devices, free) if devices else None
-            registry.heartbeat_worker(self.store, self.id, status=status, gpus=gpus)
+            gpus = workers.gpu_rows(devices, free) if devices else None
+            workers.heartbeat_worker(self.store, self.id, status=status, gpus=gpus)
         except StoreUnavailable as exc:
             log.warning("worker heartbeat failed: %s", exc.message)
 
@@ -500,14 +499,6 @@ def _local_argv(argv: Sequence[str]) -> list[str]:
     return argv
 
 
-def _absolute_uri(store: Any) -> str:
-    """The store URL for the job's environment; a relative SQLite path made absolute."""
-    url = store.engine.url
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        url = url.set(database=os.path.abspath(url.database))
-    return url.render_as_string(hide_password=False)
-
-
-def run_worker(store: Any, options: WorkerOptions) -> int:
+def run_worker(store: Store, options: WorkerOptions) -> int:
     """Build and run a worker; the entry point of ``tracker worker``."""
     return Worker(store, dataclasses.replace(options)).run()

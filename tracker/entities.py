@@ -1,13 +1,70 @@
-"""Plain frozen dataclasses the store hands out (ORM rows never leave it) and the client
-and the dashboard pass around: no SQLAlchemy, no I/O."""
+"""Plain frozen dataclasses the store hands out (ORM rows never leave it) and the client,
+the runner and the dashboard pass around: no SQLAlchemy, no I/O.
+
+The status vocabularies are here too, once: ``RunStatus``, ``JobStatus`` (str-valued enums,
+so the stored strings are these values) and the one table that maps between them and the
+failure classes (``RUN_STATUS_FOR_JOB``, ``job_status_for``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-RUN_STATUSES = ("queued", "running", "finished", "failed", "killed", "crashed")
-FINAL_RUN_STATUSES = ("finished", "failed", "killed", "crashed")
+
+class RunStatus(StrEnum):
+    """What a run is doing; every value but ``queued`` and ``running`` is final."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    KILLED = "killed"  # stopped from outside: SIGTERM, Ctrl-C, a cancel or a timeout
+    CRASHED = "crashed"  # went silent: its process or host died
+
+
+class JobStatus(StrEnum):
+    """Where a job is in the queue: ``queued -> running -> one of the final states``."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    CRASHED = "crashed"
+
+
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+FINAL_RUN_STATUSES = tuple(s.value for s in RunStatus if s not in ("queued", "running"))
+JOB_STATUSES = tuple(s.value for s in JobStatus)
+FINAL_JOB_STATUSES = tuple(s.value for s in JobStatus if s not in ("queued", "running"))
+
+# The run status a job's run gets when the job ends in each final state.
+RUN_STATUS_FOR_JOB: dict[str, RunStatus] = {
+    JobStatus.SUCCEEDED: RunStatus.FINISHED,
+    JobStatus.FAILED: RunStatus.FAILED,
+    JobStatus.CANCELLED: RunStatus.KILLED,
+    JobStatus.TIMED_OUT: RunStatus.KILLED,
+    JobStatus.CRASHED: RunStatus.CRASHED,
+}
+
+# The job status an attempt ends in for the failure classes that have their own; every
+# other failure class ends the attempt ``failed`` (see ``job_status_for``).
+_JOB_STATUS_FOR_FAILURE = {
+    "cancelled": JobStatus.CANCELLED,
+    "timeout": JobStatus.TIMED_OUT,
+    "crashed": JobStatus.CRASHED,
+}
+
+
+def job_status_for(failure_class: str | None) -> JobStatus:
+    """The job state an attempt ends in: succeeded (no failure), cancelled, timed_out,
+    crashed or failed."""
+    if failure_class is None:
+        return JobStatus.SUCCEEDED
+    return _JOB_STATUS_FOR_FAILURE.get(failure_class, JobStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -104,6 +161,146 @@ class RunMeta:
     git_commit: str | None = None
 
 
+# ------------------------------------------------------------------ jobs and the queue
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to run: everything a new job needs. ``argv`` is run as is, never by a shell.
+
+    ``config`` holds the submitted overrides (nested); the client deep-merges them over the
+    script's own config. ``env`` adds variables to the job's environment.
+    ``gpu_memory_bytes`` is the free memory each assigned GPU must have (checked with NVML).
+    """
+
+    argv: list[str]
+    project: str = "default"
+    cwd: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    gpus: int = 0
+    gpu_memory_bytes: int | None = None
+    timeout_s: float | None = None
+    max_retries: int = 0
+    retry_on_failure: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    nproc_per_node: int | None = None
+    name: str | None = None
+    tags: tuple[str, ...] = ()
+    schedule_id: int | None = None
+    parent_job_id: int | None = None
+    not_before: float | None = None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A stored job. ``position`` is its 1-based place in the claim order while it is
+    queued (``None`` otherwise, or when the read did not compute it)."""
+
+    id: int
+    project: str
+    status: str
+    priority: int
+    argv: list[str]
+    cwd: str | None
+    config: dict[str, Any]
+    resources: dict[str, Any]
+    env: dict[str, str]
+    timeout_s: float | None
+    max_retries: int
+    retry_on_failure: bool
+    attempt: int
+    nproc_per_node: int | None
+    not_before: float | None
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_expires_at: float | None
+    run_id: int | None
+    schedule_id: int | None
+    parent_job_id: int | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    pending_reason: str | None
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    position: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return int(self.resources.get("gpus") or 0)
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        value = self.resources.get("gpu_memory_bytes")
+        return None if value is None else int(value)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_JOB_STATUSES
+
+
+@dataclass(frozen=True)
+class JobAttemptInfo:
+    job_id: int
+    attempt: int
+    worker_id: str | None
+    status: str
+    started_at: float
+    ended_at: float | None
+    exit_code: int | None
+    failure_class: str | None
+    failure_hint: str | None
+    resume_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """``outcome``: ``cancelled`` (it was queued), ``cancel_requested`` (it is running: its
+    worker stops it within about a second) or ``unchanged`` (it had already ended);
+    ``status``: the job's status now."""
+
+    outcome: str
+    status: str
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A job this worker now holds: ``lease_token`` fences every later change it makes."""
+
+    job: JobInfo
+    lease_token: str
+    attempt: int
+    run_id: int
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """What a poll tells a worker about a job it claimed."""
+
+    held: bool
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt failed: a failure class (``tracker.runner.failure`` names them) and a
+    one-line hint that says what to try next. Whether it is retried is the retry policy's
+    decision (``tracker.runner.retry``), not the failure's."""
+
+    cls: str
+    hint: str
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    """How ``finish`` left the job: its status and, when a retry was queued, when it may run."""
+
+    status: str
+    retry_at: float | None = None
+
+
 @dataclass(frozen=True)
 class LogChunk:
     id: int
@@ -112,3 +309,45 @@ class LogChunk:
     stream: str  # "stdout", "stderr" or "meta" (the runner's own notes, e.g. trimmed output)
     at: float
     text: str
+
+
+# ---------------------------------------------------------------- workers, schedules
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str | None = None
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A registered worker. ``status``: ``running``, ``draining`` or ``stopped`` as the worker
+    wrote it, or ``lost`` when a worker not stopped missed its heartbeats."""
+
+    id: str
+    host: str
+    pid: int
+    gpus: list[dict[str, Any]]
+    max_jobs: int
+    status: str
+    started_at: float
+    heartbeat_at: float
+    running_jobs: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A cron schedule; ``spec`` holds the job fields under ``JobSpec``'s names and
+    ``next_fire_at`` is None while paused."""
+
+    id: int
+    name: str
+    cron: str
+    timezone: str
+    spec: dict[str, Any]
+    paused: bool
+    created_at: float
+    last_fire_at: float | None
+    next_fire_at: float | None = None

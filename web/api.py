@@ -12,17 +12,16 @@ from typing import Any
 
 from flask import Blueprint, current_app, request, send_file
 
-from tracker.entities import CheckpointInfo, LogChunk, RunInfo
+from tracker.entities import CheckpointInfo, JobAttemptInfo, JobInfo, LogChunk, RunInfo
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
 from tracker.store import SCHEMA_HEAD, run_reads, run_search
 from tracker.store import logs as store_logs
-from tracker.store.jobs import JobAttemptInfo, JobInfo
+from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web import ingest as parse
-from tracker.web import jobs_store
 from tracker.web.context import state
 from tracker.web.params import (
     bool_arg,
@@ -63,14 +62,13 @@ def checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
 _JOB_HIDDEN = ("env", "lease_owner", "retry_on_failure")
 
 
-def job_json(job: JobInfo, position: int | None = None) -> dict[str, Any]:
+def job_json(job: JobInfo) -> dict[str, Any]:
     """A job for the API: ``env`` values are never shown (they may hold secrets), only
     ``env_keys``; ``worker`` holds the lease; ``position`` is the 1-based place in the claim
     order while queued."""
     out = {k: v for k, v in dataclasses.asdict(job).items() if k not in _JOB_HIDDEN}
     out["env_keys"] = sorted(job.env)
     out["worker"] = job.lease_owner
-    out["position"] = position
     return out
 
 
@@ -335,11 +333,11 @@ def set_checkpoint_state(checkpoint_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/clone")
 def clone_run(run_id: int) -> Any:
     body = json_body()
-    ids = jobs_store.clone(
-        state().store.engine,
+    new = clone(
+        state().store,
         ("run", run_id),
         config=body.get("config"),
         grid=body.get("grid"),
         priority=body.get("priority"),
     )
-    return {"job_ids": ids}, 201
+    return {"job_ids": [j.id for j in new]}, 201

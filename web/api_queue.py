@@ -1,23 +1,26 @@
 """JSON API ``/api/v1`` for the queue: jobs (list, show, cancel, clone, logs), workers and
 schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 
-New jobs and schedules are always copies of an existing job or run (``tracker.web.jobs_store``):
-the dashboard never takes a command line from a request.
+Each view parses the request, makes one store call and serializes the answer. Writes go
+through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs``,
+``.schedules``, ``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
+schedules are always copies of an existing job or run: the dashboard never takes a command
+line from a request.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
+from tracker.store import clone as store_clone
 from tracker.store import jobs as store_jobs
+from tracker.store import logs as store_logs
 from tracker.store import schedules as store_schedules
-from tracker.store import workers as store_workers
-from tracker.store.logs import logs_after
-from tracker.web import jobs_store
+from tracker.store.workers import list_workers
 from tracker.web.api import attempt_json, job_json, logs_json
 from tracker.web.context import state
 from tracker.web.params import body_field, bool_arg, int_arg, json_body, list_arg
@@ -34,14 +37,13 @@ def jobs() -> Any:
         limit=int_arg("limit", 100, 1, 1000),
         offset=int_arg("offset", 0, 0, 10**9),
     )
-    found = [job_json(j, page.positions.get(j.id)) for j in page.jobs]
-    return {"jobs": found, "total": page.total, "counts": page.counts}
+    return {"jobs": [job_json(j) for j in page.jobs], "total": page.total, "counts": page.counts}
 
 
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> Any:
     store = state().store
-    out = job_json(*store_jobs.job_with_position(store, job_id))
+    out = job_json(store_jobs.get_job(store, job_id))
     out["attempts"] = [attempt_json(a) for a in store_jobs.attempts(store, job_id)]
     return out
 
@@ -49,27 +51,31 @@ def job(job_id: int) -> Any:
 @bp.post("/jobs/<int:job_id>/cancel")
 def cancel(job_id: int) -> Any:
     json_body()
-    outcome = jobs_store.cancel(state().store.engine, job_id)
-    return {"job_id": job_id, "result": outcome}
+    result = store_jobs.cancel(state().store, job_id)
+    # ``unchanged`` reads as the final status the job already had
+    return {
+        "job_id": job_id,
+        "result": result.status if result.outcome == "unchanged" else result.outcome,
+    }
 
 
 @bp.post("/jobs/<int:job_id>/clone")
 def clone(job_id: int) -> Any:
     body = json_body()
-    ids = jobs_store.clone(
-        state().store.engine,
+    new = store_clone.clone(
+        state().store,
         ("job", job_id),
         config=body.get("config"),
         grid=body.get("grid"),
         priority=body.get("priority"),
     )
-    return {"job_ids": ids}, 201
+    return {"job_ids": [j.id for j in new]}, 201
 
 
 @bp.get("/jobs/<int:job_id>/logs")
 def job_logs(job_id: int) -> Any:
     after = int_arg("after", 0, 0, 2**62)
-    chunks = logs_after(
+    chunks = store_logs.logs_after(
         state().store,
         job_id,
         after=after,
@@ -82,7 +88,7 @@ def job_logs(job_id: int) -> Any:
 
 @bp.get("/workers")
 def workers() -> Any:
-    found = store_workers.list_workers(state().store, include_stopped=bool_arg("all"))
+    found = list_workers(state().store, include_stopped=bool_arg("all"))
     return {"workers": [dataclasses.asdict(w) for w in found]}
 
 
@@ -92,47 +98,40 @@ def schedules() -> Any:
     return {"schedules": [dataclasses.asdict(s) for s in found]}
 
 
-def _schedule_source(body: dict[str, Any]) -> tuple[str, int]:
+def _schedule_source(body: dict[str, Any]) -> tuple[Literal["job", "run"], int]:
     job_id = body_field(body, "job_id", int)
     run_id = body_field(body, "run_id", int)
-    if (job_id is None) == (run_id is None):
-        raise InvalidInput("give exactly one of job_id or run_id to schedule", field="job_id")
-    return ("job", job_id) if job_id is not None else ("run", run_id)
+    if job_id is not None and run_id is None:
+        return "job", job_id
+    if run_id is not None and job_id is None:
+        return "run", run_id
+    raise InvalidInput("give exactly one of job_id or run_id to schedule", field="job_id")
 
 
 @bp.post("/schedules")
 def add_schedule() -> Any:
     body = json_body()
-    engine = state().store.engine
-    kind, source_id = _schedule_source(body)
-    template = (
-        jobs_store.template_from_job(engine, source_id)
-        if kind == "job"
-        else jobs_store.template_from_run(engine, source_id)
-    )
-    (template,) = jobs_store.expand(
-        template, config=body.get("config"), priority=body.get("priority")
-    )
-    schedule_id = jobs_store.add_schedule(
-        engine,
-        template,
+    source = _schedule_source(body)
+    info = store_schedules.add_schedule_from(
+        state().store,
+        source,
         body_field(body, "cron", str, required=True),
+        config=body.get("config"),
+        priority=body.get("priority"),
         timezone=body_field(body, "timezone", str, default="UTC"),
         name=body_field(body, "name", str),
     )
-    return dataclasses.asdict(store_schedules.get_schedule(state().store, schedule_id)), 201
+    return dataclasses.asdict(info), 201
 
 
 @bp.patch("/schedules/<int:schedule_id>")
 def pause_schedule(schedule_id: int) -> Any:
     paused = body_field(json_body(), "paused", bool, required=True)
-    engine = state().store.engine
-    jobs_store.set_paused(engine, schedule_id, paused)
-    return dataclasses.asdict(store_schedules.get_schedule(state().store, schedule_id))
+    return dataclasses.asdict(store_schedules.set_paused(state().store, schedule_id, paused))
 
 
 @bp.delete("/schedules/<int:schedule_id>")
 def delete_schedule(schedule_id: int) -> Any:
     json_body()
-    jobs_store.delete_schedule(state().store.engine, schedule_id)
+    store_schedules.delete_schedule(state().store, schedule_id)
     return {"id": schedule_id, "deleted": True}

@@ -12,7 +12,7 @@ import pytest
 
 import tracker
 from tests.support.browser import Dashboard
-from tracker.runner import logs
+from tracker.store import logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -146,7 +146,7 @@ def _dashboard_reads() -> dict[str, Any]:
         "events_after": lambda s: run_reads.events_after(s, 1),
         "get_checkpoint": lambda s: run_reads.get_checkpoint(s, 1),
         "job_page": lambda s: jobs.job_page(s),
-        "job_with_position": lambda s: jobs.job_with_position(s, 1),
+        "get_job": lambda s: jobs.get_job(s, 1),
         "run_logs": lambda s: logs.run_logs(s, 1),
         "logs_after": lambda s: logs.logs_after(s, 1),
         "get_project": lambda s: mlflow.get_project(s, 1),

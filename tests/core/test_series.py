@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from tracker.rules.downsample import Bucket, combine, downsample, merge_buckets
-from tracker.store import Store, upgrade
-from tracker.store.engine import create_engine
+from tracker.store import Store
+from tracker.store.engine import create_engine, upgrade
 from tracker.store.rollups import LEVELS
 from tracker.store.series import read_series
 

@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from tracker.cli import main
-from tracker.runner import queue, registry
 from tracker.store import Store
+from tracker.store import jobs as store_jobs
+from tracker.store import workers as store_workers
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
         "--env", "OMP_NUM_THREADS=4", "--json", "--", "--epochs", "3",
     ))  # fmt: skip
     job = json.loads(done.output)
-    stored = queue.get_job(store, job["id"])
+    stored = store_jobs.get_job(store, job["id"])
     assert stored.argv == [sys.executable, "train.py", "--epochs", "3"]
     assert stored.cwd == str(tmp_path)
     assert stored.config == {"lr": 3e-4, "model": {"width": 128}}
@@ -53,7 +55,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
 
 def test_submit_a_plain_command_after_double_dash(cli: Any, store: Store) -> None:
     ok(cli("submit", "--", "bash", "-c", "echo $HOME; exit 3"))
-    assert queue.list_jobs(store)[0].argv == ["bash", "-c", "echo $HOME; exit 3"]
+    assert store_jobs.list_jobs(store)[0].argv == ["bash", "-c", "echo $HOME; exit 3"]
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,7 @@ def test_submit_refuses_bad_input_and_stores_nothing(
 ) -> None:
     done = cli("submit", *args)
     assert done.exit_code == 2 and message in done.output, done.output
-    assert queue.list_jobs(store) == []
+    assert store_jobs.list_jobs(store) == []
 
 
 def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
@@ -93,14 +95,19 @@ def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
     )).output)  # fmt: skip
     assert [j["config"] for j in first["jobs"]] == again  # the seed reproduces the samples
     assert all(1e-5 <= c["lr"] <= 1e-2 and c["seed"] in (0, 1, 2) for c in again)
-    assert len(queue.list_jobs(store)) == 11
+    assert len(store_jobs.list_jobs(store)) == 11
 
 
 def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
     ok(cli("submit", "train.py", "--project", "a"))
     ok(cli("submit", "train.py", "--project", "b", "--gpus", "2"))
+    ok(cli("submit", "train.py", "--project", "a", "--priority", "5"))
     listed = json.loads(ok(cli("jobs", "ls", "--json")).output)
-    assert [j["id"] for j in listed] == [2, 1]
+    assert [j["id"] for j in listed] == [3, 2, 1]
+    assert [j["position"] for j in listed] == [1, 3, 2]  # the order a worker claims them in
+    assert "POS" in ok(cli("jobs", "ls")).output
+    assert "queue position:  3" in ok(cli("jobs", "show", "2")).output
+    ok(cli("jobs", "cancel", "3"))
     assert [j["id"] for j in json.loads(ok(cli("jobs", "ls", "--project", "a", "--json")).output)]
     table = ok(cli("jobs", "ls")).output
     assert "train.py" in table and "queued" in table
@@ -108,7 +115,8 @@ def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
     assert "waiting because: no live worker" in shown and "2 GPU(s)" in shown
     assert "cancelled" in ok(cli("jobs", "cancel", "1")).output
     assert "already cancelled" in ok(cli("jobs", "cancel", "1")).output
-    assert json.loads(ok(cli("jobs", "ls", "--status", "cancelled", "--json")).output)[0]["id"] == 1
+    cancelled = json.loads(ok(cli("jobs", "ls", "--status", "cancelled", "--json")).output)
+    assert [j["id"] for j in cancelled] == [3, 1] and cancelled[0]["position"] is None
     assert "queued again" in ok(cli("jobs", "requeue", "1")).output
     missing = cli("jobs", "show", "99")
     assert missing.exit_code == 2 and "job 99 does not exist" in missing.output
@@ -119,9 +127,29 @@ def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
 
 def test_workers_ls_json(cli: Any, store: Store) -> None:
     assert json.loads(ok(cli("workers", "ls", "--json")).output) == []
-    registry.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
+    store_workers.register_worker(store, "w-1", host="h", pid=7, gpus=[], max_jobs=2)
     [worker] = json.loads(ok(cli("workers", "ls", "--json")).output)
     assert (worker["id"], worker["max_jobs"], worker["status"]) == ("w-1", 2, "running")
+
+
+def test_reap_interval_and_its_old_name(cli: Any) -> None:
+    """`--sweep-interval` is the hidden old name of `--reap-interval`; both are accepted."""
+    from tracker.cli.worker import REAP_INTERVAL_S, housekeeping_options
+
+    seen: list[float] = []
+
+    @click.command()
+    @housekeeping_options
+    def probe(reap_interval: float, **_: Any) -> None:
+        seen.append(reap_interval)
+
+    for args, expected in [([], REAP_INTERVAL_S), (["--reap-interval", "2"], 2.0),
+                           (["--sweep-interval", "3"], 3.0)]:  # fmt: skip
+        assert CliRunner().invoke(probe, args).exit_code == 0
+        assert seen.pop() == expected
+    help_text = ok(cli("worker", "--help")).output
+    assert "--reap-interval" in help_text and "--sweep-interval" not in help_text
+    assert "--reap-interval" in ok(cli("scheduler", "--help")).output
 
 
 def test_schedule_commands(cli: Any, store: Store) -> None:

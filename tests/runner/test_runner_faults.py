@@ -13,10 +13,11 @@ import sqlalchemy as sa
 
 from tests.support.polling import wait_for
 from tests.support.runner import Procs, alive, read_json, script, stop_between_transactions
-from tracker.runner import logs, queue, schedules
-from tracker.runner.entities import JobSpec
-from tracker.store import Store
+from tracker.entities import JobSpec
+from tracker.store import Store, logs, queue
+from tracker.store import jobs as store_jobs
 from tracker.store import models as m
+from tracker.store import schedules as store_schedules
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def test_300_jobs_each_run_exactly_once(store: Store, procs: Procs, out: Path) -
         assert w.wait(300, "every worker to drain the queue and exit") == 0, w.output()
     counts = collections.Counter(int(x) for x in ran.read_text().split())
     assert counts == {j.id: 1 for j in jobs}  # each job ran once, none twice, none lost
-    assert queue.count_jobs(store) == {"succeeded": 300}
+    assert store_jobs.count_jobs(store) == {"succeeded": 300}
     with store.engine.connect() as conn:
         attempts = conn.execute(sa.select(sa.func.count()).select_from(m.JobAttempt)).scalar()
         owners = conn.execute(sa.select(m.JobAttempt.worker_id).distinct()).scalars().all()
@@ -55,34 +56,34 @@ def test_sigkilled_worker_crashes_its_job_which_resumes_from_its_checkpoint(
     job = queue.enqueue(
         store, JobSpec(argv=script("checkpointed.py", str(out)), max_retries=retries)
     )
-    procs.scheduler()  # the sweeper, in its own process
+    procs.scheduler()  # the reaper, in its own process
     first = procs.worker("--gpus", "none", "--lease-seconds", "2", "--no-housekeeping")
     saved = wait_for(lambda: (out / "saved-1").exists() and (out / "saved-1").read_text(), 60,
                      "attempt 1 to save a checkpoint")  # fmt: skip
     attempt1 = read_json(out / "attempt-1.json")
     first.signal(signal.SIGKILL)
     first.wait(10)
-    # lease 2 s + one sweep (0.5 s), with slack for a loaded machine
-    wait_for(lambda: queue.attempts(store, job.id)[0].status == "crashed", 15,
-             "the sweeper to mark attempt 1 crashed")  # fmt: skip
+    # lease 2 s + one reaper pass (0.5 s), with slack for a loaded machine
+    wait_for(lambda: store_jobs.attempts(store, job.id)[0].status == "crashed", 15,
+             "the reaper to mark attempt 1 crashed")  # fmt: skip
     wait_for(lambda: not alive(attempt1["pid"]), 10, "attempt 1's process to die with its worker")
-    crashed = queue.attempts(store, job.id)[0]
+    crashed = store_jobs.attempts(store, job.id)[0]
     assert (
         crashed.failure_class == "crashed" and "stopped renewing the lease" in crashed.failure_hint
     )
     if retries == 0:
-        final = queue.get_job(store, job.id)
+        final = store_jobs.get_job(store, job.id)
         assert (final.status, final.failure_class) == ("crashed", "crashed")
         assert store.get_run(job.run_id).status == "crashed"
         return
-    assert queue.get_job(store, job.id).status == "queued"
+    assert store_jobs.get_job(store, job.id).status == "queued"
     second = procs.worker("--gpus", "none", "--once", "--no-housekeeping")
     assert second.wait(90, "attempt 2 to run") == 0, second.output()
     attempt2 = read_json(out / "attempt-2.json")
     assert attempt2["env"] == saved and attempt2["resume"] == saved and attempt2["start"] == 3
-    done = queue.get_job(store, job.id)
+    done = store_jobs.get_job(store, job.id)
     assert (done.status, done.attempt) == ("succeeded", 2)
-    tries = queue.attempts(store, job.id)
+    tries = store_jobs.attempts(store, job.id)
     assert [t.status for t in tries] == ["crashed", "succeeded"]
     assert tries[1].resume_checkpoint == saved
     run = store.get_run(job.run_id)
@@ -102,30 +103,32 @@ def test_stopped_worker_loses_its_job_and_changes_nothing_after_sigcont(
                        "--name", "old")  # fmt: skip
     first = wait_for(lambda: read_json(out / f"{job.id}-1.json"), 30, "attempt 1 to start")
     stop_between_transactions(old, store, job.id)
-    wait_for(lambda: queue.get_job(store, job.id).status == "queued", 20,
-             "the sweeper to crash and requeue the stopped worker's job")  # fmt: skip
+    wait_for(lambda: store_jobs.get_job(store, job.id).status == "queued", 20,
+             "the reaper to crash and requeue the stopped worker's job")  # fmt: skip
     new = procs.worker("--gpus", "none", "--lease-seconds", "30", "--no-housekeeping",
                        "--name", "new")  # fmt: skip
     second = wait_for(lambda: read_json(out / f"{job.id}-2.json"), 30, "attempt 2 to start")
     assert alive(first["pid"]) and alive(second["pid"])  # the old child still runs, for now
-    before = (queue.get_job(store, job.id), queue.attempts(store, job.id))
+    before = (store_jobs.get_job(store, job.id), store_jobs.attempts(store, job.id))
     assert before[0].lease_owner == "new" and before[0].attempt == 2
-    old_chunks = len(logs.read(store, job.id, attempt=1))
+    old_chunks = len(logs.logs_after(store, job.id, attempt=1))
     old.signal(signal.SIGCONT)
     wait_for(lambda: not alive(first["pid"]), 20, "the old worker to kill its child")
     wait_for(lambda: "lease lost" in old.output(), 20, "the old worker to report the lost lease")
-    after = (queue.get_job(store, job.id), queue.attempts(store, job.id))
+    after = (store_jobs.get_job(store, job.id), store_jobs.attempts(store, job.id))
     assert after == before  # the old worker wrote nothing
-    assert len(logs.read(store, job.id, attempt=1)) == old_chunks
+    assert len(logs.logs_after(store, job.id, attempt=1)) == old_chunks
     assert alive(second["pid"])
     release.write_text("go")
-    wait_for(lambda: queue.get_job(store, job.id).status == "succeeded", 30, "attempt 2 to end")
-    assert [a.status for a in queue.attempts(store, job.id)] == ["crashed", "succeeded"]
+    wait_for(
+        lambda: store_jobs.get_job(store, job.id).status == "succeeded", 30, "attempt 2 to end"
+    )
+    assert [a.status for a in store_jobs.attempts(store, job.id)] == ["crashed", "succeeded"]
     assert new.popen.poll() is None and old.popen.poll() is None  # both workers live on
 
 
 def test_two_scheduler_processes_fire_each_time_once(store: Store, procs: Procs) -> None:
-    info = schedules.add_schedule(
+    info = store_schedules.add_schedule(
         store, "* * * * * *", JobSpec(argv=[sys.executable, "-c", "pass"]), timezone="UTC"
     )  # every second (6 fields: seconds first)
     procs.scheduler()
@@ -141,11 +144,11 @@ def test_two_scheduler_processes_fire_each_time_once(store: Store, procs: Procs)
 
     def agreeing() -> tuple[list[tuple[float, int]], set[int]] | None:
         rows = fires()
-        jobs = {j.id for j in queue.list_jobs(store, limit=1000) if j.schedule_id == info.id}
+        jobs = {j.id for j in store_jobs.list_jobs(store, limit=1000) if j.schedule_id == info.id}
         return (rows, jobs) if {j for _, j in rows} == jobs else None
 
     wait_for(lambda: len(fires()) >= 4, 30, "4 fires of the every-second schedule")
-    schedules.set_paused(store, info.id, True)
+    store_schedules.set_paused(store, info.id, True)
     # a fire commits its row and its job together; a second job for a fire time would
     # have no row of its own and never agree
     rows, jobs = wait_for(agreeing, 10, "one job per fire row and one fire row per job")
@@ -158,9 +161,9 @@ def test_distributed_job_on_cpu_with_gloo_logs_from_rank_0_only(store: Store, pr
     job = queue.enqueue(store, JobSpec(argv=argv, nproc_per_node=2, project="dist"))
     worker = procs.worker("--gpus", "none", "--once")
     assert worker.wait(180, "the 2-process job to finish") == 0, worker.output()
-    done = queue.get_job(store, job.id)
-    assert done.status == "succeeded", (done.failure_hint, logs.read(store, job.id))
-    text = "".join(c.text for c in logs.read(store, job.id))
+    done = store_jobs.get_job(store, job.id)
+    assert done.status == "succeeded", (done.failure_hint, logs.logs_after(store, job.id))
+    text = "".join(c.text for c in logs.logs_after(store, job.id))
     assert "rank 0 of 2 done" in text and "rank 1 of 2 done" in text
     run = store.get_run(job.run_id)
     assert run.status == "finished"

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
+from tracker.entities import CancelResult, Failure, GpuDevice, JobSpec
 from tracker.errors import Conflict, InvalidInput, NotFound
-from tracker.runner import logs, queue, queue_fast, registry
-from tracker.runner.entities import GpuDevice, JobSpec
-from tracker.runner.failure import Failure
-from tracker.store import Store
+from tracker.runner.pending import explain_pending
+from tracker.runner.retry import RetryPolicy
+from tracker.store import Store, logs, queue, queue_fast
+from tracker.store import jobs as store_jobs
+from tracker.store import workers as store_workers
 
-FAST = queue.RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
+FAST = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0).next_retry
 
 
 def spec(name: str = "a", **kw: Any) -> JobSpec:
@@ -58,7 +60,7 @@ def test_bad_specs_are_refused_and_nothing_is_stored(
     with pytest.raises(InvalidInput) as info:
         queue.enqueue_many(store, [spec("ok"), JobSpec(**{**base, **change})])
     assert info.value.field == field
-    assert queue.list_jobs(store) == []
+    assert store_jobs.list_jobs(store) == []
     assert store.list_runs() == []
 
 
@@ -89,9 +91,9 @@ def test_claim_starts_an_attempt_and_the_run(store: Store) -> None:
     job = queue.enqueue(store, spec())
     c = claim_one(store, "w7", host="gpu-host-3")
     assert (c.attempt, c.run_id) == (1, job.run_id)
-    stored = queue.get_job(store, job.id)
+    stored = store_jobs.get_job(store, job.id)
     assert (stored.status, stored.lease_owner, stored.attempt) == ("running", "w7", 1)
-    assert [a.status for a in queue.attempts(store, job.id)] == ["running"]
+    assert [a.status for a in store_jobs.attempts(store, job.id)] == ["running"]
     run = store.get_run(job.run_id)
     assert (run.status, run.host) == ("running", "gpu-host-3")
 
@@ -121,27 +123,27 @@ def test_concurrent_claimers_take_each_job_exactly_once(store_url: str) -> None:
     assert not errors, errors
     every = [j for ids in taken for j in ids]
     assert sorted(every) == list(range(1, 121))
-    assert queue.count_jobs(setup) == {"succeeded": 120}
+    assert store_jobs.count_jobs(setup) == {"succeeded": 120}
 
 
 def test_a_lost_lease_fences_every_write(store: Store) -> None:
     job = queue.enqueue(store, spec(max_retries=1))
     old = claim_one(store, "old", lease_s=1.0)
     later = time.time() + 2
-    swept = queue.sweep_expired(store, now=later, policy=FAST)
+    swept = queue.reap_expired_leases(store, now=later, retry=FAST)
     assert swept == [(job.id, "queued")]  # crashed, retried at once
     new = claim_one(store, "new", now=later)
-    before = queue.get_job(store, job.id)
+    before = store_jobs.get_job(store, job.id)
     assert queue.renew(store, [old, new], lease_s=30, now=later) == {job.id}  # only the old one
     assert queue.finish(store, old, exit_code=0, failure=None) is None
     assert logs.append(store, old, [("stdout", time.time(), "stale\n")]) is False
     assert queue.set_resume_checkpoint(store, old, "/x.pt") is False
     assert queue.poll(store, [old])[job.id].held is False
-    after = queue.get_job(store, job.id)
+    after = store_jobs.get_job(store, job.id)
     assert (after.status, after.lease_owner, after.attempt) == ("running", "new", 2)
     assert after.lease_expires_at >= before.lease_expires_at  # renewed by its holder only
-    assert logs.read(store, job.id) == []
-    assert [a.status for a in queue.attempts(store, job.id)] == ["crashed", "running"]
+    assert logs.logs_after(store, job.id) == []
+    assert [a.status for a in store_jobs.attempts(store, job.id)] == ["crashed", "running"]
 
 
 @pytest.mark.parametrize(
@@ -149,18 +151,18 @@ def test_a_lost_lease_fences_every_write(store: Store) -> None:
     [(0, False, "crashed", "crashed"), (1, False, "queued", "queued"),
      (1, True, "cancelled", "killed")],
 )  # fmt: skip
-def test_sweeper_ends_expired_leases(
+def test_the_reaper_ends_expired_leases(
     store: Store, max_retries: int, cancel: bool, status: str, run_status: str
 ) -> None:
     job = queue.enqueue(store, spec(max_retries=max_retries))
     c = claim_one(store, "dead-worker", lease_s=1.0)
     if cancel:
-        assert queue.cancel(store, job.id).outcome == "cancel_requested"
-    assert queue.sweep_expired(store, now=time.time(), policy=FAST) == []  # not expired yet
-    assert queue.sweep_expired(store, now=time.time() + 5, policy=FAST) == [(job.id, status)]
-    after = queue.get_job(store, job.id)
+        assert store_jobs.cancel(store, job.id).outcome == "cancel_requested"
+    assert queue.reap_expired_leases(store, now=time.time(), retry=FAST) == []  # not expired yet
+    assert queue.reap_expired_leases(store, now=time.time() + 5, retry=FAST) == [(job.id, status)]
+    after = store_jobs.get_job(store, job.id)
     assert after.status == status and after.lease_owner is None
-    assert queue.attempts(store, job.id)[0].status in ("crashed", "cancelled")
+    assert store_jobs.attempts(store, job.id)[0].status in ("crashed", "cancelled")
     assert store.get_run(c.run_id).status == run_status
     assert "dead-worker" in (after.failure_hint or "")
 
@@ -168,45 +170,45 @@ def test_sweeper_ends_expired_leases(
 def test_finish_maps_failures_to_states_and_retries(store: Store) -> None:
     cases = [
         (None, 0, {}, "succeeded", "finished"),
-        (Failure("python_exception", "ValueError: x", False), 1, {"max_retries": 2}, "failed",
+        (Failure("python_exception", "ValueError: x"), 1, {"max_retries": 2}, "failed",
          "failed"),
-        (Failure("python_exception", "ValueError: x", False), 1,
+        (Failure("python_exception", "ValueError: x"), 1,
          {"max_retries": 2, "retry_on_failure": True}, "queued", "queued"),
-        (Failure("timeout", "too slow", True), None, {"max_retries": 1}, "queued", "queued"),
-        (Failure("timeout", "too slow", True), None, {}, "timed_out", "killed"),
-        (Failure("cancelled", "cancelled", False), -15, {"max_retries": 3}, "cancelled", "killed"),
-        (Failure("killed", "SIGKILL", True), -9, {"max_retries": 1}, "queued", "queued"),
+        (Failure("timeout", "too slow"), None, {"max_retries": 1}, "queued", "queued"),
+        (Failure("timeout", "too slow"), None, {}, "timed_out", "killed"),
+        (Failure("cancelled", "cancelled"), -15, {"max_retries": 3}, "cancelled", "killed"),
+        (Failure("killed_by_signal", "SIGKILL"), -9, {"max_retries": 1}, "queued", "queued"),
     ]  # fmt: skip
     for failure, code, options, status, run_status in cases:
         job = queue.enqueue(store, spec(**options))
         c = claim_one(store)
-        result = queue.finish(store, c, exit_code=code, failure=failure, policy=FAST)
+        result = queue.finish(store, c, exit_code=code, failure=failure, retry=FAST)
         assert result is not None and result.status == status, (failure, options)
-        stored = queue.get_job(store, job.id)
+        stored = store_jobs.get_job(store, job.id)
         assert stored.status == status and stored.exit_code == code
         assert store.get_run(job.run_id).status == run_status
         if status == "queued":
             assert result.retry_at is not None and "retry 2 of" in stored.pending_reason
-            queue.cancel(store, job.id)  # out of the way of the next case
+            store_jobs.cancel(store, job.id)  # out of the way of the next case
 
 
 def test_cancel_and_requeue(store: Store) -> None:
     queued = queue.enqueue(store, spec("q"))
     running = queue.enqueue(store, spec("r"))
-    assert queue.cancel(store, queued.id) == queue.CancelResult("cancelled", "cancelled")
+    assert store_jobs.cancel(store, queued.id) == CancelResult("cancelled", "cancelled")
     assert store.get_run(queued.run_id).status == "killed"
     c = claim_one(store)
     assert c.job.id == running.id
-    assert queue.cancel(store, running.id) == queue.CancelResult("cancel_requested", "running")
+    assert store_jobs.cancel(store, running.id) == CancelResult("cancel_requested", "running")
     assert queue.poll(store, [c])[running.id].cancel_requested
-    queue.finish(store, c, exit_code=-15, failure=Failure("cancelled", "cancelled", False))
-    assert queue.cancel(store, running.id) == queue.CancelResult("unchanged", "cancelled")
+    queue.finish(store, c, exit_code=-15, failure=Failure("cancelled", "cancelled"))
+    assert store_jobs.cancel(store, running.id) == CancelResult("unchanged", "cancelled")
     with pytest.raises(NotFound):
-        queue.cancel(store, 999)
-    again = queue.requeue(store, running.id)
+        store_jobs.cancel(store, 999)
+    again = store_jobs.requeue(store, running.id)
     assert (again.status, again.cancel_requested, again.attempt) == ("queued", False, 1)
     with pytest.raises(Conflict):
-        queue.requeue(store, running.id)
+        store_jobs.requeue(store, running.id)
     assert claim_one(store).attempt == 2
 
 
@@ -219,7 +221,7 @@ def test_log_chunks_are_grouped_trimmed_and_read_in_order(store: Store) -> None:
         lines = [("stdout", t, f"out line {i:03d}\n"), ("stdout", t, f"more {i:03d}\n"),
                  ("stderr", t, f"err line {i:03d}\n")]  # fmt: skip
         assert logs.append(store, c, lines, budget)
-    chunks = logs.read(store, c.job.id)
+    chunks = logs.logs_after(store, c.job.id)
     assert chunks[0].stream == "meta" and "trimmed" in chunks[0].text
     assert [ch.stream for ch in chunks[-2:]] == ["stdout", "stderr"]
     assert chunks[-2].text == "out line 039\nmore 039\n"
@@ -227,32 +229,32 @@ def test_log_chunks_are_grouped_trimmed_and_read_in_order(store: Store) -> None:
     assert kept <= 200
     assert [ch.id for ch in chunks] == sorted(ch.id for ch in chunks)
     assert len([ch for ch in chunks if ch.stream == "meta"]) == 1
-    only_err = logs.read(store, c.job.id, stream="stderr")
+    only_err = logs.logs_after(store, c.job.id, stream="stderr")
     assert {ch.stream for ch in only_err} == {"meta", "stderr"}
-    assert logs.read(store, c.job.id, after_id=chunks[-1].id) == []
+    assert logs.logs_after(store, c.job.id, after=chunks[-1].id) == []
 
 
 def test_pending_reasons_name_what_no_live_worker_has(store: Store) -> None:
     big = queue.enqueue(store, spec("big", gpus=4))
     small = queue.enqueue(store, spec("small", gpus=1, gpu_memory_bytes=80 * 1024**3))
     cpu = queue.enqueue(store, spec("cpu"))
-    registry.update_pending_reasons(store)
-    assert "no live worker" in queue.get_job(store, cpu.id).pending_reason
-    registry.register_worker(store, "cpu-only", host="h", pid=1, gpus=[], max_jobs=1)
-    registry.register_worker(
+    store_workers.update_pending_reasons(store, explain_pending)
+    assert "no live worker" in store_jobs.get_job(store, cpu.id).pending_reason
+    store_workers.register_worker(store, "cpu-only", host="h", pid=1, gpus=[], max_jobs=1)
+    store_workers.register_worker(
         store, "two-gpus", host="h", pid=2, max_jobs=1,
         gpus=[GpuDevice(0, "A", 40 * 1024**3), GpuDevice(1, "A", 40 * 1024**3)],
     )  # fmt: skip
-    registry.update_pending_reasons(store)
-    assert queue.get_job(store, big.id).pending_reason == (
+    store_workers.update_pending_reasons(store, explain_pending)
+    assert store_jobs.get_job(store, big.id).pending_reason == (
         "needs 4 GPU(s); the largest live worker (two-gpus) has 2"
     )
-    assert "80.0 GiB" in queue.get_job(store, small.id).pending_reason
-    assert queue.get_job(store, cpu.id).pending_reason is None
-    registry.heartbeat_worker(store, "two-gpus", status="stopped")
-    registry.update_pending_reasons(store)
-    assert "CPU-only" in queue.get_job(store, big.id).pending_reason
-    assert [w.id for w in registry.list_workers(store)] == ["cpu-only"]
+    assert "80.0 GiB" in store_jobs.get_job(store, small.id).pending_reason
+    assert store_jobs.get_job(store, cpu.id).pending_reason is None
+    store_workers.heartbeat_worker(store, "two-gpus", status="stopped")
+    store_workers.update_pending_reasons(store, explain_pending)
+    assert "CPU-only" in store_jobs.get_job(store, big.id).pending_reason
+    assert [w.id for w in store_workers.list_workers(store)] == ["cpu-only"]
 
 
 def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None:
@@ -272,7 +274,7 @@ def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None
     run = store.get_run(c.run_id)
     assert (run.project, run.name, run.status, run.config) == ("web", "clone-job1", "running",
                                                                {"lr": 1})  # fmt: skip
-    assert queue.get_job(store, c.job.id).run_id == run.id
+    assert store_jobs.get_job(store, c.job.id).run_id == run.id
 
 
 def _rows(store: Store, job_id: int) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
@@ -299,7 +301,7 @@ def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
     store: Store,
 ) -> None:
     """Claims without GPU placement and successful ends run as prewritten SQL
-    (runner/queue_fast.py); a ``fits`` claim and ``_end_attempt`` are the general path."""
+    (tracker/store/queue_fast.py); a ``fits`` claim and ``_end_attempt`` are the general path."""
     import sqlalchemy as sa
 
     from tracker.store import models as m
@@ -325,7 +327,7 @@ def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
     assert queue.finish(store, fast, exit_code=0, failure=None, now=now + 2).status == "succeeded"
     with write_begin(store.engine) as conn:
         row = conn.execute(
-            sa.select(*queue.JOB_COLUMNS).where(m.Job.id == slow.job.id).with_for_update()
+            sa.select(*store_jobs.JOB_COLUMNS).where(m.Job.id == slow.job.id).with_for_update()
         ).one()
         queue._end_attempt(conn, row, slow.lease_token, 0, None, FAST, now + 2)
     ended = _rows(store, fast.job.id)

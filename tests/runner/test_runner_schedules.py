@@ -9,12 +9,13 @@ import threading
 import pytest
 import sqlalchemy as sa
 
+from tracker.entities import JobSpec
 from tracker.rules.cron import CronError, crontab_weekday, latest_fire_time, trigger_for
-from tracker.runner import queue, schedules
 from tracker.runner.distributed import wrap_argv
-from tracker.runner.entities import JobSpec
 from tracker.store import Store
+from tracker.store import jobs as store_jobs
 from tracker.store import models as m
+from tracker.store import schedules as store_schedules
 
 
 def ts(*args: int) -> float:
@@ -56,26 +57,26 @@ def test_bad_cron_expressions_are_refused(cron: str) -> None:
 def test_schedule_add_list_pause_resume_delete(store: Store) -> None:
     now = ts(2025, 1, 1, 12)
     spec = JobSpec(argv=["python", "train.py"], config={"lr": 3e-4}, project="nightly")
-    info = schedules.add_schedule(store, "0 2 * * *", spec, timezone="UTC", now=now)
+    info = store_schedules.add_schedule(store, "0 2 * * *", spec, timezone="UTC", now=now)
     assert info.next_fire_at == ts(2025, 1, 2, 2) and info.name == "train.py 0 2 * * *"
-    assert schedules.set_paused(store, info.id, True, now=now).next_fire_at is None
-    assert schedules.fire_due(store, now=ts(2025, 1, 2, 3)) == []  # paused
-    resumed = schedules.set_paused(store, info.id, False, now=ts(2025, 1, 2, 3))
+    assert store_schedules.set_paused(store, info.id, True, now=now).next_fire_at is None
+    assert store_schedules.fire_due(store, now=ts(2025, 1, 2, 3)) == []  # paused
+    resumed = store_schedules.set_paused(store, info.id, False, now=ts(2025, 1, 2, 3))
     assert resumed.next_fire_at == ts(2025, 1, 3, 2)  # the fire missed while paused is skipped
-    fired = schedules.fire_due(store, now=ts(2025, 1, 3, 2, 0, 30))
+    fired = store_schedules.fire_due(store, now=ts(2025, 1, 3, 2, 0, 30))
     assert [(s, f) for s, f, _ in fired] == [(info.id, ts(2025, 1, 3, 2))]
-    job = queue.get_job(store, fired[0][2])
+    job = store_jobs.get_job(store, fired[0][2])
     assert (job.schedule_id, job.config, job.project) == (info.id, {"lr": 3e-4}, "nightly")
     assert store.get_run(job.run_id).name.startswith("train.py 0 2 * * *@")
-    schedules.delete_schedule(store, info.id)
-    assert schedules.list_schedules(store) == []
-    assert queue.get_job(store, job.id).schedule_id is None  # the job stays
+    store_schedules.delete_schedule(store, info.id)
+    assert store_schedules.list_schedules(store) == []
+    assert store_jobs.get_job(store, job.id).schedule_id is None  # the job stays
 
 
 def test_two_schedulers_enqueue_exactly_one_job_per_fire_time(store_url: str) -> None:
     setup = Store(store_url)
     start = ts(2025, 3, 1, 0, 0, 0)
-    info = schedules.add_schedule(
+    info = store_schedules.add_schedule(
         setup, "* * * * *", JobSpec(argv=["python", "x.py"]), timezone="UTC", now=start
     )
     ticks = [start + 7.5 * i for i in range(1, 81)]  # 10 simulated minutes, 8 ticks each
@@ -88,7 +89,7 @@ def test_two_schedulers_enqueue_exactly_one_job_per_fire_time(store_url: str) ->
         try:
             for now in ticks:
                 barrier.wait(30)  # both fire at the same simulated instant
-                won[n].extend(schedules.fire_due(own, now=now))
+                won[n].extend(store_schedules.fire_due(own, now=now))
         except BaseException as exc:  # surfaced below
             errors.append(exc)
             barrier.abort()

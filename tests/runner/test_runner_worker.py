@@ -13,9 +13,9 @@ import pytest
 
 from tests.support.polling import wait_for
 from tests.support.runner import Procs, alive, group_gone, read_json, script
-from tracker.runner import logs, queue
-from tracker.runner.entities import JobSpec
-from tracker.store import Store
+from tracker.entities import JobSpec
+from tracker.store import Store, logs, queue
+from tracker.store import jobs as store_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def enqueue(store: Store, argv: list[str], **kw: Any) -> Any:
 
 
 def status_is(store: Store, job_id: int, *statuses: str) -> Any:
-    job = queue.get_job(store, job_id)
+    job = store_jobs.get_job(store, job_id)
     return job if job.status in statuses else None
 
 
@@ -64,7 +64,7 @@ def test_job_gets_ids_config_and_a_run_from_the_first_second(
         "finished", "digits", {"width": 16, "depth": 2},
     )  # fmt: skip
     assert run.last_metrics["loss"] == pytest.approx(1 / 3)
-    assert queue.get_job(store, job["id"]).status == "succeeded"
+    assert store_jobs.get_job(store, job["id"]).status == "succeeded"
 
 
 def test_shell_metacharacters_are_passed_literally(store: Store, procs: Procs, out: Path) -> None:
@@ -132,7 +132,11 @@ def test_sigterm_drains_then_kills_after_the_grace_period(
     assert (out / f"{polite.id}-1.term").read_text() == "got SIGTERM"
     assert status_is(store, polite.id, "succeeded")  # it ended cleanly within the grace
     killed = status_is(store, stubborn.id, "failed")
-    assert killed and killed.failure_class == "killed" and killed.exit_code == -signal.SIGKILL
+    assert (
+        killed
+        and killed.failure_class == "killed_by_signal"
+        and killed.exit_code == -signal.SIGKILL
+    )
     assert "shut down" in killed.failure_hint
     assert status_is(store, waiting.id, "queued")  # no claims after the signal
     pids = [p for r in reports for p in [r["pid"], *r["children"]]]
@@ -149,15 +153,15 @@ def test_a_second_signal_kills_at_once(store: Store, procs: Procs, out: Path) ->
     worker.signal(signal.SIGINT)
     assert worker.wait(30, "the worker to exit long before its 600 s grace") == 0
     assert not alive(seen["pid"])
-    assert status_is(store, job.id, "failed").failure_class == "killed"
+    assert status_is(store, job.id, "failed").failure_class == "killed_by_signal"
 
 
 FAILURES = [
     ("oom", "cuda_oom", "tried to allocate 2.00 GiB"),
     ("nccl", "nccl", "ALLREDUCE timed out after 600.023 s on rank 1"),
     ("exception", "python_exception", "ValueError: bad value 42 in batch 7"),
-    ("exit137", "killed", "SIGKILL"),
-    ("sigkill", "killed", "SIGKILL"),
+    ("exit137", "killed_by_signal", "SIGKILL"),
+    ("sigkill", "killed_by_signal", "SIGKILL"),
 ]
 
 
@@ -166,7 +170,7 @@ def test_failures_of_real_scripts_are_classified(store: Store, procs: Procs) -> 
     worker = procs.worker("--gpus", "none", "--exit-when-idle", "--max-jobs", "3")
     assert worker.wait(90) == 0, worker.output()
     for mode, cls, hint in FAILURES:
-        job = queue.get_job(store, jobs[mode].id)
+        job = store_jobs.get_job(store, jobs[mode].id)
         assert (job.status, job.failure_class) == ("failed", cls), (mode, job.failure_hint)
         assert hint in job.failure_hint, (mode, job.failure_hint)
         run = store.get_run(job.run_id)
@@ -175,8 +179,8 @@ def test_failures_of_real_scripts_are_classified(store: Store, procs: Procs) -> 
             cls,
             job.failure_hint,
         )
-    assert queue.get_job(store, jobs["exit137"].id).exit_code == 137
-    assert queue.get_job(store, jobs["sigkill"].id).exit_code == -signal.SIGKILL
+    assert store_jobs.get_job(store, jobs["exit137"].id).exit_code == 137
+    assert store_jobs.get_job(store, jobs["sigkill"].id).exit_code == -signal.SIGKILL
 
 
 def test_diverging_example_is_classified_as_nonfinite_loss(store: Store, procs: Procs) -> None:
@@ -184,7 +188,7 @@ def test_diverging_example_is_classified_as_nonfinite_loss(store: Store, procs: 
     job = enqueue(store, [sys.executable, str(example)], project="examples")
     worker = procs.worker("--gpus", "none", "--once")
     assert worker.wait(120) == 0, worker.output()
-    job = queue.get_job(store, job.id)
+    job = store_jobs.get_job(store, job.id)
     assert (job.status, job.failure_class) == ("failed", "nonfinite_loss"), job.failure_hint
     assert "NonFiniteLossError: loss is" in job.failure_hint
     assert " at step " in job.failure_hint
@@ -198,7 +202,7 @@ def test_cpu_worker_leaves_gpu_jobs_queued_with_a_reason(
     procs.worker("--gpus", "none")
     wait_for(lambda: status_is(store, cpu_job.id, "succeeded"), 30, "the CPU job to run")
     waiting = wait_for(
-        lambda: (j := queue.get_job(store, gpu_job.id)).pending_reason and j, 30, "a reason"
+        lambda: (j := store_jobs.get_job(store, gpu_job.id)).pending_reason and j, 30, "a reason"
     )
     assert waiting.status == "queued"
     shown = procs.run("jobs", "show", str(gpu_job.id))
@@ -217,7 +221,7 @@ def test_gpu_worker_assigns_devices_and_explains_what_does_not_fit(
     assert report(out, pair.id)["env"]["CUDA_VISIBLE_DEVICES"] == "0,1"
     wait_for(lambda: status_is(store, single.id, "succeeded"), 30, "the 1-GPU job to run")
     assert report(out, single.id)["env"]["CUDA_VISIBLE_DEVICES"] in ("0", "1")
-    reason = wait_for(lambda: queue.get_job(store, too_big.id).pending_reason, 30, "a reason")
+    reason = wait_for(lambda: store_jobs.get_job(store, too_big.id).pending_reason, 30, "a reason")
     assert reason.startswith("needs 3 GPU(s); the largest live worker (")
 
 
@@ -229,7 +233,7 @@ def test_output_is_streamed_trimmed_and_followable(store: Store, procs: Procs, o
                            name="follow")  # fmt: skip
     assert follow.wait(60, "jobs logs --follow to end with the job") == 0
     assert follow.output().endswith("out 4999\ndone\n")
-    chunks = logs.read(store, job.id, limit=100_000)
+    chunks = logs.logs_after(store, job.id, limit=100_000)
     assert chunks[0].stream == "meta" and "older output were trimmed" in chunks[0].text
     assert sum(len(c.text) for c in chunks if c.stream != "meta") <= 20000
     text = "".join(c.text for c in chunks[1:])
@@ -241,7 +245,7 @@ def test_stdout_and_stderr_are_kept_apart(store: Store, procs: Procs, out: Path)
     job = enqueue(store, script("jobscript.py", str(out), "--lines", "5"))
     worker = procs.worker("--gpus", "none", "--once")
     assert worker.wait(60) == 0, worker.output()
-    chunks = logs.read(store, job.id)
+    chunks = logs.logs_after(store, job.id)
     by_stream = {s: "".join(c.text for c in chunks if c.stream == s) for s in ("stdout", "stderr")}
     assert by_stream == {
         "stdout": "".join(f"out {i}\n" for i in range(5)) + "done\n",
@@ -263,10 +267,10 @@ def test_missing_script_or_directory_fails_the_job_clearly(
     worker = procs.worker("--gpus", "none", "--exit-when-idle")
     assert worker.wait(60) == 0, worker.output()
     for job in (missing, bad_dir):
-        job = queue.get_job(store, job.id)
+        job = store_jobs.get_job(store, job.id)
         assert (job.status, job.failure_class) == ("failed", "missing_file"), job.failure_hint
-    assert "no-such-program" in queue.get_job(store, missing.id).failure_hint
-    assert "does not exist" in queue.get_job(store, bad_dir.id).failure_hint
+    assert "no-such-program" in store_jobs.get_job(store, missing.id).failure_hint
+    assert "does not exist" in store_jobs.get_job(store, bad_dir.id).failure_hint
 
 
 def test_worker_refuses_bad_gpus_option(procs: Procs) -> None:

@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.runner import logs, queue, registry
-from tracker.runner.entities import ClaimedJob, GpuDevice, JobSpec
-from tracker.store import Store
+from tracker.entities import ClaimedJob, GpuDevice, JobSpec
+from tracker.runner.pending import explain_pending
+from tracker.store import Store, logs, queue
+from tracker.store import workers as store_workers
 
 PROJECT = "digits"
 GIB = 1024**3
@@ -74,7 +75,7 @@ RUNS = [
                     "failure_hint": "CUDA out of memory: lower batch_size or model.width",
                     "error": "torch.OutOfMemoryError: CUDA out of memory"}),
     RunSpec("adam-node-lost", _config("adam", 3e-4, 256), "crashed", 0.8, steps=300,
-            finish={"failure_class": "killed",
+            finish={"failure_class": "killed_by_signal",
                     "failure_hint": "no heartbeat for 60 s: the worker host went away"}),
     RunSpec("adam-stopped", _config("adam", 5e-4, 64), "killed", 0.85, steps=200,
             finish={"exit_code": -15}),
@@ -156,7 +157,7 @@ def seed(store: Store, *, now: float | None = None) -> Seeded:
     diverged = seeded.runs["adam-lr1e-1-diverged"]
     store.add_event(diverged, "diagnosis", "non-finite train/loss from step 420", {"step": 420})
     gpus = [GpuDevice(i, "NVIDIA H100 80GB HBM3", 80 * GIB) for i in range(2)]
-    registry.register_worker(
+    store_workers.register_worker(
         store, "gpu-node-01:4242", host="gpu-node-01", pid=4242, gpus=gpus, max_jobs=2
     )
     _jobs(store, seeded)
@@ -180,5 +181,5 @@ def _jobs(store: Store, seeded: Seeded) -> None:
     seeded.jobs["queued"] = queued.id
     seeded.runs["adam-queued"] = queued.run_id
     waiting = queue.enqueue(store, JobSpec(COMMAND, PROJECT, config={"lr": 5e-5}, gpus=4))
-    registry.update_pending_reasons(store)
+    store_workers.update_pending_reasons(store, explain_pending)
     seeded.jobs["waiting"] = waiting.id

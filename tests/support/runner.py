@@ -33,9 +33,9 @@ TRACKER = (
         "import sys; sys.argv[0] = 'tracker'; from tracker.cli import main; main()",
     ]
 )
-# Fast settings for tests: short sweeps and polls, no retry backoff.
-SWEEP = ["--sweep-interval", "0.5", "--retry-delay", "0"]
-FAST = ["--poll-interval", "0.05", *SWEEP]
+# Fast settings for tests: short reaper passes and polls, no retry backoff.
+REAP = ["--reap-interval", "0.5", "--retry-delay", "0"]
+FAST = ["--poll-interval", "0.05", *REAP]
 
 
 def alive(pid: int) -> bool:
@@ -111,7 +111,7 @@ class Procs:
         return self.tracker("worker", *FAST, *args, name=name)
 
     def scheduler(self, *args: str) -> Proc:
-        return self.tracker("scheduler", *SWEEP, *args, name="scheduler")
+        return self.tracker("scheduler", *REAP, *args, name="scheduler")
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run a short ``tracker`` command to completion."""

@@ -4,13 +4,14 @@ import signal
 
 import pytest
 
+from tracker.entities import Failure
 from tracker.runner.failure import (
     FAILURE_CLASSES,
-    Failure,
     PythonError,
     classify,
     last_python_error,
 )
+from tracker.runner.retry import is_retryable
 
 OOM_TAIL = """\
 Epoch 3:  41%|████      | 412/1000 [02:13<03:10,  3.09it/s]
@@ -175,7 +176,8 @@ ValueError: bad shape
 """
 
 CASES = [
-    # (id, kwargs for classify, expected class, retryable, fragments that the hint contains)
+    # (id, kwargs for classify, expected class, retried by the policy without retry_on_failure,
+    #  fragments that the hint contains)
     ("oom", dict(exit_code=1, signal=None, stderr_tail=OOM_TAIL), "cuda_oom", False,
      ["tried to allocate 2.00 GiB", "GPU total 79.10 GiB", "smaller batch",
       "gradient checkpointing", "expandable_segments:True"]),
@@ -219,11 +221,12 @@ CASES = [
      host_oom_suspected=True), "host_oom", True, ["out of memory", "num_workers"]),
     ("exit137-killed-line", dict(exit_code=137, signal=None, stderr_tail="epoch 1\nKilled\n"),
      "host_oom", True, ["SIGKILL"]),
-    ("returncode-minus9", dict(exit_code=-9, signal=None, stderr_tail=""), "killed", True,
+    ("returncode-minus9", dict(exit_code=-9, signal=None, stderr_tail=""), "killed_by_signal", True,
      ["SIGKILL"]),
-    ("sigterm", dict(exit_code=143, signal=None, stderr_tail=""), "killed", True, ["SIGTERM"]),
+    ("sigterm", dict(exit_code=143, signal=None, stderr_tail=""), "killed_by_signal", True,
+     ["SIGTERM"]),
     ("sigkill-beats-traceback", dict(exit_code=-9, signal=None, stderr_tail=CHAINED_TAIL),
-     "killed", True, ["SIGKILL"]),
+     "killed_by_signal", True, ["SIGKILL"]),
     ("timeout", dict(exit_code=-15, signal=None, stderr_tail="", timed_out=True), "timeout", True,
      ["time limit", "--timeout"]),
     ("cancelled", dict(exit_code=-15, signal=15, stderr_tail=OOM_TAIL, cancelled=True),
@@ -253,7 +256,7 @@ def test_classify(kwargs: dict, cls: str, retryable: bool, fragments: list[str])
     assert failure is not None
     assert failure.cls == cls
     assert failure.cls in FAILURE_CLASSES
-    assert failure.retryable is retryable
+    assert is_retryable(failure.cls, retry_on_failure=False) is retryable
     for fragment in fragments:
         assert fragment in failure.hint, (fragment, failure.hint)
 
@@ -269,12 +272,12 @@ def test_python_exception_hint_is_exactly_type_message_and_location() -> None:
         "ValueError: bad shape\n"
     )
     assert classify(1, None, tail) == Failure(
-        "python_exception", "ValueError: bad shape (at t.py:1 in <module>)", False
+        "python_exception", "ValueError: bad shape (at t.py:1 in <module>)"
     )
 
 
 def test_signal_argument_wins_over_exit_code_and_128_plus_n() -> None:
-    assert classify(1, signal.SIGTERM, "").cls == "killed"
+    assert classify(1, signal.SIGTERM, "").cls == "killed_by_signal"
     assert classify(130, None, "").hint.startswith("The process was terminated by SIGINT")
     assert "signal 99" in classify(None, 99, "").hint
 
@@ -308,6 +311,6 @@ def test_last_python_error_shortens_long_messages() -> None:
 
 def test_every_class_has_a_stable_name() -> None:
     assert FAILURE_CLASSES == (
-        "cuda_oom", "nccl", "device_assert", "nonfinite_loss", "host_oom", "killed", "timeout",
-        "cancelled", "import_error", "missing_file", "python_exception", "exit_code",
+        "cuda_oom", "nccl", "device_assert", "nonfinite_loss", "host_oom", "killed_by_signal",
+        "timeout", "cancelled", "import_error", "missing_file", "python_exception", "exit_code",
     )  # fmt: skip

@@ -1,5 +1,6 @@
-"""API tests for jobs, workers and schedules. The rows the dashboard writes are read back
-by the runner's own queue code (claim, fire schedules), so both sides agree on them."""
+"""API tests for jobs, workers and schedules. The dashboard writes through the same store
+functions as the CLI and the worker (enqueue, cancel, schedules), and the rows it writes are
+read back by the worker's claim and the housekeeping's fire_due, so both sides agree."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 from flask.testing import FlaskClient
 
 from tests.support.web import envelope
-from tracker.runner import queue, registry, schedules
-from tracker.runner.entities import GpuDevice, JobSpec
-from tracker.store import Store
+from tracker.entities import GpuDevice, JobSpec
+from tracker.store import Store, queue
+from tracker.store import jobs as store_jobs
+from tracker.store import schedules as store_schedules
+from tracker.store import workers as store_workers
 
 
 def runner_job(store: Store, **kw: Any) -> Any:
@@ -84,7 +87,7 @@ def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: St
     cases = [
         ({"config": [1]}, "config"),
         ({"config": {"x": {"y": object.__name__}}, "grid": {"a": []}}, "grid"),
-        ({"grid": {"a": list(range(20)), "b": list(range(20))}}, "grid"),
+        ({"grid": {"a": list(range(40)), "b": list(range(40))}}, "grid"),  # 1600 > 1000
         ({"priority": "high"}, "priority"),
         ({"grid": {"a..b": [1]}}, "grid"),
     ]
@@ -92,16 +95,76 @@ def test_clone_validates_config_grid_and_priority(client: FlaskClient, store: St
         response = client.post(f"/api/v1/jobs/{source.id}/clone", json=body)
         assert response.status_code == 400, body
         assert envelope(response)["field"] == field
-    assert len(queue.list_jobs(store)) == 1
+    assert len(store_jobs.list_jobs(store)) == 1
     grid = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"lr": [1, 2, 3]}})
     assert len(grid.json["job_ids"]) == 3
 
 
+def test_clone_has_the_grid_cap_of_tracker_sweep(client: FlaskClient, store: Store) -> None:
+    """One cap (MAX_CONFIGS) for `tracker sweep` and the dashboard; it was 256 here."""
+    from tracker.rules.sweep import MAX_CONFIGS
+
+    source = runner_job(store)
+    grid = {"a": list(range(20)), "b": list(range(MAX_CONFIGS // 20))}
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": grid})
+    assert response.status_code == 201 and len(response.json["job_ids"]) == MAX_CONFIGS
+    grid["c"] = [1, 2]
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": grid})
+    assert (
+        envelope(response)["field"] == "grid" and str(MAX_CONFIGS) in envelope(response)["message"]
+    )
+
+
+def test_clone_rejects_what_tracker_submit_rejects(client: FlaskClient, store: Store) -> None:
+    """Every enqueue passes check_spec: the dashboard's clone used to skip it, so a job whose
+    settings `tracker submit` refuses (here: a reserved env name written by an older version,
+    too many GPUs, a bad timeout) could be cloned back into the queue."""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+    from tracker.store.engine import write_begin
+
+    source = runner_job(store)
+    bad = [
+        ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env"),
+        ({"resources": {"gpus": 5000}}, "gpus"),
+        ({"timeout_s": -1.0}, "timeout"),
+    ]
+    for values, field in bad:
+        with write_begin(store.engine) as conn:
+            conn.execute(sa.update(m.Job).where(m.Job.id == source.id).values(**values))
+        response = client.post(f"/api/v1/jobs/{source.id}/clone", json={})
+        assert response.status_code == 400, values
+        assert envelope(response)["field"] == field, values
+        with write_begin(store.engine) as conn:
+            conn.execute(
+                sa.update(m.Job)
+                .where(m.Job.id == source.id)
+                .values(env={}, resources={"gpus": 0}, timeout_s=None)
+            )
+    too_high = client.post(f"/api/v1/jobs/{source.id}/clone", json={"priority": 10**7})
+    assert envelope(too_high)["field"] == "priority"
+    assert len(store_jobs.list_jobs(store)) == 1
+
+
+def test_grid_keys_follow_the_one_set_path_rule(client: FlaskClient, store: Store) -> None:
+    """A grid key that goes through a value that is not a mapping is refused, as `tracker
+    sweep -c` refuses it (the dashboard used to replace the value with a mapping)."""
+    source = runner_job(store, config={"model": "resnet", "opt": None})
+    crossing = {"grid": {"model.width": [64, 128]}}
+    response = client.post(f"/api/v1/jobs/{source.id}/clone", json=crossing)
+    assert response.status_code == 400 and envelope(response)["field"] == "grid"
+    assert "'model' is 'resnet', not a mapping" in envelope(response)["message"]
+    through_none = client.post(f"/api/v1/jobs/{source.id}/clone", json={"grid": {"opt.lr": [0.1]}})
+    (new_id,) = through_none.json["job_ids"]
+    assert store_jobs.get_job(store, new_id).config == {"model": "resnet", "opt": {"lr": 0.1}}
+
+
 def test_workers_list(client: FlaskClient, store: Store) -> None:
-    registry.register_worker(
+    store_workers.register_worker(
         store, "host-a:1", host="host-a", pid=1, gpus=[GpuDevice(0, "A100", 80 << 30)], max_jobs=2
     )
-    registry.register_worker(
+    store_workers.register_worker(
         store, "host-b:2", host="host-b", pid=2, gpus=[], max_jobs=1, now=time.time() - 3600
     )
     job = runner_job(store)
@@ -111,6 +174,28 @@ def test_workers_list(client: FlaskClient, store: Store) -> None:
     assert workers["host-a:1"]["running_jobs"] == [job.id]
     assert workers["host-a:1"]["gpus"][0]["name"] == "A100"
     assert workers["host-b:2"]["status"] == "lost"
+
+
+def test_the_cli_and_the_api_list_the_same_workers(client: FlaskClient, store: Store) -> None:
+    """`tracker workers ls` used to hide lost workers that the API showed."""
+    import json
+
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store_workers.register_worker(store, "live", host="a", pid=1, gpus=[], max_jobs=1)
+    store_workers.register_worker(
+        store, "gone", host="b", pid=2, gpus=[], max_jobs=1, now=time.time() - 3600
+    )
+    api = {w["id"]: w["status"] for w in client.get("/api/v1/workers").json["workers"]}
+    env = {"TRACKER_URI": store.uri}
+    run = CliRunner().invoke(main, ["workers", "ls", "--json"], env=env)
+    assert run.exit_code == 0, run.output
+    cli = {w["id"]: w["status"] for w in json.loads(run.output)}
+    assert cli == api == {"live": "running", "gone": "lost"}
+    live = CliRunner().invoke(main, ["workers", "ls", "--json", "--live"], env=env)
+    assert [w["id"] for w in json.loads(live.output)] == ["live"]
 
 
 def test_schedules_add_pause_delete_and_the_runner_fires_them(
@@ -125,14 +210,14 @@ def test_schedules_add_pause_delete_and_the_runner_fires_them(
     sched = response.json
     assert (sched["name"], sched["cron"], sched["paused"]) == ("nightly", "0 3 * * 1-5", False)
     assert sched["next_fire_at"] > time.time()
-    (runner_view,) = schedules.list_schedules(store)
+    (runner_view,) = store_schedules.list_schedules(store)
     assert runner_view.next_fire_at == sched["next_fire_at"]  # both read the cron alike
     paused = client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": True}).json
     assert paused["paused"] is True and paused["next_fire_at"] is None
     client.patch(f"/api/v1/schedules/{sched['id']}", json={"paused": False})
-    fired = schedules.fire_due(store, now=sched["next_fire_at"] + 1)
+    fired = store_schedules.fire_due(store, now=sched["next_fire_at"] + 1)
     assert [f[0] for f in fired] == [sched["id"]]
-    job = queue.get_job(store, fired[0][2])
+    job = store_jobs.get_job(store, fired[0][2])
     assert (job.argv, job.config, job.schedule_id) == (source.argv, {"lr": 0.5}, sched["id"])
     listed = client.get("/api/v1/schedules").json["schedules"]
     assert [s["id"] for s in listed] == [sched["id"]]
@@ -159,7 +244,7 @@ def test_bad_schedules_are_refused(client: FlaskClient, store: Store) -> None:
         client.post("/api/v1/schedules", json={"job_id": 999, "cron": "* * * * *"}).status_code
         == 404
     )
-    assert schedules.list_schedules(store) == []
+    assert store_schedules.list_schedules(store) == []
     assert (
         envelope(client.patch("/api/v1/schedules/1", json={"paused": "yes"}))["field"] == "paused"
     )

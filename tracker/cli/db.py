@@ -20,10 +20,9 @@ def db() -> None:
 def upgrade(uri: str | None, revision: str) -> None:
     """Apply migrations up to REVISION (safe to run from several machines at once)."""
     from tracker.store import Store
-    from tracker.store import upgrade as do_upgrade
 
     store = Store(uri, upgrade=False)
-    before, after = do_upgrade(store.engine, revision)
+    before, after = store.upgrade(revision)
     if before == after:
         click.echo(f"{store}: already at revision {after}")
     else:
@@ -34,10 +33,10 @@ def upgrade(uri: str | None, revision: str) -> None:
 @uri_option
 def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
-    from tracker.store import SCHEMA_HEAD, Store, current_revision
+    from tracker.store import SCHEMA_HEAD, Store
 
     store = Store(uri, upgrade=False)
-    rev = current_revision(store.engine)
+    rev = store.schema_revision()
     click.echo(f"database: {rev or '(empty)'}  code: {SCHEMA_HEAD}")
 
 

@@ -1,6 +1,6 @@
 """Queue commands: ``submit``, ``sweep``, ``jobs ls|show|logs|cancel|requeue``, ``workers ls``.
 
-The runner package is imported inside the commands, so ``tracker --help`` stays fast.
+The store and the runner are imported inside the commands, so ``tracker --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
     """A JobSpec from the shared options (``o`` as click passes them)."""
-    from tracker.runner.entities import JobSpec
+    from tracker.entities import JobSpec
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
     return JobSpec(
@@ -157,7 +157,7 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
         tracker submit train.py -c lr=3e-4 --gpus 1 -- --epochs 3
         tracker submit -- ./train.sh --fast
     """
-    from tracker.runner import queue
+    from tracker.store import queue
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
     job = queue.enqueue(open_store(uri), spec)
@@ -188,7 +188,7 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
     import dataclasses
 
     from tracker.rules.sweep import expand_grid, parse_overrides, sample_random
-    from tracker.runner import queue
+    from tracker.store import queue
 
     parsed = parse_overrides(overrides)
     if samples is None:
@@ -247,23 +247,21 @@ def _note(job: Any) -> str:
 @json_option
 def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str | None,
             as_json: bool) -> None:  # fmt: skip
-    """List jobs, newest first."""
-    from tracker.runner import queue
+    """List jobs, newest first; POS is a queued job's place in the claim order."""
+    from tracker.store.jobs import list_jobs
 
-    found = queue.list_jobs(
-        open_store(uri), status=list(statuses) or None, project=project, limit=limit
-    )
+    found = list_jobs(open_store(uri), status=list(statuses) or None, project=project, limit=limit)
     if as_json:
         echo_json(found)
         return
     now = time.time()
     rows = [
-        (j.id, j.status, j.priority, j.project, _command_text(j.argv), j.gpus, j.attempt,
-         j.run_id or "-", j.lease_owner or "-", fmt_time(j.created_at),
+        (j.id, j.status, j.position or "-", j.priority, j.project, _command_text(j.argv),
+         j.gpus, j.attempt, j.run_id or "-", j.lease_owner or "-", fmt_time(j.created_at),
          fmt_duration(((j.ended_at or now) - j.started_at) if j.started_at else None), _note(j))
         for j in found
     ]  # fmt: skip
-    headers = ("ID", "STATUS", "PRI", "PROJECT", "COMMAND", "GPUS", "TRY", "RUN", "WORKER",
+    headers = ("ID", "STATUS", "POS", "PRI", "PROJECT", "COMMAND", "GPUS", "TRY", "RUN", "WORKER",
                "CREATED", "TOOK", "NOTE")  # fmt: skip
     print_table(headers, rows)
 
@@ -274,21 +272,23 @@ def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str
 @json_option
 def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
     """Everything about one job: state, why it waits, attempts, failure and hint."""
-    from tracker.runner import queue, registry
+    from tracker.runner.pending import explain_pending
+    from tracker.store.jobs import attempts, get_job
+    from tracker.store.workers import list_workers
 
     store = open_store(uri)
-    job = queue.get_job(store, job_id)
+    job = get_job(store, job_id)
     reason = job.pending_reason
     if job.status == "queued" and reason is None:
-        workers = registry.list_workers(store)
-        reason = registry.explain_pending(job.gpus, job.gpu_memory_bytes, workers)
-    tries = queue.attempts(store, job_id)
+        reason = explain_pending(job.gpus, job.gpu_memory_bytes, list_workers(store))
+    tries = attempts(store, job_id)
     if as_json:
         echo_json({"job": job, "pending_reason": reason, "attempts": tries})
         return
     lines = [
         ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
         ("waiting because", reason if job.status == "queued" else None),
+        ("queue position", job.position),
         ("project", job.project),
         ("run", job.run_id),
         ("command", " ".join(job.argv)),
@@ -335,23 +335,26 @@ def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
 def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None,
               interval: float, uri: str | None) -> None:  # fmt: skip
     """Print a job's stored output (stdout and stderr, in order)."""
-    from tracker.runner import logs, queue
+    from tracker.store import logs
+    from tracker.store.jobs import get_job
 
     store = open_store(uri)
-    queue.get_job(store, job_id)  # NotFound for a bad id
+    get_job(store, job_id)  # NotFound for a bad id
     last = 0
     while True:
-        chunks = logs.read(store, job_id, after_id=last, attempt=attempt, stream=stream)
+        chunks = logs.logs_after(
+            store, job_id, after=last, attempt=attempt, stream=stream, limit=1000
+        )
         for chunk in chunks:
             click.echo(chunk.text, nl=False)
             last = chunk.id
         sys.stdout.flush()
         if len(chunks) == 1000:
             continue
-        if not follow or queue.get_job(store, job_id).is_final:
+        if not follow or get_job(store, job_id).is_final:
             if follow:  # output written just before the end
-                for chunk in logs.read(store, job_id, after_id=last, attempt=attempt,
-                                       stream=stream, limit=1_000_000):  # fmt: skip
+                for chunk in logs.logs_after(store, job_id, after=last, attempt=attempt,
+                                             stream=stream, limit=1_000_000):  # fmt: skip
                     click.echo(chunk.text, nl=False)
             return
         time.sleep(interval)
@@ -364,10 +367,10 @@ def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None
 def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> None:
     """Cancel jobs: a queued job at once; a running one is stopped by its worker (SIGTERM,
     then SIGKILL after the worker's grace period)."""
-    from tracker.runner import queue
+    from tracker.store.jobs import cancel
 
     store = open_store(uri)
-    results = {job_id: queue.cancel(store, job_id) for job_id in job_ids}
+    results = {job_id: cancel(store, job_id) for job_id in job_ids}
     if as_json:
         echo_json({str(k): v for k, v in results.items()})
         return
@@ -384,9 +387,9 @@ def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> Non
 @json_option
 def jobs_requeue(job_id: int, uri: str | None, as_json: bool) -> None:
     """Queue a finished job again for one more attempt (it resumes its run)."""
-    from tracker.runner import queue
+    from tracker.store.jobs import requeue
 
-    job = queue.requeue(open_store(uri), job_id, reason="requeued by hand")
+    job = requeue(open_store(uri), job_id, reason="requeued by hand")
     if as_json:
         echo_json(job)
     else:
@@ -402,14 +405,15 @@ def workers() -> None:
 
 
 @workers.command("ls")
-@click.option("--all", "include_stopped", is_flag=True, help="Include stopped and lost workers.")
+@click.option("--all", "include_stopped", is_flag=True, help="Include stopped workers.")
+@click.option("--live", is_flag=True, help="Leave out lost workers (no heartbeat for 60 s).")
 @uri_option
 @json_option
-def workers_ls(include_stopped: bool, uri: str | None, as_json: bool) -> None:
-    """List live workers: host, GPUs, running jobs, last heartbeat."""
-    from tracker.runner import registry
+def workers_ls(include_stopped: bool, live: bool, uri: str | None, as_json: bool) -> None:
+    """List workers (lost ones with status 'lost'): host, GPUs, running jobs, last heartbeat."""
+    from tracker.store.workers import list_workers
 
-    found = registry.list_workers(open_store(uri), include_stopped=include_stopped)
+    found = list_workers(open_store(uri), include_stopped=include_stopped, include_lost=not live)
     if as_json:
         echo_json(found)
         return

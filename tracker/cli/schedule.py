@@ -11,7 +11,7 @@ import click
 
 from tracker.cli.common import echo_json, fmt_time, json_option, open_store, print_table, uri_option
 from tracker.cli.jobs import _job_kwargs, job_options, single_overrides, spec_from_options
-from tracker.cli.worker import LOG_FORMAT, make_sweep_options, sweep_options
+from tracker.cli.worker import LOG_FORMAT, housekeeping_options, make_housekeeping_options
 
 
 def _local_timezone() -> str:
@@ -50,10 +50,10 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
         tracker schedule add "0 2 * * *" train.py -c lr=3e-4     # 02:00 every night
         tracker schedule add "30 6 * * 1-5" train.py              # weekdays at 06:30
     """
-    from tracker.runner import schedules
+    from tracker.store.schedules import add_schedule
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
-    info = schedules.add_schedule(
+    info = add_schedule(
         open_store(uri), cron, spec, name=schedule_name, timezone=timezone or _local_timezone()
     )
     if as_json:
@@ -67,9 +67,9 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
 @json_option
 def schedule_ls(uri: str | None, as_json: bool) -> None:
     """List schedules with their next fire time."""
-    from tracker.runner import schedules
+    from tracker.store.schedules import list_schedules
 
-    found = schedules.list_schedules(open_store(uri))
+    found = list_schedules(open_store(uri))
     if as_json:
         echo_json(found)
         return
@@ -82,9 +82,9 @@ def schedule_ls(uri: str | None, as_json: bool) -> None:
 
 
 def _set_paused(schedule_id: int, paused: bool, uri: str | None) -> None:
-    from tracker.runner import schedules
+    from tracker.store.schedules import set_paused
 
-    info = schedules.set_paused(open_store(uri), schedule_id, paused)
+    info = set_paused(open_store(uri), schedule_id, paused)
     state = "paused" if info.paused else f"active; next fire {fmt_time(info.next_fire_at)}"
     click.echo(f"schedule {info.id}: {state}")
 
@@ -110,35 +110,39 @@ def schedule_resume(schedule_id: int, uri: str | None) -> None:
 @uri_option
 def schedule_delete(schedule_id: int, uri: str | None) -> None:
     """Delete a schedule; the jobs it queued stay."""
-    from tracker.runner import schedules
+    from tracker.store.schedules import delete_schedule
 
-    schedules.delete_schedule(open_store(uri), schedule_id)
+    delete_schedule(open_store(uri), schedule_id)
     click.echo(f"schedule {schedule_id} deleted")
 
 
 @click.command()
-@click.option("--no-schedules", is_flag=True, help="Only sweep; do not fire cron schedules.")
+@click.option(
+    "--no-schedules",
+    is_flag=True,
+    help="Only reap expired leases and silent runs; do not fire cron schedules.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
-@sweep_options
+@housekeeping_options
 @uri_option
 def scheduler(
     no_schedules: bool,
     quiet: bool,
-    sweep_interval: float,
+    reap_interval: float,
     retry_delay: float,
     max_retry_delay: float,
     run_stale_seconds: float,
     uri: str | None,
 ) -> None:
-    """Run only the housekeeping: cron schedules, the sweeper for expired leases and silent
+    """Run only the housekeeping: cron schedules, the reaper for expired leases and silent
     runs, retries and pending reasons. Safe to run several; stops on SIGTERM or Ctrl-C."""
-    from tracker.runner.scheduler import run_scheduler
+    from tracker.runner.housekeeping import run_housekeeping
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=LOG_FORMAT)
-    options = make_sweep_options(
-        sweep_interval, retry_delay, max_retry_delay, run_stale_seconds, not no_schedules
+    options = make_housekeeping_options(
+        reap_interval, retry_delay, max_retry_delay, run_stale_seconds, not no_schedules
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_scheduler(open_store(uri), options, stop.wait)
+    run_housekeeping(open_store(uri), options, stop.wait)

@@ -14,12 +14,15 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracker.cli.common import uri_option
 from tracker.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from tracker.store import Store
 
 DEMO_GRID = {"lr": [3e-3, 1e-3], "model.width": [16, 32]}
 DEMO_CONFIG = {"epochs": 8}
@@ -183,15 +186,17 @@ def demo_script() -> Path:
     return script
 
 
-def enqueue_demo(engine: Any, script: Path) -> list[int]:
+def enqueue_demo(store: Store, script: Path) -> list[int]:
     """Queue a small sweep of the example, the same way the dashboard's clone does."""
-    from tracker.web import jobs_store
+    from tracker.entities import JobSpec
+    from tracker.store.clone import clone_specs
+    from tracker.store.queue import enqueue_many
 
-    template = jobs_store.JobTemplate(
+    template = JobSpec(
         argv=[sys.executable, str(script)], project="digits", cwd=str(Path.cwd()),
         config=dict(DEMO_CONFIG), tags=("demo",),
     )  # fmt: skip
-    return jobs_store.enqueue(engine, jobs_store.expand(template, grid=DEMO_GRID))
+    return [job.id for job in enqueue_many(store, clone_specs(template, grid=DEMO_GRID))]
 
 
 def _start_worker(uri: str) -> subprocess.Popen[bytes]:
@@ -231,7 +236,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, workers: int, t
     store = Store(resolved)
     try:
         if demo:
-            ids = enqueue_demo(store.engine, demo_script())
+            ids = enqueue_demo(store, demo_script())
             click.echo(f"queued {len(ids)} demo jobs (project 'digits')", err=True)
     finally:
         store.close()

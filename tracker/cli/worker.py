@@ -2,26 +2,46 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracker.cli.common import open_store, uri_option
 
 if TYPE_CHECKING:
-    from tracker.runner.scheduler import SweepOptions
+    from tracker.runner.housekeeping import HousekeepingOptions
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
-def sweep_options(f: click.decorators.FC) -> click.decorators.FC:
-    """Options of the housekeeping both ``worker`` and ``scheduler`` run."""
+REAP_INTERVAL_S = 5.0
+
+
+def housekeeping_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options of the housekeeping both ``worker`` and ``scheduler`` run.
+
+    ``--sweep-interval`` is the old name of ``--reap-interval``, hidden and kept so scripts
+    keep working; the command receives one ``reap_interval``.
+    """
+
+    @functools.wraps(f)
+    def command(*args: Any, reap_interval: float | None, sweep_interval: float | None,
+                **kwargs: Any) -> Any:  # fmt: skip
+        if reap_interval is None:
+            reap_interval = REAP_INTERVAL_S if sweep_interval is None else sweep_interval
+        return f(*args, reap_interval=reap_interval, **kwargs)
+
     decorators = [
-        click.option("--sweep-interval", type=click.FloatRange(0.05, 3600), default=5.0,
-                     show_default=True,
-                     help="Seconds between sweeps for expired leases and silent runs."),
+        click.option("--reap-interval", type=click.FloatRange(0.05, 3600), default=None,
+                     show_default=str(REAP_INTERVAL_S),
+                     help="Seconds between passes of the reaper for expired leases and silent "
+                          "runs."),
+        click.option("--sweep-interval", type=click.FloatRange(0.05, 3600), default=None,
+                     hidden=True, help="Deprecated name of --reap-interval."),
         click.option("--retry-delay", type=click.FloatRange(0, 86400), default=10.0,
                      show_default=True,
                      help="Backoff before the first retry; doubles with each attempt."),
@@ -31,23 +51,24 @@ def sweep_options(f: click.decorators.FC) -> click.decorators.FC:
                      show_default=True,
                      help="A running run without heartbeats this long is marked crashed."),
     ]  # fmt: skip
+    wrapped: Callable[..., Any] = command
     for decorator in reversed(decorators):
-        f = decorator(f)
-    return f
+        wrapped = decorator(wrapped)
+    return wrapped
 
 
-def make_sweep_options(
-    sweep_interval: float,
+def make_housekeeping_options(
+    reap_interval: float,
     retry_delay: float,
     max_retry_delay: float,
     run_stale_seconds: float,
     schedules: bool = True,
-) -> SweepOptions:
-    from tracker.runner.queue import RetryPolicy
-    from tracker.runner.scheduler import SweepOptions
+) -> HousekeepingOptions:
+    from tracker.runner.housekeeping import HousekeepingOptions
+    from tracker.runner.retry import RetryPolicy
 
-    return SweepOptions(
-        interval_s=sweep_interval,
+    return HousekeepingOptions(
+        interval_s=reap_interval,
         run_stale_s=run_stale_seconds,
         schedules=schedules,
         policy=RetryPolicy(retry_delay, max(retry_delay, max_retry_delay)),
@@ -75,7 +96,7 @@ def make_sweep_options(
     default=30.0,
     show_default=True,
     help="Lease length; renewed every third of it. A worker silent this long loses "
-    "its jobs to the sweeper.",
+    "its jobs to the reaper.",
 )
 @click.option(
     "--poll-interval",
@@ -108,17 +129,17 @@ def make_sweep_options(
 @click.option(
     "--no-housekeeping",
     is_flag=True,
-    help="Do not run the sweeper and cron schedules here (a `tracker scheduler` does).",
+    help="Do not run the lease reaper and cron schedules here (a `tracker scheduler` does).",
 )
 @click.option("--once", is_flag=True, help="Run one job, then exit.")
 @click.option("--exit-when-idle", is_flag=True, help="Exit when no job is ready to claim.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
-@sweep_options
+@housekeeping_options
 @uri_option
 def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
            grace_seconds: float, log_limit: int, job_uri: str | None, worker_id: str | None,
            no_housekeeping: bool, once: bool, exit_when_idle: bool, quiet: bool,
-           sweep_interval: float, retry_delay: float, max_retry_delay: float,
+           reap_interval: float, retry_delay: float, max_retry_delay: float,
            run_stale_seconds: float, uri: str | None) -> None:  # fmt: skip
     """Claim and run queued jobs on this host until stopped.
 
@@ -143,7 +164,9 @@ def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
         exit_when_idle=exit_when_idle,
         worker_id=worker_id,
         housekeeping=not no_housekeeping,
-        sweep=make_sweep_options(sweep_interval, retry_delay, max_retry_delay, run_stale_seconds),
+        housekeeping_options=make_housekeeping_options(
+            reap_interval, retry_delay, max_retry_delay, run_stale_seconds
+        ),
         log_limit=log_limit,
         job_uri=job_uri,
     )

@@ -36,6 +36,7 @@ __all__ = [
     "Override",
     "SweepSpecError",
     "expand_grid",
+    "grid_configs",
     "parse_override",
     "parse_overrides",
     "parse_value",
@@ -43,7 +44,7 @@ __all__ = [
     "set_path",
 ]
 
-MAX_CONFIGS = 1000
+MAX_CONFIGS = 1000  # the most jobs one sweep makes: `tracker sweep` and the dashboard's grid
 
 
 class SweepSpecError(InvalidInput):
@@ -296,6 +297,10 @@ def parse_overrides(texts: Sequence[str]) -> tuple[Override, ...]:
 def set_path(config: Mapping[str, Any], key: str, value: Any) -> dict[str, Any]:
     """A copy of ``config`` with the dotted ``key`` set to ``value``; ``config`` is unchanged.
 
+    The one rule for dotted keys: the CLI's ``-c``, the dashboard's grid (``grid_configs``)
+    and the dashboard's editor (``setPath`` in ``web/static/clone.js`` mirrors it) all set
+    keys this way.
+
     Missing intermediate mappings are created, and so is one in place of a ``None``.
     Raises ``SweepSpecError`` when ``key`` has an empty part or an intermediate value is
     neither a mapping nor ``None`` (``model.width`` when ``model`` is ``"resnet"``).
@@ -353,6 +358,36 @@ def expand_grid(
         )
     keys = [o.key for o in overrides]
     return [_apply(base, keys, combo) for combo in itertools.product(*axes)]
+
+
+def grid_configs(
+    base: Mapping[str, Any], grid: Any, *, max_configs: int = MAX_CONFIGS
+) -> list[dict[str, Any]]:
+    """Every combination of a ``{dotted key: [values]}`` grid (the dashboard's sweep) applied
+    to ``base`` with ``set_path``, the last key varying fastest.
+
+    Raises ``SweepSpecError`` (field ``grid``) when ``grid`` is not a mapping of keys to
+    non-empty lists, makes more than ``max_configs`` configs, or a key breaks ``set_path``.
+    """
+    if not (
+        isinstance(grid, Mapping)
+        and grid
+        and all(isinstance(k, str) and isinstance(v, list) and v for k, v in grid.items())
+    ):
+        raise SweepSpecError(
+            'grid must map config keys to non-empty lists, e.g. {"lr": [0.1, 0.01]}',
+            field="grid",
+        )
+    size = math.prod(len(v) for v in grid.values())
+    if size > max_configs:
+        raise SweepSpecError(
+            f"the grid makes {size} configs, more than the limit of {max_configs}", field="grid"
+        )
+    keys = list(grid)
+    try:
+        return [_apply(base, keys, combo) for combo in itertools.product(*grid.values())]
+    except SweepSpecError as exc:
+        raise SweepSpecError(f"grid: {exc.message}", field="grid") from exc
 
 
 def sample_random(

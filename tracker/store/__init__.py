@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from tracker.store.engine import SCHEMA_HEAD, current_revision, resolve_uri, upgrade
+from tracker.store.engine import SCHEMA_HEAD, resolve_uri
 from tracker.store.store import Store
 
-__all__ = ["SCHEMA_HEAD", "Store", "current_revision", "resolve_uri", "upgrade"]
+__all__ = ["SCHEMA_HEAD", "Store", "resolve_uri"]

@@ -1,45 +1,43 @@
-"""Jobs in the store, shared by the runner and the dashboard: the job entities, turning job
-rows into them, validating a job, inserting a job with its ``queued`` run, reading jobs and
-cancelling one.
+"""Job rows in the store, shared by the runner, the CLI and the dashboard: validating a job
+(``check_spec``, the one set of rules every enqueue applies), inserting a job with its
+``queued`` run, reading jobs (with their queue position) and attempts, and a person's
+decisions about a job: cancel (one for the CLI and the dashboard) and requeue.
 
-The runner's queue (claim, lease, finish) builds on these; the dashboard writes the same
-rows when it clones a run into the queue. ORM rows stop here: callers get the frozen
-dataclasses below.
+The queue's lease lifecycle (enqueue, claim, renew, finish, reap) is in
+:mod:`tracker.store.queue`; cloning a job or run in :mod:`tracker.store.clone`. ORM rows
+stop here: callers get the frozen dataclasses of :mod:`tracker.entities`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.errors import InvalidInput, NotFound, StoreUnavailable
+from tracker.entities import (
+    FINAL_JOB_STATUSES,
+    JOB_STATUSES,
+    RUN_STATUS_FOR_JOB,
+    CancelResult,
+    JobAttemptInfo,
+    JobInfo,
+    JobSpec,
+    JobStatus,
+    RunStatus,
+)
+from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.rules.config import normalize_config
 from tracker.store import models as m
-from tracker.store.engine import is_unavailable, write_begin
-from tracker.store.engine import read_conn as engine_read_conn
+from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import project_id
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out", "crashed")
-FINAL_JOB_STATUSES = ("succeeded", "failed", "cancelled", "timed_out", "crashed")
-
-# The run status a job's run gets when the job ends in each final state.
-RUN_STATUS_FOR_JOB = {
-    "succeeded": "finished",
-    "failed": "failed",
-    "cancelled": "killed",
-    "timed_out": "killed",
-    "crashed": "crashed",
-}
 
 RESERVED_ENV = frozenset(
     {
@@ -58,123 +56,6 @@ RESERVED_ENV = frozenset(
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What to run: everything a new job needs. ``argv`` is run as is, never by a shell.
-
-    ``config`` holds the submitted overrides (nested); the client deep-merges them over the
-    script's own config. ``env`` adds variables to the job's environment.
-    ``gpu_memory_bytes`` is the free memory each assigned GPU must have (checked with NVML).
-    """
-
-    argv: list[str]
-    project: str = "default"
-    cwd: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    priority: int = 0
-    gpus: int = 0
-    gpu_memory_bytes: int | None = None
-    timeout_s: float | None = None
-    max_retries: int = 0
-    retry_on_failure: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    nproc_per_node: int | None = None
-    name: str | None = None
-    tags: tuple[str, ...] = ()
-    schedule_id: int | None = None
-    parent_job_id: int | None = None
-    not_before: float | None = None
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: int
-    project: str
-    status: str
-    priority: int
-    argv: list[str]
-    cwd: str | None
-    config: dict[str, Any]
-    resources: dict[str, Any]
-    env: dict[str, str]
-    timeout_s: float | None
-    max_retries: int
-    retry_on_failure: bool
-    attempt: int
-    nproc_per_node: int | None
-    not_before: float | None
-    cancel_requested: bool
-    lease_owner: str | None
-    lease_expires_at: float | None
-    run_id: int | None
-    schedule_id: int | None
-    parent_job_id: int | None
-    exit_code: int | None
-    failure_class: str | None
-    failure_hint: str | None
-    pending_reason: str | None
-    created_at: float
-    started_at: float | None
-    ended_at: float | None
-
-    @property
-    def gpus(self) -> int:
-        return int(self.resources.get("gpus") or 0)
-
-    @property
-    def gpu_memory_bytes(self) -> int | None:
-        value = self.resources.get("gpu_memory_bytes")
-        return None if value is None else int(value)
-
-    @property
-    def is_final(self) -> bool:
-        return self.status in FINAL_JOB_STATUSES
-
-
-@dataclass(frozen=True)
-class JobAttemptInfo:
-    job_id: int
-    attempt: int
-    worker_id: str | None
-    status: str
-    started_at: float
-    ended_at: float | None
-    exit_code: int | None
-    failure_class: str | None
-    failure_hint: str | None
-    resume_checkpoint: str | None
-
-
-@dataclass(frozen=True)
-class CancelResult:
-    """``outcome``: ``cancelled`` (it was queued), ``cancel_requested`` (it is running: its
-    worker stops it within about a second) or ``unchanged`` (it had already ended);
-    ``status``: the job's status now."""
-
-    outcome: str
-    status: str
-
-
-# ---------------------------------------------------------------------- connections
-
-
-def engine_of(source: Store | sa.Engine) -> sa.Engine:
-    """The engine of a Store, or the engine itself."""
-    return source if isinstance(source, sa.Engine) else source.engine
-
-
-@contextlib.contextmanager
-def read_conn(source: Store | sa.Engine) -> Iterator[sa.Connection]:
-    """A connection for reads; a lost or locked database becomes StoreUnavailable."""
-    try:
-        with engine_of(source).connect() as conn:
-            yield conn
-    except sa.exc.DBAPIError as exc:
-        if is_unavailable(exc):
-            raise StoreUnavailable(f"the store is unavailable: {exc.orig}") from exc
-        raise
 
 
 def check_spec(spec: JobSpec) -> JobSpec:
@@ -222,7 +103,7 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
 def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
 
-    The spec must already be validated (``check_spec``, or the caller's own rules).
+    The spec must already have passed ``check_spec`` (every enqueue does).
     """
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:
@@ -231,7 +112,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
         sa.insert(m.Job)
         .values(
             project=spec.project,
-            status="queued",
+            status=JobStatus.QUEUED,
             priority=spec.priority,
             argv=list(spec.argv),
             cwd=spec.cwd,
@@ -264,7 +145,7 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
         .values(
             project_id=project_id(conn, spec.project, now),
             name=spec.name or _default_run_name(argv, job_id),
-            status="queued",
+            status=JobStatus.QUEUED,
             config=spec.config,
             tags=list(spec.tags),
             created_at=now,
@@ -283,7 +164,7 @@ def _default_run_name(argv: Sequence[str], job_id: int) -> str:
 # -------------------------------------------------------------------------- reads
 
 
-def job_info(row: Any) -> JobInfo:
+def job_info(row: Any, position: int | None = None) -> JobInfo:
     """A job row (selected with ``JOB_COLUMNS``) as a JobInfo."""
     return JobInfo(
         id=row.id,
@@ -314,24 +195,37 @@ def job_info(row: Any) -> JobInfo:
         created_at=row.created_at,
         started_at=row.started_at,
         ended_at=row.ended_at,
+        position=position,
     )
 
 
-def jobs_by_id(source: Store | sa.Engine, ids: Sequence[int]) -> list[JobInfo]:
+def queue_positions(conn: sa.Connection) -> dict[int, int]:
+    """Place of each queued job in the claim order (1-based): highest priority first, then
+    oldest -- the order ``tracker.store.queue.claim`` takes them in."""
+    query = (
+        sa.select(m.Job.id)
+        .where(m.Job.status == JobStatus.QUEUED)
+        .order_by(m.Job.priority.desc(), m.Job.id)
+    )
+    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
+
+
+def jobs_by_id(store: Store, ids: Sequence[int]) -> list[JobInfo]:
     """Jobs in the order asked (every id must exist)."""
-    with read_conn(source) as conn:
+    with read_conn(store.engine) as conn:
         rows = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id.in_(list(ids)))).all()
     by_id = {r.id: job_info(r) for r in rows}
     return [by_id[i] for i in ids]
 
 
-def get_job(source: Store | sa.Engine, job_id: int) -> JobInfo:
-    """Raises NotFound when there is no job with this id."""
-    with read_conn(source) as conn:
+def get_job(store: Store, job_id: int) -> JobInfo:
+    """The job, with its queue position while queued. Raises NotFound for an unknown id."""
+    with read_conn(store.engine) as conn:
         row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
-    if row is None:
-        raise NotFound(f"job {job_id} does not exist", field="job")
-    return job_info(row)
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        positions = queue_positions(conn) if row.status == JobStatus.QUEUED else {}
+    return job_info(row, positions.get(job_id))
 
 
 def check_statuses(statuses: Sequence[str]) -> None:
@@ -345,7 +239,7 @@ def check_statuses(statuses: Sequence[str]) -> None:
 
 
 def list_jobs(
-    source: Store | sa.Engine,
+    store: Store,
     *,
     status: str | Sequence[str] | None = None,
     project: str | None = None,
@@ -353,7 +247,8 @@ def list_jobs(
     offset: int = 0,
     newest_first: bool = True,
 ) -> list[JobInfo]:
-    """Jobs filtered by status (one or several) and project. Raises InvalidInput on a bad status."""
+    """Jobs filtered by status (one or several) and project, the queued ones with their queue
+    position. Raises InvalidInput on a bad status."""
     query = sa.select(*JOB_COLUMNS)
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
@@ -363,25 +258,69 @@ def list_jobs(
         query = query.where(m.Job.project == project)
     order = m.Job.id.desc() if newest_first else m.Job.id
     query = query.order_by(order).limit(limit).offset(offset)
-    with read_conn(source) as conn:
-        return [job_info(r) for r in conn.execute(query)]
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(query).all()
+        queued = any(r.status == JobStatus.QUEUED for r in rows)
+        positions = queue_positions(conn) if queued else {}
+    return [job_info(r, positions.get(r.id)) for r in rows]
 
 
-def count_jobs(source: Store | sa.Engine) -> dict[str, int]:
-    """Number of jobs per status."""
+def count_jobs(store: Store, *, project: str | None = None) -> dict[str, int]:
+    """Number of jobs per status (of one project when ``project`` is given)."""
     query = sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)
-    with read_conn(source) as conn:
+    if project is not None:
+        query = query.where(m.Job.project == project)
+    with read_conn(store.engine) as conn:
         return {s: n for s, n in conn.execute(query)}
 
 
-def attempts(source: Store | sa.Engine, job_id: int) -> list[JobAttemptInfo]:
+@dataclass(frozen=True)
+class JobPage:
+    """One page of jobs, newest first (queued ones with their ``position``); ``total``: the
+    jobs matching the filters; ``counts``: every job by status."""
+
+    jobs: list[JobInfo]
+    total: int
+    counts: dict[str, int]
+
+
+def job_page(
+    store: Store,
+    *,
+    statuses: Sequence[str] = (),
+    project: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> JobPage:
+    """A page of :func:`list_jobs` with the counts a queue view shows.
+
+    Raises InvalidInput for an unknown status, StoreUnavailable.
+    """
+    found = list_jobs(
+        store, status=list(statuses) or None, project=project, limit=limit, offset=offset
+    )
+    counts = count_jobs(store)
+    matching = count_jobs(store, project=project) if project is not None else counts
+    total = sum(n for s, n in matching.items() if not statuses or s in statuses)
+    return JobPage(found, total, counts)
+
+
+def job_for_run(store: Store, run_id: int) -> JobInfo | None:
+    """The (newest) job that logs into this run; None for a run not started by a job."""
+    query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
+    with read_conn(store.engine) as conn:
+        row = conn.execute(query.limit(1)).first()
+    return None if row is None else job_info(row)
+
+
+def attempts(store: Store, job_id: int) -> list[JobAttemptInfo]:
     """Every attempt of a job, oldest first."""
     query = (
         sa.select(*m.JobAttempt.__table__.columns)
         .where(m.JobAttempt.job_id == job_id)
         .order_by(m.JobAttempt.attempt)
     )
-    with read_conn(source) as conn:
+    with read_conn(store.engine) as conn:
         return [
             JobAttemptInfo(
                 r.job_id,
@@ -399,35 +338,36 @@ def attempts(source: Store | sa.Engine, job_id: int) -> list[JobAttemptInfo]:
         ]
 
 
-# ------------------------------------------------------------------------- cancel
+# ----------------------------------------------------------------- cancel, requeue
 
 
-def cancel(source: Store | sa.Engine, job_id: int, *, now: float | None = None) -> CancelResult:
-    """Cancel a job; see :class:`CancelResult`. A queued job ends ``cancelled`` and its run
-    ``killed``; a running one gets ``cancel_requested`` (its worker stops it).
+def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResult:
+    """Cancel a job; see :class:`tracker.entities.CancelResult`. A queued job ends
+    ``cancelled`` and its run ``killed``; a running one gets ``cancel_requested`` (its
+    worker stops it); a finished one is left ``unchanged``.
 
     Raises:
         NotFound: no such job.
         StoreUnavailable: the database cannot be reached.
     """
     now = time.time() if now is None else now
-    with write_begin(engine_of(source)) as conn:
+    with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
         ).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status == "running":
+        if row.status == JobStatus.RUNNING:
             conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
-            return CancelResult("cancel_requested", "running")
-        if row.status != "queued":
+            return CancelResult("cancel_requested", JobStatus.RUNNING)
+        if row.status != JobStatus.QUEUED:
             return CancelResult("unchanged", row.status)
         hint = "The job was cancelled before it started."
         conn.execute(
             sa.update(m.Job)
             .where(m.Job.id == job_id)
             .values(
-                status="cancelled",
+                status=JobStatus.CANCELLED,
                 ended_at=now,
                 failure_class="cancelled",
                 failure_hint=hint,
@@ -439,85 +379,53 @@ def cancel(source: Store | sa.Engine, job_id: int, *, now: float | None = None) 
             conn.execute(
                 sa.update(m.Run)
                 .where(m.Run.id == row.run_id)
-                .values(status="killed", ended_at=now, failure_class="cancelled", failure_hint=hint)
+                .values(
+                    status=RUN_STATUS_FOR_JOB[JobStatus.CANCELLED],
+                    ended_at=now,
+                    failure_class="cancelled",
+                    failure_hint=hint,
+                )
             )
-    return CancelResult("cancelled", "cancelled")
+    return CancelResult("cancelled", JobStatus.CANCELLED)
 
 
-# ------------------------------------------------------- reads with queue position
-
-
-@dataclass(frozen=True)
-class JobPage:
-    """One page of jobs, newest first. ``positions``: the 1-based place in the claim order of
-    each queued job on the page; ``total``: the jobs matching; ``counts``: every job by status."""
-
-    jobs: list[JobInfo]
-    positions: dict[int, int]
-    total: int
-    counts: dict[str, int]
-
-
-def _positions(conn: sa.Connection) -> dict[int, int]:
-    """Place of each queued job in the claim order: highest priority first, then oldest."""
-    query = (
-        sa.select(m.Job.id)
-        .where(m.Job.status == "queued")
-        .order_by(m.Job.priority.desc(), m.Job.id)
-    )
-    return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
-
-
-def job_page(
+def requeue(
     store: Store,
+    job_id: int,
     *,
-    statuses: Sequence[str] = (),
-    project: str | None = None,
-    limit: int = 100,
-    offset: int = 0,
-) -> JobPage:
-    """Jobs filtered by status (any of ``statuses``) and project, with their queue positions.
+    not_before: float | None = None,
+    reason: str | None = None,
+) -> JobInfo:
+    """Put a finished job back in the queue for one more attempt (a person's decision).
 
-    Raises InvalidInput for an unknown status, StoreUnavailable.
+    Raises:
+        NotFound: no such job.
+        Conflict: the job is queued or running.
+        StoreUnavailable: the database cannot be reached.
     """
-    check_statuses(statuses)
-    where: list[Any] = []
-    if statuses:
-        where.append(m.Job.status.in_(list(statuses)))
-    if project:
-        where.append(m.Job.project == project)
-    query = (
-        sa.select(*JOB_COLUMNS).where(*where).order_by(m.Job.id.desc()).limit(limit).offset(offset)
-    )
-    with engine_read_conn(store.engine) as conn:
-        rows = conn.execute(query).all()
-        total = conn.execute(
-            sa.select(sa.func.count()).select_from(m.Job).where(*where)
-        ).scalar_one()
-        counts = dict(
-            conn.execute(sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)).all()
-        )
-        positions = _positions(conn) if any(r.status == "queued" for r in rows) else {}
-    jobs = [job_info(r) for r in rows]
-    return JobPage(jobs, {j.id: positions[j.id] for j in jobs if j.id in positions}, total, counts)
-
-
-def job_with_position(store: Store, job_id: int) -> tuple[JobInfo, int | None]:
-    """A job and, while it is queued, its 1-based place in the claim order.
-
-    Raises NotFound for an unknown id, StoreUnavailable.
-    """
-    with engine_read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
+    with write_begin(store.engine) as conn:
+        row = conn.execute(
+            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+        ).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
-        positions = _positions(conn) if row.status == "queued" else {}
-    return job_info(row), positions.get(job_id)
-
-
-def job_for_run(store: Store, run_id: int) -> JobInfo | None:
-    """The (newest) job that logs into this run; None for a run not started by a job."""
-    query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
-    with engine_read_conn(store.engine) as conn:
-        row = conn.execute(query.limit(1)).first()
-    return None if row is None else job_info(row)
+        if row.status not in FINAL_JOB_STATUSES:
+            raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
+        conn.execute(
+            sa.update(m.Job)
+            .where(m.Job.id == job_id)
+            .values(
+                status=JobStatus.QUEUED,
+                ended_at=None,
+                not_before=not_before,
+                cancel_requested=False,
+                pending_reason=reason or "requeued",
+            )
+        )
+        if row.run_id is not None:
+            conn.execute(
+                sa.update(m.Run)
+                .where(m.Run.id == row.run_id)
+                .values(status=RunStatus.QUEUED, ended_at=None)
+            )
+    return get_job(store, job_id)

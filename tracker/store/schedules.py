@@ -1,38 +1,40 @@
-"""Cron schedules in the store, shared by the runner and the dashboard: the schedule rows
-(add, read, pause, delete). Crontab arithmetic is the pure :mod:`tracker.rules.cron`;
-firing schedules (exactly once per fire time) is the runner's job.
+"""Cron schedules in the store, shared by the CLI, the dashboard and the housekeeping: the one
+schedule API (add, read, pause/resume, delete) and firing due schedules exactly once.
+
+Crontab arithmetic is the pure :mod:`tracker.rules.cron`. ``add_schedule`` applies one set
+of checks whoever calls it (cron, time zone, name, and the job's ``check_spec``);
+``set_paused`` returns the schedule as it now is.
+
+``fire_due(store, now=...)`` takes the clock as an argument: for every active schedule it
+finds the latest fire time in ``(last fire, now]`` (missed ones are coalesced into that one)
+and inserts ``(schedule_id, fire_at)`` into ``schedule_fires``. That row's primary key makes
+the insert succeed for exactly one caller; only that one enqueues the job, in the same
+transaction. So any number of housekeepers may run at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import re
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
-from tracker.errors import NotFound
-from tracker.rules.cron import CronError, next_fire_time, trigger_for
+from tracker.entities import JobSpec, ScheduleInfo
+from tracker.errors import InvalidInput, NotFound
+from tracker.rules.cron import CronError, latest_fire_time, next_fire_time, trigger_for
 from tracker.store import models as m
-from tracker.store.engine import write_begin
-from tracker.store.jobs import JobSpec, engine_of, read_conn
+from tracker.store.clone import clone_specs, spec_from_job, spec_from_run
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.jobs import check_spec, insert_job
+from tracker.store.rows import dialect_insert
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
 
-
-@dataclass(frozen=True)
-class ScheduleInfo:
-    id: int
-    name: str
-    cron: str
-    timezone: str
-    spec: dict[str, Any]
-    paused: bool
-    created_at: float
-    last_fire_at: float | None
-    next_fire_at: float | None = None
+_TIMEZONE = re.compile(r"[A-Za-z0-9_+\-/]{1,64}")  # a zone name, never a path
 
 
 # ------------------------------------------------------------------------- rows
@@ -78,26 +80,40 @@ def schedule_info(row: Any, now: float) -> ScheduleInfo:
     )
 
 
-def insert_schedule(
-    source: Store | sa.Engine,
-    cron: str,
+def add_schedule(
+    store: Store,
+    cron: Any,
     spec: JobSpec,
     *,
-    timezone: str,
-    name: str | None,
-    now: float,
-) -> int:
-    """Store a schedule of an already validated cron and spec; returns its id.
+    name: Any = None,
+    timezone: Any = "UTC",
+    now: float | None = None,
+) -> ScheduleInfo:
+    """Store a schedule that enqueues ``spec`` at every cron time; its first fire is the
+    first cron time after ``now``. The name defaults to ``<script> <cron>``.
 
-    The name defaults to ``<script> <cron>``. Raises StoreUnavailable.
+    Raises:
+        CronError: a bad cron expression or time zone (field ``cron`` or ``timezone``).
+        InvalidInput: a name that is not 1 to 200 characters, or a bad job field
+            (``check_spec``).
+        StoreUnavailable: the database cannot be reached.
     """
+    if not isinstance(timezone, str) or not _TIMEZONE.fullmatch(timezone):
+        raise CronError(f"timezone {timezone!r} is not a time zone name", field="timezone")
+    if not isinstance(cron, str):
+        raise CronError(f"cron {cron!r}: must be a crontab string", field="cron")
+    trigger_for(cron, timezone)
+    if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 200):
+        raise InvalidInput("name must be 1 to 200 characters", field="name")
+    spec = check_spec(spec)
+    now = time.time() if now is None else now
     script = next((a for a in spec.argv[1:] if a.endswith(".py")), spec.argv[0])
-    name = name or f"{script.rsplit('/', 1)[-1]} {cron}"
-    with write_begin(engine_of(source)) as conn:
+    name = name or f"{script.rsplit('/', 1)[-1]} {cron}"[:200]
+    with write_begin(store.engine) as conn:
         schedule_id = conn.execute(
             sa.insert(m.Schedule)
             .values(
-                name=name[:200],
+                name=name,
                 cron=cron,
                 timezone=timezone,
                 spec=spec_to_dict(spec),
@@ -107,15 +123,37 @@ def insert_schedule(
             )
             .returning(m.Schedule.id)
         ).scalar_one()
-    return int(schedule_id)
+    return get_schedule(store, int(schedule_id), now=now)
 
 
-def get_schedule(
-    source: Store | sa.Engine, schedule_id: int, *, now: float | None = None
+def add_schedule_from(
+    store: Store,
+    source: tuple[Literal["job", "run"], int],
+    cron: Any,
+    *,
+    config: Any = None,
+    priority: Any = None,
+    name: Any = None,
+    timezone: Any = "UTC",
+    now: float | None = None,
 ) -> ScheduleInfo:
+    """Schedule a copy of a ``("job", id)`` or ``("run", id)`` (what the dashboard offers):
+    its spec with ``config`` and ``priority`` edited as a clone would be
+    (``tracker.store.clone.clone_specs``), then ``add_schedule``.
+
+    Raises NotFound (no such job or run), Conflict (a run without a command), and as
+    ``clone_specs`` and ``add_schedule``.
+    """
+    kind, source_id = source
+    template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
+    (spec,) = clone_specs(template, config=config, priority=priority)
+    return add_schedule(store, cron, spec, name=name, timezone=timezone, now=now)
+
+
+def get_schedule(store: Store, schedule_id: int, *, now: float | None = None) -> ScheduleInfo:
     """Raises NotFound for an unknown id."""
     now = time.time() if now is None else now
-    with read_conn(source) as conn:
+    with read_conn(store.engine) as conn:
         row = conn.execute(
             sa.select(*m.Schedule.__table__.columns).where(m.Schedule.id == schedule_id)
         ).first()
@@ -124,35 +162,97 @@ def get_schedule(
     return schedule_info(row, now)
 
 
-def list_schedules(source: Store | sa.Engine, *, now: float | None = None) -> list[ScheduleInfo]:
+def list_schedules(store: Store, *, now: float | None = None) -> list[ScheduleInfo]:
     """Every schedule, oldest first."""
     now = time.time() if now is None else now
     query = sa.select(*m.Schedule.__table__.columns).order_by(m.Schedule.id)
-    with read_conn(source) as conn:
+    with read_conn(store.engine) as conn:
         return [schedule_info(r, now) for r in conn.execute(query)]
 
 
 def set_paused(
-    source: Store | sa.Engine, schedule_id: int, paused: bool, *, now: float | None = None
-) -> None:
-    """Pause or resume. Resuming does not fire the times missed while paused.
+    store: Store, schedule_id: int, paused: bool, *, now: float | None = None
+) -> ScheduleInfo:
+    """Pause or resume; returns the schedule as it now is. Resuming does not fire the times
+    missed while paused.
 
-    Raises NotFound for an unknown id.
+    Raises NotFound for an unknown id, StoreUnavailable.
     """
+    now = time.time() if now is None else now
     values: dict[str, Any] = {"paused": paused}
     if not paused:
-        values["last_fire_at"] = time.time() if now is None else now
-    with write_begin(engine_of(source)) as conn:
+        values["last_fire_at"] = now
+    with write_begin(store.engine) as conn:
         found = conn.execute(
             sa.update(m.Schedule).where(m.Schedule.id == schedule_id).values(**values)
         ).rowcount
     if not found:
         raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
+    return get_schedule(store, schedule_id, now=now)
 
 
-def delete_schedule(source: Store | sa.Engine, schedule_id: int) -> None:
-    """Delete a schedule (its jobs stay). Raises NotFound for an unknown id."""
-    with write_begin(engine_of(source)) as conn:
+def delete_schedule(store: Store, schedule_id: int) -> None:
+    """Delete a schedule (its jobs stay). Raises NotFound for an unknown id, StoreUnavailable."""
+    with write_begin(store.engine) as conn:
         found = conn.execute(sa.delete(m.Schedule).where(m.Schedule.id == schedule_id)).rowcount
     if not found:
         raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
+
+
+# ------------------------------------------------------------------------- firing
+
+
+def fire_due(store: Store, *, now: float | None = None) -> list[tuple[int, float, int]]:
+    """Enqueue one job for each active schedule whose fire time has come since its last one.
+
+    Returns (schedule id, fire time, job id) for the fires *this* call won. Raises
+    StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    query = sa.select(*m.Schedule.__table__.columns).where(m.Schedule.paused.is_(False))
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(query).all()
+    won = []
+    for row in rows:
+        trigger = trigger_for(row.cron, row.timezone)
+        fire_at = latest_fire_time(trigger, row.last_fire_at or row.created_at, now)
+        if fire_at is None:
+            continue
+        job_id = _fire(store, row, fire_at, now)
+        if job_id is not None:
+            won.append((row.id, fire_at, job_id))
+    return won
+
+
+def _fire(store: Store, row: Any, fire_at: float, now: float) -> int | None:
+    stamp = dt.datetime.fromtimestamp(fire_at).strftime("%Y%m%d-%H%M%S")
+    try:
+        with write_begin(store.engine) as conn:
+            # RETURNING, not rowcount: drivers may report -1 for INSERT ... ON CONFLICT
+            inserted = conn.execute(
+                dialect_insert(conn)(m.ScheduleFire)
+                .values(schedule_id=row.id, fire_at=fire_at)
+                .on_conflict_do_nothing()
+                .returning(m.ScheduleFire.schedule_id)
+            ).first()
+            job_id = None
+            if inserted is not None:
+                spec = spec_from_dict(row.spec or {}, schedule_id=row.id)
+                spec = dataclasses.replace(spec, name=f"{(spec.name or row.name)[:180]}@{stamp}")
+                job_id = insert_job(conn, check_spec(spec), now)
+                conn.execute(
+                    sa.update(m.ScheduleFire)
+                    .where(m.ScheduleFire.schedule_id == row.id, m.ScheduleFire.fire_at == fire_at)
+                    .values(job_id=job_id)
+                )
+            conn.execute(
+                sa.update(m.Schedule)
+                .where(
+                    m.Schedule.id == row.id,
+                    sa.or_(m.Schedule.last_fire_at.is_(None), m.Schedule.last_fire_at < fire_at),
+                )
+                .values(last_fire_at=fire_at)
+            )
+    except sa.exc.IntegrityError:
+        return None  # the schedule was deleted meanwhile
+    return job_id

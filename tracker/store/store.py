@@ -11,6 +11,7 @@ Driver errors are translated at this boundary: every read runs in
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,9 +30,11 @@ from tracker.store import models as m
 from tracker.store import points
 from tracker.store.engine import (
     create_engine,
+    current_revision,
     ensure_schema,
     read_conn,
     resolve_uri,
+    upgrade,
     write_begin,
 )
 from tracker.store.rows import dialect_insert, project_id
@@ -60,6 +63,22 @@ class Store:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    def absolute_uri(self) -> str:
+        """The URL with its password, a relative SQLite path made absolute (for a child
+        process that runs elsewhere, e.g. a job's ``TRACKER_URI``)."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            url = url.set(database=os.path.abspath(url.database))
+        return url.render_as_string(hide_password=False)
+
+    def schema_revision(self) -> str | None:
+        """The database's Alembic revision, or None for a database with no schema."""
+        return current_revision(self.engine)
+
+    def upgrade(self, revision: str = "head") -> tuple[str | None, str]:
+        """Apply migrations up to ``revision`` (see :func:`tracker.store.engine.upgrade`)."""
+        return upgrade(self.engine, revision)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,37 +1,32 @@
-"""Worker rows read back, shared by the runner and the dashboard.
+"""Workers in the store: registration, heartbeats, the one worker listing the CLI and the
+dashboard share, and the ``pending_reason`` of queued jobs.
 
 A worker is *live* while its status is not ``stopped`` and its heartbeat is recent
-(``WORKER_TTL_S``); one whose heartbeat stopped without a word reads as ``lost``.
+(``WORKER_TTL_S``); one whose heartbeat stopped without a word reads as ``lost``, and is
+listed as such (``tracker workers ls`` and ``GET /api/v1/workers`` show the same workers).
+Why a queued job waits is decided by a rule the caller passes in (the runner's pure
+``explain_pending``); the store only reads the rows it needs and writes what changed.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from tracker.entities import GpuDevice, JobStatus, WorkerInfo
 from tracker.store import models as m
-from tracker.store.jobs import read_conn
+from tracker.store.engine import read_conn, write_begin
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
 
 WORKER_TTL_S = 60.0
 
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    id: str
-    host: str
-    pid: int
-    gpus: list[dict[str, Any]]
-    max_jobs: int
-    status: str
-    started_at: float
-    heartbeat_at: float
-    running_jobs: list[int] = field(default_factory=list)
+# Why a job asking for (gpus, gpu_memory_bytes) cannot run on these workers, or None.
+ExplainPending = Callable[[int, int | None, Sequence[WorkerInfo]], str | None]
 
 
 def worker_status(row: Any, now: float) -> str:
@@ -42,25 +37,26 @@ def worker_status(row: Any, now: float) -> str:
 
 
 def list_workers(
-    source: Store | sa.Engine,
+    store: Store,
     *,
     include_stopped: bool = False,
     include_lost: bool = True,
     now: float | None = None,
 ) -> list[WorkerInfo]:
-    """Workers newest first, with the ids of the jobs they run.
-
-    ``include_stopped`` adds stopped ones; ``include_lost=False`` leaves out those without
-    a recent heartbeat (unless ``include_stopped``). Raises StoreUnavailable.
+    """Workers newest first, with the ids of the jobs they run; lost ones have status
+    ``lost``. ``include_stopped`` adds stopped ones; ``include_lost=False`` leaves out those
+    without a recent heartbeat. Raises StoreUnavailable.
     """
     now = time.time() if now is None else now
     query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
     if not include_stopped:
         query = query.where(m.Worker.status != "stopped")
-        if not include_lost:
-            query = query.where(m.Worker.heartbeat_at >= now - WORKER_TTL_S)
-    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == "running")
-    with read_conn(source) as conn:
+    if not include_lost:
+        query = query.where(
+            sa.or_(m.Worker.status == "stopped", m.Worker.heartbeat_at >= now - WORKER_TTL_S)
+        )
+    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == JobStatus.RUNNING)
+    with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
         jobs: dict[str, list[int]] = {}
         for owner, job_id in conn.execute(running):
@@ -80,3 +76,107 @@ def list_workers(
         )
         for r in rows
     ]
+
+
+# ------------------------------------------------------------ registration, heartbeat
+
+
+def gpu_rows(
+    gpus: Sequence[GpuDevice], free: Mapping[int, int | None] | None = None
+) -> list[dict[str, Any]]:
+    """The workers.gpus JSON: index, name, total bytes, and free bytes when NVML tells."""
+    rows = []
+    for g in gpus:
+        row: dict[str, Any] = {"index": g.index, "name": g.name, "total_bytes": g.total_bytes}
+        if free and free.get(g.index) is not None:
+            row["free_bytes"] = free[g.index]
+        rows.append(row)
+    return rows
+
+
+def register_worker(
+    store: Store,
+    worker_id: str,
+    *,
+    host: str,
+    pid: int,
+    gpus: Sequence[GpuDevice],
+    max_jobs: int,
+    now: float | None = None,
+) -> None:
+    """Insert (or replace, for a restarted worker with the same id) the worker's row.
+
+    Raises StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    values = {
+        "host": host,
+        "pid": pid,
+        "gpus": gpu_rows(gpus),
+        "max_jobs": max_jobs,
+        "status": "running",
+        "started_at": now,
+        "heartbeat_at": now,
+    }
+    with write_begin(store.engine) as conn:
+        done = conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
+        if done.rowcount == 0:
+            conn.execute(sa.insert(m.Worker).values(id=worker_id, **values))
+
+
+def heartbeat_worker(
+    store: Store,
+    worker_id: str,
+    *,
+    status: str = "running",
+    gpus: list[dict[str, Any]] | None = None,
+    now: float | None = None,
+) -> None:
+    """Renew the worker's heartbeat; ``gpus`` (from :func:`gpu_rows`) refreshes free memory.
+
+    Raises StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    values: dict[str, Any] = {"heartbeat_at": now, "status": status}
+    if gpus:
+        values["gpus"] = gpus
+    with write_begin(store.engine) as conn:
+        conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
+
+
+# -------------------------------------------------------------------- pending reasons
+
+
+def update_pending_reasons(
+    store: Store, explain: ExplainPending, *, now: float | None = None
+) -> int:
+    """Refresh ``pending_reason`` of queued jobs with ``explain(gpus, gpu_memory_bytes,
+    live workers)``; returns the number of rows changed.
+
+    Jobs waiting out a retry backoff keep the reason their retry wrote. Raises
+    StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    workers = list_workers(store, include_lost=False, now=now)
+    query = sa.select(m.Job.id, m.Job.resources, m.Job.not_before, m.Job.pending_reason).where(
+        m.Job.status == JobStatus.QUEUED
+    )
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(query).all()
+    changes = []
+    for row in rows:
+        if row.not_before is not None and row.not_before > now:
+            continue
+        res = row.resources or {}
+        reason = explain(int(res.get("gpus") or 0), res.get("gpu_memory_bytes"), workers)
+        if reason != row.pending_reason:
+            changes.append((row.id, reason))
+    if changes:
+        with write_begin(store.engine) as conn:
+            for job_id, reason in changes:
+                conn.execute(
+                    sa.update(m.Job)
+                    .where(m.Job.id == job_id, m.Job.status == JobStatus.QUEUED)
+                    .values(pending_reason=reason)
+                )
+    return len(changes)

@@ -7,7 +7,7 @@
 const CloneEditor = (() => {
   const { h, api, clear } = T;
   const el = (id) => document.getElementById(id);
-  const MAX_JOBS = 256;
+  const MAX_JOBS = 1000; // MAX_CONFIGS in tracker/rules/sweep.py: the server's cap too
   const SWEEP_HINTS = {
     int: "e.g. 32, 64, 128", float: "e.g. 0.1, 0.01", boolean: "true, false", string: "e.g. a, b", null: "e.g. 1, 2",
   };
@@ -36,10 +36,24 @@ const CloneEditor = (() => {
     return out;
   }
 
+  /** Set a nested key in place. Mirrors the one rule for dotted keys, set_path in
+   * tracker/rules/sweep.py (the CLI's -c and the server's grid use it): a missing or null
+   * intermediate becomes an object; any other non-object value there is an error; no part
+   * may be empty. */
   function setPath(obj, path, value) {
+    const key = path.join(".");
+    if (!path.length || path.some((part) => part === "")) {
+      throw new Error(`key '${key}': a dotted key must not have an empty part`);
+    }
     let node = obj;
-    for (const part of path.slice(0, -1)) {
-      if (!node[part] || typeof node[part] !== "object" || Array.isArray(node[part])) node[part] = {};
+    for (const [depth, part] of path.slice(0, -1).entries()) {
+      const child = node[part];
+      if (child === undefined || child === null) {
+        node[part] = {};
+      } else if (typeof child !== "object" || Array.isArray(child)) {
+        const prefix = path.slice(0, depth + 1).join(".");
+        throw new Error(`key '${key}': cannot set it because '${prefix}' is ${JSON.stringify(child)}, not a mapping`);
+      }
       node = node[part];
     }
     node[path[path.length - 1]] = value;

@@ -1,17 +1,25 @@
-"""The job queue: enqueue, claim, renew, finish, cancel, requeue and list -- SQL through a Store.
+"""The job queue in the store: enqueue, claim, renew, poll, finish and reap expired leases.
+Every way into the queue -- the CLI, the dashboard's clone (:mod:`tracker.store.clone`) --
+enqueues through :func:`enqueue_many`, and a cron schedule's fire through the same
+``check_spec`` and ``insert_job``, so every job passes the same checks. A person's cancel
+and requeue are in :mod:`tracker.store.jobs`.
 
 Concurrency lives in the database, not in Python:
 
 * A claim is atomic and exclusive: ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, a
   ``BEGIN IMMEDIATE`` write transaction on SQLite (``write_begin``), so two workers never
   take the same job. Claims without GPU placement and successful ends, nearly all of
-  them, run as prewritten SQL (:mod:`tracker.runner.queue_fast`); this module is the general path.
+  them, run as prewritten SQL (:mod:`tracker.store.queue_fast`); this module is the general path.
 * A claim writes a lease: owner, a fresh random token and an expiry. Every later change a
   worker makes is an ``UPDATE ... WHERE id = :job AND lease_token = :token``; when that
-  matches no row the worker has lost the job (the sweeper declared it crashed, or another
+  matches no row the worker has lost the job (the reaper declared it crashed, or another
   worker holds it now) and must kill its process without writing anything else.
-* The sweeper (:func:`sweep_expired`) ends jobs whose lease expired as ``crashed`` and
-  requeues them when the retry policy (:mod:`tracker.runner.retry`) allows it.
+* The lease reaper (:func:`reap_expired_leases`) ends jobs whose lease expired as
+  ``crashed`` and requeues them when the caller's retry rule allows it.
+
+Whether a failed attempt runs again is not decided here: ``finish`` and the reaper take a
+``RetryRule`` (the runner passes ``tracker.runner.retry.RetryPolicy.next_retry``); without
+one, nothing is retried.
 
 Highest priority runs first, then the oldest job (lowest id). Each job owns one run, created
 ``queued`` at enqueue so the dashboard shows it at once; every attempt of the job continues
@@ -25,73 +33,74 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
-from tracker.errors import Conflict, NotFound
-from tracker.runner import queue_fast, retry
-from tracker.runner.entities import (
-    ClaimedJob,
-    FinishResult,
-    LeaseLost,
-    LeaseState,
-    RetryPolicy,
-)
-from tracker.runner.failure import Failure
-from tracker.store import models as m
-from tracker.store.engine import write_begin
-from tracker.store.jobs import (
-    FINAL_JOB_STATUSES,
-    JOB_COLUMNS,
-    RESERVED_ENV,
+from tracker.entities import (
     RUN_STATUS_FOR_JOB,
-    CancelResult,
+    ClaimedJob,
+    Failure,
+    FinishResult,
     JobInfo,
     JobSpec,
-    attempts,
-    cancel,
+    JobStatus,
+    LeaseState,
+    RunStatus,
+    job_status_for,
+)
+from tracker.errors import Conflict
+from tracker.store import models as m
+from tracker.store import queue_fast
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.jobs import (
+    JOB_COLUMNS,
     check_spec,
-    count_jobs,
     create_job_run,
-    get_job,
     insert_job,
     job_info,
     jobs_by_id,
-    list_jobs,
-    read_conn,
 )
 from tracker.store.rows import dialect_insert
 
+if TYPE_CHECKING:
+    from tracker.store.store import Store
+
 __all__ = [
-    "DEFAULT_POLICY",
-    "RESERVED_ENV",
-    "CancelResult",
     "LeaseLost",
-    "LeaseState",
-    "RetryPolicy",
-    "attempts",
-    "cancel",
+    "RetryRule",
     "claim",
-    "count_jobs",
     "enqueue",
     "enqueue_many",
     "finish",
-    "get_job",
-    "insert_job",
-    "list_jobs",
     "poll",
+    "reap_expired_leases",
     "renew",
-    "requeue",
     "set_resume_checkpoint",
-    "status_for",
-    "sweep_expired",
 ]
 
-DEFAULT_POLICY = RetryPolicy()  # backoff 10 s, doubling, at most 600 s
+
+class LeaseLost(Conflict):
+    """The lease token no longer matches: another worker or the reaper owns the job."""
+
+    code = "lease_lost"
 
 
-def enqueue(store: Any, spec: JobSpec, *, now: float | None = None) -> JobInfo:
+class RetryRule(Protocol):
+    """When a failed attempt runs again (epoch seconds), or ``None`` for never."""
+
+    def __call__(
+        self,
+        failure_cls: str,
+        attempt: int,
+        max_retries: int,
+        now: float,
+        *,
+        retry_on_failure: bool,
+    ) -> float | None: ...
+
+
+def enqueue(store: Store, spec: JobSpec, *, now: float | None = None) -> JobInfo:
     """Queue one job (and create its run as ``queued``). Returns the stored job.
 
     Raises:
@@ -102,7 +111,7 @@ def enqueue(store: Any, spec: JobSpec, *, now: float | None = None) -> JobInfo:
 
 
 def enqueue_many(
-    store: Any, specs: Sequence[JobSpec], *, now: float | None = None
+    store: Store, specs: Sequence[JobSpec], *, now: float | None = None
 ) -> list[JobInfo]:
     """Queue several jobs in one transaction (all or none), in order. Raises as ``enqueue``."""
     checked = [check_spec(s) for s in specs]
@@ -115,7 +124,7 @@ def enqueue_many(
 # -------------------------------------------------------------------------- claim
 
 
-def gpus_wanted() -> sa.ColumnElement[int]:
+def _gpus_wanted() -> sa.ColumnElement[int]:
     """SQL expression: the GPU count a job asks for (0 when not given)."""
     return sa.func.coalesce(m.Job.resources["gpus"].as_integer(), 0)
 
@@ -124,7 +133,7 @@ Fits = Callable[[Mapping[str, Any]], tuple[int, ...] | None]
 
 
 def claim(
-    store: Any,
+    store: Store,
     worker_id: str,
     *,
     lease_s: float,
@@ -147,12 +156,12 @@ def claim(
     if fits is None and queue_fast.supported(store):
         return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     ready = sa.and_(
-        m.Job.status == "queued",
+        m.Job.status == JobStatus.QUEUED,
         sa.or_(m.Job.not_before.is_(None), m.Job.not_before <= now),
-        gpus_wanted() <= max_gpus,
+        _gpus_wanted() <= max_gpus,
     )
     if store.dialect == "sqlite":  # a cheap read first: an idle poll takes no write lock
-        with read_conn(store) as conn:
+        with read_conn(store.engine) as conn:
             if conn.execute(sa.select(m.Job.id).where(ready).limit(1)).first() is None:
                 return None
     candidates = (
@@ -176,9 +185,9 @@ def claim(
 
 
 def _claim_fast(
-    store: Any, worker_id: str, lease_s: float, max_gpus: int, host: str | None, now: float
+    store: Store, worker_id: str, lease_s: float, max_gpus: int, host: str | None, now: float
 ) -> tuple[ClaimedJob, tuple[int, ...]] | None:
-    """The prewritten claim (:mod:`tracker.runner.queue_fast`); a job row that has no run gets one
+    """The prewritten claim (:mod:`tracker.store.queue_fast`); a job row that has no run gets one
     afterwards, fenced by the new lease."""
     got = queue_fast.claim(store, worker_id, lease_s=lease_s, max_gpus=max_gpus, host=host, now=now)
     if got is None:
@@ -208,9 +217,9 @@ def _take(
         run_id = create_job_run(conn, row.id, spec, now)
     conn.execute(
         sa.update(m.Job)
-        .where(m.Job.id == row.id, m.Job.status == "queued")
+        .where(m.Job.id == row.id, m.Job.status == JobStatus.QUEUED)
         .values(
-            status="running",
+            status=JobStatus.RUNNING,
             attempt=attempt,
             lease_owner=worker_id,
             lease_token=token,
@@ -225,7 +234,7 @@ def _take(
     _start_attempt(conn, row.id, attempt, run_id, worker_id, host, now)
     job = dataclasses.replace(
         job_info(row),
-        status="running",
+        status=JobStatus.RUNNING,
         attempt=attempt,
         run_id=run_id,
         lease_owner=worker_id,
@@ -246,7 +255,7 @@ def _start_attempt(
 ) -> None:
     conn.execute(
         dialect_insert(conn)(m.JobAttempt)
-        .values(job_id=job_id, attempt=attempt, worker_id=worker_id, status="running",
+        .values(job_id=job_id, attempt=attempt, worker_id=worker_id, status=JobStatus.RUNNING,
                 started_at=now)
         .on_conflict_do_nothing()
     )  # fmt: skip
@@ -254,7 +263,7 @@ def _start_attempt(
         sa.update(m.Run)
         .where(m.Run.id == run_id)
         .values(
-            status="running",
+            status=RunStatus.RUNNING,
             started_at=sa.func.coalesce(m.Run.started_at, now),
             heartbeat_at=now,
             ended_at=None,
@@ -263,7 +272,7 @@ def _start_attempt(
     )
 
 
-def set_resume_checkpoint(store: Any, claim_: ClaimedJob, path: str | None) -> bool:
+def set_resume_checkpoint(store: Store, claim_: ClaimedJob, path: str | None) -> bool:
     """Record which checkpoint this attempt resumes from. False when the lease was lost."""
     with write_begin(store.engine) as conn:
         if not _hold(conn, claim_):
@@ -290,11 +299,11 @@ def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
 
 
 def renew(
-    store: Any, claims: Iterable[ClaimedJob], *, lease_s: float, now: float | None = None
+    store: Store, claims: Iterable[ClaimedJob], *, lease_s: float, now: float | None = None
 ) -> set[int]:
     """Extend the leases of running jobs and heartbeat their runs; returns the ids *lost*.
 
-    A lost job was taken over (crashed by the sweeper, possibly claimed again): its worker
+    A lost job was taken over (crashed by the reaper, possibly claimed again): its worker
     must kill the process and write nothing more about it.
     """
     now = time.time() if now is None else now
@@ -309,7 +318,7 @@ def renew(
                 .where(
                     m.Job.id == c.job.id,
                     m.Job.lease_token == c.lease_token,
-                    m.Job.status == "running",
+                    m.Job.status == JobStatus.RUNNING,
                 )
                 .values(lease_expires_at=now + lease_s)
             )
@@ -319,13 +328,13 @@ def renew(
         if held:
             conn.execute(
                 sa.update(m.Run)
-                .where(m.Run.id.in_(held), m.Run.status == "running")
+                .where(m.Run.id.in_(held), m.Run.status == RunStatus.RUNNING)
                 .values(heartbeat_at=now)
             )
     return lost
 
 
-def poll(store: Any, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
+def poll(store: Store, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
     """For each claimed job: does this lease still hold it, and was a cancel requested?"""
     tokens = {c.job.id: c.lease_token for c in claims}
     if not tokens:
@@ -333,7 +342,7 @@ def poll(store: Any, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
     query = sa.select(m.Job.id, m.Job.lease_token, m.Job.cancel_requested).where(
         m.Job.id.in_(list(tokens))
     )
-    with read_conn(store) as conn:
+    with read_conn(store.engine) as conn:
         rows = {r.id: r for r in conn.execute(query)}
     out = {}
     for job_id, token in tokens.items():
@@ -348,35 +357,28 @@ def poll(store: Any, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
 # ------------------------------------------------------------------------- ending
 
 
-def status_for(failure: Failure | None) -> str:
-    """The job state an attempt ends in: succeeded, cancelled, timed_out, crashed or failed."""
-    if failure is None:
-        return "succeeded"
-    return {"cancelled": "cancelled", "timeout": "timed_out", "crashed": "crashed"}.get(
-        failure.cls, "failed"
-    )
-
-
 def finish(
-    store: Any,
+    store: Store,
     claim_: ClaimedJob,
     *,
     exit_code: int | None,
     failure: Failure | None,
-    policy: RetryPolicy = DEFAULT_POLICY,
+    retry: RetryRule | None = None,
     now: float | None = None,
 ) -> FinishResult | None:
     """End this worker's attempt: the job, its attempt row and its run get their state.
 
-    ``failure`` is ``None`` for success, else the classifier's verdict (``cancelled`` and
-    ``timeout`` map to those job states). A retryable failure with retries left requeues the
-    job with backoff (``FinishResult.retry_at``). Returns ``None`` when the lease was lost:
-    then nothing was written.
+    ``failure`` is ``None`` for success, else the classifier's verdict (its class maps to
+    the job state by ``tracker.entities.job_status_for``). When ``retry`` gives a time, the
+    job is requeued with that ``not_before`` (``FinishResult.retry_at``). Returns ``None``
+    when the lease was lost: then nothing was written.
+
+    Raises StoreUnavailable.
     """
     now = time.time() if now is None else now
     if failure is None and queue_fast.supported(store):  # the common case, prewritten
         held = queue_fast.succeed(store, claim_.job.id, claim_.lease_token, exit_code, now)
-        return FinishResult("succeeded") if held else None
+        return FinishResult(JobStatus.SUCCEEDED) if held else None
     with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(*JOB_COLUMNS)
@@ -386,27 +388,24 @@ def finish(
         if row is None:
             return None
         try:
-            return _end_attempt(conn, row, claim_.lease_token, exit_code, failure, policy, now)
+            return _end_attempt(conn, row, claim_.lease_token, exit_code, failure, retry, now)
         except LeaseLost:
             return None
 
 
-def _retry_at(row: Any, failure: Failure | None, policy: RetryPolicy, now: float) -> float | None:
-    """When the failed attempt of ``row`` runs again (``tracker.runner.retry`` decides), or None."""
-    if failure is None:
+def _retry_at(
+    row: Any, failure: Failure | None, retry: RetryRule | None, now: float
+) -> float | None:
+    """When the failed attempt of ``row`` runs again (the caller's rule decides), or None."""
+    if failure is None or retry is None:
         return None
-    now_dt = dt.datetime.fromtimestamp(now, dt.timezone.utc)
-    when = retry.next_attempt(
+    return retry(
         failure.cls,
         max(row.attempt, 1),
         row.max_retries,
-        now_dt,
-        base_delay_s=policy.base_delay_s,
-        max_delay_s=policy.max_delay_s,
+        now,
         retry_on_failure=bool(row.retry_on_failure),
     )
-    # now + delay, not when.timestamp(): datetimes round to microseconds
-    return None if when is None else now + (when - now_dt).total_seconds()
 
 
 def _end_attempt(
@@ -415,15 +414,15 @@ def _end_attempt(
     token: str,
     exit_code: int | None,
     failure: Failure | None,
-    policy: RetryPolicy,
+    retry: RetryRule | None,
     now: float,
 ) -> FinishResult:
     """Write the end of the running attempt of ``row`` (locked by the caller).
 
     The job's update is fenced by ``token`` as well, so it can never end another lease.
     """
-    status = status_for(failure)
-    retry_at = _retry_at(row, failure, policy, now)
+    status = job_status_for(failure.cls if failure else None)
+    retry_at = _retry_at(row, failure, retry, now)
     cls = failure.cls if failure else None
     hint = failure.hint if failure else None
     values: dict[str, Any] = {
@@ -443,7 +442,9 @@ def _end_attempt(
             f"retry {row.attempt + 1} of {row.max_retries + 1} after {status} ({cls}); "
             f"not before {stamp}"
         )
-        values.update(status="queued", ended_at=None, not_before=retry_at, pending_reason=reason)
+        values.update(
+            status=JobStatus.QUEUED, ended_at=None, not_before=retry_at, pending_reason=reason
+        )
     fenced = sa.and_(m.Job.id == row.id, m.Job.lease_token == token)
     if conn.execute(sa.update(m.Job).where(fenced).values(**values)).rowcount != 1:
         raise LeaseLost(f"job {row.id}: the lease changed under a locked row")
@@ -456,13 +457,13 @@ def _end_attempt(
     )
     if row.run_id is not None:
         _end_run(conn, row.run_id, status, exit_code, cls, hint, retry_at, row.attempt, now)
-    return FinishResult(status if retry_at is None else "queued", retry_at)
+    return FinishResult(status if retry_at is None else JobStatus.QUEUED, retry_at)
 
 
 def _end_run(
     conn: sa.Connection,
     run_id: int,
-    status: str,
+    status: JobStatus,
     exit_code: int | None,
     cls: str | None,
     hint: str | None,
@@ -476,7 +477,7 @@ def _end_run(
     if retry_at is None:
         run_values.update(status=RUN_STATUS_FOR_JOB[status], ended_at=now)
     else:  # it will run again: the dashboard shows it waiting, not dead
-        run_values.update(status="queued", ended_at=None)
+        run_values.update(status=RunStatus.QUEUED, ended_at=None)
     conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**run_values))
     if cls is not None:
         then = " -- retrying" if retry_at is not None else ""
@@ -488,7 +489,7 @@ def _end_run(
                 message=f"attempt {attempt} {status} ({cls}): {hint}{then}",
                 data={
                     "attempt": attempt,
-                    "status": status,
+                    "status": str(status),
                     "failure_class": cls,
                     "exit_code": exit_code,
                     "retry_at": retry_at,
@@ -497,29 +498,33 @@ def _end_run(
         )
 
 
-def sweep_expired(
-    store: Any,
+def reap_expired_leases(
+    store: Store,
     *,
+    retry: RetryRule | None = None,
     now: float | None = None,
-    policy: RetryPolicy = DEFAULT_POLICY,
     limit: int = 100,
 ) -> list[tuple[int, str]]:
     """End running jobs whose lease expired (their worker died or hung) as ``crashed``.
 
-    A job with a pending cancel request ends ``cancelled`` instead. Crashes are retried with
-    backoff while retries remain. Safe with many sweepers at once (rows are locked and
+    A job with a pending cancel request ends ``cancelled`` instead. Crashes are requeued
+    when ``retry`` gives a time. Safe with many reapers at once (rows are locked and
     skipped; every update is fenced by the expired token). Returns (job id, new status).
+
+    Raises StoreUnavailable.
     """
     now = time.time() if now is None else now
     expired = (
         sa.select(*JOB_COLUMNS, m.Job.lease_token)
-        .where(m.Job.status == "running", m.Job.lease_expires_at < now)
+        .where(m.Job.status == JobStatus.RUNNING, m.Job.lease_expires_at < now)
         .order_by(m.Job.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    with read_conn(store) as conn:
-        probe = sa.select(m.Job.id).where(m.Job.status == "running", m.Job.lease_expires_at < now)
+    with read_conn(store.engine) as conn:
+        probe = sa.select(m.Job.id).where(
+            m.Job.status == JobStatus.RUNNING, m.Job.lease_expires_at < now
+        )
         if conn.execute(probe.limit(1)).first() is None:
             return []
     done = []
@@ -528,61 +533,13 @@ def sweep_expired(
             who = row.lease_owner or "its worker"
             if row.cancel_requested:
                 hint = f"The job was cancelled; worker {who} had stopped renewing its lease."
-                failure = Failure("cancelled", hint, False)
+                failure = Failure("cancelled", hint)
             else:
                 failure = Failure(
                     "crashed",
                     f"worker {who} stopped renewing the lease (the worker or its host died, "
                     "hung, or lost the database).",
-                    True,
                 )
-            result = _end_attempt(conn, row, row.lease_token, None, failure, policy, now)
-            done.append((row.id, result.status))
+            result = _end_attempt(conn, row, row.lease_token, None, failure, retry, now)
+            done.append((row.id, str(result.status)))
     return done
-
-
-# ------------------------------------------------------------------------ requeue
-# ``cancel`` (re-exported above) is shared with the dashboard: tracker.store.jobs.cancel.
-
-
-def requeue(
-    store: Any,
-    job_id: int,
-    *,
-    not_before: float | None = None,
-    reason: str | None = None,
-    now: float | None = None,
-) -> JobInfo:
-    """Put a finished job back in the queue for one more attempt (a person's decision).
-
-    Raises:
-        NotFound: no such job.
-        Conflict: the job is queued or running.
-    """
-    now = time.time() if now is None else now
-    with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
-        if row.status not in FINAL_JOB_STATUSES:
-            raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
-        conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
-            .values(
-                status="queued",
-                ended_at=None,
-                not_before=not_before,
-                cancel_requested=False,
-                pending_reason=reason or "requeued",
-            )
-        )
-        if row.run_id is not None:
-            conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
-                .values(status="queued", ended_at=None)
-            )
-    return get_job(store, job_id)

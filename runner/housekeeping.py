@@ -1,9 +1,12 @@
-"""Housekeeping on an APScheduler ``BackgroundScheduler``: lease renewal, the sweeper, crons.
+"""Housekeeping on an APScheduler ``BackgroundScheduler``: the lease reaper, silent runs,
+pending reasons and cron schedules.
 
 The same tasks run inside every ``tracker worker`` and in ``tracker scheduler``; running
 them in many processes at once is safe because every step is fenced in the database
 (``SKIP LOCKED`` claims of expired rows, token-fenced updates, the unique
 ``(schedule_id, fire_at)`` row). A failing task is logged and runs again next period.
+The SQL of each step is in the store (:mod:`tracker.store.queue`, ``.workers``,
+``.schedules``); the decisions it needs (retry policy, pending reasons) are passed in.
 """
 
 from __future__ import annotations
@@ -14,46 +17,52 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tracker.errors import StoreUnavailable
-from tracker.runner import queue, registry, schedules
+from tracker.runner.pending import explain_pending
+from tracker.runner.retry import RetryPolicy
+from tracker.store import Store
+from tracker.store.queue import reap_expired_leases
+from tracker.store.schedules import fire_due
+from tracker.store.workers import update_pending_reasons
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SweepOptions:
-    interval_s: float = 5.0
+class HousekeepingOptions:
+    interval_s: float = 5.0  # between passes of the lease reaper
     run_stale_s: float = 120.0  # a run without heartbeats this long is marked crashed
     schedules: bool = True
-    policy: queue.RetryPolicy = field(default_factory=queue.RetryPolicy)
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass(frozen=True)
-class SweepReport:
+class HousekeepingReport:
     crashed_jobs: list[tuple[int, str]]
     crashed_runs: list[int]
     fired: list[tuple[int, float, int]]
 
 
-def sweep_once(store: Any, options: SweepOptions, *, now: float | None = None) -> SweepReport:
+def housekeeping_once(
+    store: Store, options: HousekeepingOptions, *, now: float | None = None
+) -> HousekeepingReport:
     """One housekeeping pass: expired leases, silent runs, pending reasons, due schedules."""
     now = time.time() if now is None else now
-    jobs = queue.sweep_expired(store, now=now, policy=options.policy)
+    jobs = reap_expired_leases(store, retry=options.policy.next_retry, now=now)
     runs = store.mark_stale_runs_crashed(older_than=now - options.run_stale_s, now=now)
-    registry.update_pending_reasons(store, now=now)
+    update_pending_reasons(store, explain_pending, now=now)
     fired = fire_schedules(store, now=now) if options.schedules else []
     for job_id, status in jobs:
         log.warning("job %s: lease expired -> %s", job_id, status)
-    return SweepReport(jobs, runs, fired)
+    return HousekeepingReport(jobs, runs, fired)
 
 
-def fire_schedules(store: Any, *, now: float | None = None) -> list[tuple[int, float, int]]:
-    """Enqueue the jobs of due cron schedules (see :func:`tracker.runner.schedules.fire_due`)."""
-    fired = schedules.fire_due(store, now=now)
+def fire_schedules(store: Store, *, now: float | None = None) -> list[tuple[int, float, int]]:
+    """Enqueue the jobs of due cron schedules (see :func:`tracker.store.schedules.fire_due`)."""
+    fired = fire_due(store, now=now)
     for schedule_id, fire_at, job_id in fired:
         when = dt.datetime.fromtimestamp(fire_at).isoformat(timespec="seconds")
         log.info("schedule %s fired for %s: job %s", schedule_id, when, job_id)
@@ -92,10 +101,10 @@ class Housekeeper:
             next_run_time=dt.datetime.now(dt.timezone.utc),
         )
 
-    def add_housekeeping(self, store: Any, options: SweepOptions) -> None:
-        """The sweeper every ``options.interval_s``; due cron schedules every second."""
-        sweep = dataclasses.replace(options, schedules=False)
-        self.every(options.interval_s, "sweeper", lambda: sweep_once(store, sweep))
+    def add_housekeeping(self, store: Store, options: HousekeepingOptions) -> None:
+        """The reaper's pass every ``options.interval_s``; due cron schedules every second."""
+        reap = dataclasses.replace(options, schedules=False)
+        self.every(options.interval_s, "housekeeping", lambda: housekeeping_once(store, reap))
         if options.schedules:
             self.every(1.0, "schedules", lambda: fire_schedules(store))
 
@@ -107,8 +116,10 @@ class Housekeeper:
             self._scheduler.shutdown(wait=wait)
 
 
-def run_scheduler(store: Any, options: SweepOptions, stop: Callable[[float], bool]) -> None:
-    """``tracker scheduler``: run the sweeper and the crons until ``stop(timeout)`` is true."""
+def run_housekeeping(
+    store: Store, options: HousekeepingOptions, stop: Callable[[float], bool]
+) -> None:
+    """``tracker scheduler``: run the housekeeping until ``stop(timeout)`` is true."""
     house = Housekeeper()
     house.add_housekeeping(store, options)
     house.start()

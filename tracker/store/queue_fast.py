@@ -19,7 +19,7 @@ while it holds locks:
   ``UPDATE ... WHERE id = (SELECT ...) RETURNING``, so the write lock is held for as short
   a time as possible (eight workers queue for it).
 
-They write exactly what the general path of :mod:`tracker.runner.queue` writes (a test compares
+They write exactly what the general path of :mod:`tracker.store.queue` writes (a test compares
 both on each database), with the same guarantees: the claim is exclusive (``SKIP LOCKED``;
 SQLite's single writer) and the end is fenced by the lease token.
 """
@@ -30,12 +30,16 @@ import functools
 import sqlite3
 import uuid
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tracker.store.engine import write_begin
-from tracker.store.jobs import JOB_COLUMNS, RUN_STATUS_FOR_JOB, read_conn
+from tracker.entities import RUN_STATUS_FOR_JOB
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.jobs import JOB_COLUMNS
+
+if TYPE_CHECKING:
+    from tracker.store.store import Store
 
 # Plain SQL: built with SQLAlchemy 2.1's constructs, PostgreSQL's chained data-modifying
 # CTEs fail at execution ("A value is required for bind parameter ...").
@@ -58,7 +62,7 @@ _SUCCEED_JOB = """status = 'succeeded', ended_at = :now, not_before = NULL,
     exit_code = :exit_code, failure_class = NULL, failure_hint = NULL, cancel_requested = false"""
 _SUCCEED_ATTEMPT = """status = 'succeeded', ended_at = :now, exit_code = :exit_code,
     failure_class = NULL, failure_hint = NULL"""
-_SUCCEED_RUN = f"""status = '{RUN_STATUS_FOR_JOB["succeeded"]}', ended_at = :now,
+_SUCCEED_RUN = f"""status = '{RUN_STATUS_FOR_JOB["succeeded"].value}', ended_at = :now,
     exit_code = :exit_code"""
 _FENCE = "id = :job_id AND lease_token = :token"
 
@@ -97,7 +101,7 @@ def _text(sql: str, typed: bool = False) -> Any:
     return sa.text(sql).columns(*JOB_COLUMNS) if typed else sa.text(sql)
 
 
-def supported(store: Any) -> bool:
+def supported(store: Store) -> bool:
     """True where this path runs: PostgreSQL, and SQLite with ``RETURNING`` (3.35+)."""
     if store.dialect == "postgresql":
         return True
@@ -105,7 +109,7 @@ def supported(store: Any) -> bool:
 
 
 def claim(
-    store: Any, worker_id: str, *, lease_s: float, max_gpus: int, host: str | None, now: float
+    store: Store, worker_id: str, *, lease_s: float, max_gpus: int, host: str | None, now: float
 ) -> tuple[Any, str] | None:
     """Claim the best ready job: its row (``JOB_COLUMNS``, the new attempt counted) and its
     lease token, or ``None`` when no job is ready. The attempt row and the run are started."""
@@ -116,7 +120,7 @@ def claim(
         with autocommit(store) as conn:
             row = conn.execute(_text(PG_CLAIM, typed=True), params).first()
         return None if row is None else (row, token)
-    with read_conn(store) as conn:  # a cheap read first: an idle poll takes no write lock
+    with read_conn(store.engine) as conn:  # a cheap read first: an idle poll takes no write lock
         if conn.execute(_text(SQLITE_READY), params).first() is None:
             return None
     take, attempt, run = SQLITE_CLAIM
@@ -130,7 +134,7 @@ def claim(
     return row, token
 
 
-def succeed(store: Any, job_id: int, token: str, exit_code: int | None, now: float) -> bool:
+def succeed(store: Store, job_id: int, token: str, exit_code: int | None, now: float) -> bool:
     """End the held attempt as ``succeeded`` (job, attempt row, run); False when the lease no
     longer holds the job -- then nothing was written."""
     params = {"job_id": job_id, "token": token, "exit_code": exit_code, "now": now}
@@ -151,7 +155,7 @@ def succeed(store: Any, job_id: int, token: str, exit_code: int | None, now: flo
 _AUTOCOMMIT: weakref.WeakKeyDictionary[sa.Engine, sa.Engine] = weakref.WeakKeyDictionary()
 
 
-def autocommit(store: Any) -> Any:
+def autocommit(store: Store) -> Any:
     """A connection whose every statement is its own transaction (errors as ``read_conn``).
 
     The autocommit engine shares the store's pool; it is made once per engine.

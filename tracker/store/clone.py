@@ -1,0 +1,147 @@
+"""Clone a job or a run into the queue (the dashboard's "clone & enqueue", ``tracker up
+--demo`` and schedules made from the dashboard): the spec of an existing job or run, with
+its config edited and optionally expanded over a grid, enqueued through
+:func:`tracker.store.queue.enqueue_many` -- so every copy passes ``check_spec`` like any
+other job. Only the config, the priority and the grid come from the caller: the command,
+cwd, env and resources are the source's.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import TYPE_CHECKING, Any, Literal
+
+import sqlalchemy as sa
+
+from tracker.entities import JobInfo, JobSpec
+from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.rules.config import normalize_config
+from tracker.rules.sweep import MAX_CONFIGS, grid_configs
+from tracker.store import models as m
+from tracker.store.engine import read_conn
+from tracker.store.queue import enqueue_many
+
+if TYPE_CHECKING:
+    from tracker.store.store import Store
+
+__all__ = ["clone", "clone_specs", "spec_from_job", "spec_from_run"]
+
+
+def spec_from_job(store: Store, job_id: int) -> JobSpec:
+    """The job's command and settings as the spec of a new job (its child, same run tags).
+
+    Raises NotFound for an unknown job.
+    """
+    with read_conn(store.engine) as conn:
+        job = conn.execute(sa.select(*m.Job.__table__.columns).where(m.Job.id == job_id)).first()
+        if job is None:
+            raise NotFound(f"job {job_id} does not exist", field="job")
+        tags = ()
+        if job.run_id is not None:
+            tags = tuple(
+                conn.execute(sa.select(m.Run.tags).where(m.Run.id == job.run_id)).scalar() or ()
+            )
+    res = job.resources or {}
+    return JobSpec(
+        argv=list(job.argv or []),
+        project=job.project,
+        cwd=job.cwd,
+        config=dict(job.config or {}),
+        priority=job.priority,
+        gpus=int(res.get("gpus") or 0),
+        gpu_memory_bytes=res.get("gpu_memory_bytes"),
+        timeout_s=job.timeout_s,
+        max_retries=job.max_retries,
+        retry_on_failure=bool(job.retry_on_failure),
+        env=dict(job.env or {}),
+        nproc_per_node=job.nproc_per_node,
+        tags=tags,
+        parent_job_id=job.id,
+    )
+
+
+def spec_from_run(store: Store, run_id: int) -> JobSpec:
+    """A spec from the job that ran this run, else from the run's recorded command.
+
+    The config is the run's full config (what the dashboard's editor shows); given as
+    overrides it reproduces the run's settings.
+
+    Raises:
+        NotFound: no such run.
+        Conflict: the run has no job and no recorded command.
+    """
+    with read_conn(store.engine) as conn:
+        run = conn.execute(
+            sa.select(m.Run.config, m.Run.tags, m.Run.command, m.Project.name.label("project"))
+            .join(m.Project, m.Project.id == m.Run.project_id)
+            .where(m.Run.id == run_id)
+        ).first()
+        if run is None:
+            raise NotFound(f"run {run_id} does not exist", field="run")
+        job_id = conn.execute(
+            sa.select(m.Job.id).where(m.Job.run_id == run_id).order_by(m.Job.id.desc()).limit(1)
+        ).scalar()
+    if job_id is not None:
+        base = spec_from_job(store, job_id)
+        return dataclasses.replace(base, config=dict(run.config or {}), tags=tuple(run.tags or ()))
+    if not run.command:
+        raise Conflict(
+            f"run {run_id} has no recorded command, so it cannot be cloned into a job",
+            field="run",
+        )
+    return JobSpec(
+        argv=[str(a) for a in run.command],
+        project=run.project,
+        config=dict(run.config or {}),
+        tags=tuple(run.tags or ()),
+    )
+
+
+def clone_specs(
+    template: JobSpec,
+    *,
+    config: Any = None,
+    grid: Any = None,
+    priority: Any = None,
+) -> list[JobSpec]:
+    """The jobs a clone makes: ``template`` with ``config`` (default: its own) and
+    ``priority`` (default: its own), once per combination of ``grid``, a mapping of dotted
+    config keys to non-empty lists of values (``{"lr": [0.1, 0.01]}``). Pure.
+
+    Raises:
+        InvalidInput: config not a JSON object, or not JSON-like.
+        SweepSpecError: a bad grid, more than ``MAX_CONFIGS`` jobs, or a key that crosses a
+            value that is not a mapping (the rule of ``tracker.rules.sweep.set_path``).
+    """
+    if config is not None and not isinstance(config, dict):
+        raise InvalidInput("config must be a JSON object", field="config")
+    base = normalize_config(dict(template.config if config is None else config))
+    configs = grid_configs(base, grid, max_configs=MAX_CONFIGS) if grid else [copy.deepcopy(base)]
+    new_priority = template.priority if priority is None else priority
+    return [
+        dataclasses.replace(template, config=normalize_config(c), priority=new_priority)
+        for c in configs
+    ]
+
+
+def clone(
+    store: Store,
+    source: tuple[Literal["job", "run"], int],
+    *,
+    config: Any = None,
+    grid: Any = None,
+    priority: Any = None,
+    now: float | None = None,
+) -> list[JobInfo]:
+    """Enqueue copies of a ``("job", id)`` or ``("run", id)`` with an edited config (see
+    ``clone_specs``): same argv, cwd, resources, env and retries. Every copy passes
+    ``check_spec`` as any other enqueue does.
+
+    Raises: NotFound, Conflict (a run without a command), InvalidInput (as ``clone_specs``
+    and ``check_spec``), StoreUnavailable.
+    """
+    kind, source_id = source
+    template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
+    specs = clone_specs(template, config=config, grid=grid, priority=priority)
+    return enqueue_many(store, specs, now=now)
