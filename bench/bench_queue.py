@@ -163,13 +163,15 @@ def measure_throughput(uri: str, jobs: int, n_workers: int, workdir: Path) -> di
         }
         if store.dialect != "postgresql":
             cpu["postgres"] = None
-        mine = m.Job.id.in_(ids)
+        mine = m.JobRow.id.in_(ids)
         with store.engine.connect() as conn:
-            cols = (m.Job.started_at, m.Job.ended_at, m.Job.attempt, m.Job.status)
+            cols = (m.JobRow.started_at, m.JobRow.ended_at, m.JobRow.attempt, m.JobRow.status)
             rows = conn.execute(sa.select(*cols).where(mine)).all()
             owners = (
                 conn.execute(
-                    sa.select(m.JobAttempt.worker_id).where(m.JobAttempt.job_id.in_(ids)).distinct()
+                    sa.select(m.JobAttemptRow.worker_id)
+                    .where(m.JobAttemptRow.job_id.in_(ids))
+                    .distinct()
                 )
                 .scalars()
                 .all()

@@ -170,15 +170,17 @@ def load_runs(uri: str, specs: list[tuple[dict[str, Any], float, float]]) -> flo
     t0 = time.perf_counter()
     project = store.create_run("search", "first").project
     with write_begin(store.engine) as conn:
-        pid = conn.execute(sa.select(m.Project.id).where(m.Project.name == project)).scalar_one()
+        pid = conn.execute(
+            sa.select(m.ProjectRow.id).where(m.ProjectRow.name == project)
+        ).scalar_one()
         now = time.time()
         conn.execute(
-            sa.insert(m.Run),
+            sa.insert(m.RunRow),
             [{"project_id": pid, "name": f"run-{i}", "status": "finished", "config": config,
               "tags": [], "created_at": now + i, "started_at": now + i, "ended_at": now + i + 60}
              for i, (config, _, _) in enumerate(specs)],
         )  # fmt: skip
-        ids = list(conn.execute(sa.select(m.Run.id).order_by(m.Run.id)).scalars())[1:]
+        ids = list(conn.execute(sa.select(m.RunRow.id).order_by(m.RunRow.id)).scalars())[1:]
     keys = store.intern_keys(["val/acc", "train/loss"])
     rows = []
     for run_id, (_, acc, loss) in zip(ids, specs, strict=True):

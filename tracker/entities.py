@@ -153,7 +153,7 @@ class ProjectInfo:
 
 @dataclass(frozen=True)
 class RunMeta:
-    """The run columns MLflow params and tags map onto (``tracker.web.mlflow_compat``)."""
+    """The run columns MLflow params and tags map onto (``tracker.web.core.mlflow_compat``)."""
 
     name: str
     config: dict[str, Any]

@@ -27,10 +27,10 @@ from typing import Any
 from flask import Flask
 
 from tracker.store import Store
-from tracker.web import security
-from tracker.web.context import AppState
-from tracker.web.errors import TrackerJSONProvider, register_error_handlers
-from tracker.web.ingest import MetricIngest
+from tracker.web.core.ingest import MetricIngest
+from tracker.web.plumbing import security
+from tracker.web.plumbing.context import AppState
+from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
 
 __all__ = ["DEFAULTS", "create_app"]
 
@@ -99,10 +99,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
-    from tracker.web import api, api_queue, mlflow_api, pages
+    from tracker.web.views import mlflow, pages, queue, runs
 
-    app.register_blueprint(api.bp)
-    app.register_blueprint(api_queue.bp)
-    app.register_blueprint(mlflow_api.bp)
+    app.register_blueprint(runs.bp)
+    app.register_blueprint(queue.bp)
+    app.register_blueprint(mlflow.bp)
     app.register_blueprint(pages.bp)
     return app

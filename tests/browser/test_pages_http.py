@@ -13,7 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tracker.web.app import create_app
-from tracker.web.pages import PLOTLY_JS, PLOTLY_JS_VERSION
+from tracker.web.views.pages import PLOTLY_JS, PLOTLY_JS_VERSION
 
 PAGES = ["/", "/runs/1", "/compare?runs=1,2,3", "/jobs"]
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)

@@ -55,7 +55,7 @@ def test_sigkill_after_flush_keeps_every_flushed_point(store_url: str) -> None:
     store = Store(store_url)
     steps = [p.step for p in store.metric_history(run_id, "a")]
     assert steps[:5000] == list(range(5000))  # everything flushed survived
-    assert store.get_run(run_id).status == "running"  # until the sweeper notices
+    assert store.get_run(run_id).status == "running"  # until housekeeping notices
     # The process is dead, so its last heartbeat is older than now: no sleep needed.
     marked = store.mark_stale_runs_crashed(older_than=time.time())
     assert run_id in marked

@@ -1,5 +1,5 @@
 """The client's writer refreshes chart rollups once it is idle, outside the ingest
-transactions; finish() leaves them exact, and the crash sweeper repairs what a killed
+transactions; finish() leaves them exact, and housekeeping repairs what a killed
 writer left behind."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_finish_leaves_exact_rollups(store_url: str) -> None:
         assert level(store, run.id, width) == expected(range(3000), value, width)
 
 
-def test_crash_sweeper_repairs_rollups_a_dead_writer_never_refreshed(store_url: str) -> None:
+def test_housekeeping_repairs_rollups_a_dead_writer_never_refreshed(store_url: str) -> None:
     store = Store(store_url)
     run = store.create_run("r", now=1000.0)
     sink = SqlSink(store)

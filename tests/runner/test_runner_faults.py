@@ -41,8 +41,8 @@ def test_300_jobs_each_run_exactly_once(store: Store, procs: Procs, out: Path) -
     assert counts == {j.id: 1 for j in jobs}  # each job ran once, none twice, none lost
     assert store_jobs.count_jobs(store) == {"succeeded": 300}
     with store.engine.connect() as conn:
-        attempts = conn.execute(sa.select(sa.func.count()).select_from(m.JobAttempt)).scalar()
-        owners = conn.execute(sa.select(m.JobAttempt.worker_id).distinct()).scalars().all()
+        attempts = conn.execute(sa.select(sa.func.count()).select_from(m.JobAttemptRow)).scalar()
+        owners = conn.execute(sa.select(m.JobAttemptRow.worker_id).distinct()).scalars().all()
     assert attempts == 300
     assert len(owners) >= 2  # the work really was shared
     for w in workers:
@@ -137,8 +137,8 @@ def test_two_scheduler_processes_fire_each_time_once(store: Store, procs: Procs)
     def fires() -> list[tuple[float, int]]:
         with store.engine.connect() as conn:
             return conn.execute(
-                sa.select(m.ScheduleFire.fire_at, m.ScheduleFire.job_id).where(
-                    m.ScheduleFire.schedule_id == info.id
+                sa.select(m.ScheduleFireRow.fire_at, m.ScheduleFireRow.job_id).where(
+                    m.ScheduleFireRow.schedule_id == info.id
                 )
             ).all()
 

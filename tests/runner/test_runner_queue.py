@@ -264,7 +264,7 @@ def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None
 
     with store.engine.begin() as conn:  # as another writer (e.g. the dashboard) might
         conn.execute(
-            sa.insert(m.Job).values(
+            sa.insert(m.JobRow).values(
                 project="web", status="queued", priority=0, argv=["python", "clone.py"],
                 config={"lr": 1}, resources={}, env={}, max_retries=0, attempt=0,
                 cancel_requested=False, created_at=time.time(),
@@ -284,11 +284,11 @@ def _rows(store: Store, job_id: int) -> tuple[dict[str, Any], list[dict[str, Any
     from tracker.store import models as m
 
     with store.engine.connect() as conn:
-        job = conn.execute(sa.select(m.Job).where(m.Job.id == job_id)).mappings().one()
+        job = conn.execute(sa.select(m.JobRow).where(m.JobRow.id == job_id)).mappings().one()
         attempts = conn.execute(
-            sa.select(m.JobAttempt).where(m.JobAttempt.job_id == job_id)
+            sa.select(m.JobAttemptRow).where(m.JobAttemptRow.job_id == job_id)
         ).mappings()
-        run = conn.execute(sa.select(m.Run).where(m.Run.id == job["run_id"])).mappings().one()
+        run = conn.execute(sa.select(m.RunRow).where(m.RunRow.id == job["run_id"])).mappings().one()
         return _shared(job), [_shared(a) for a in attempts], _shared(run)
 
 
@@ -327,7 +327,7 @@ def test_the_prewritten_claim_and_finish_write_what_the_general_path_writes(
     assert queue.finish(store, fast, exit_code=0, failure=None, now=now + 2).status == "succeeded"
     with write_begin(store.engine) as conn:
         row = conn.execute(
-            sa.select(*store_jobs.JOB_COLUMNS).where(m.Job.id == slow.job.id).with_for_update()
+            sa.select(*store_jobs.JOB_COLUMNS).where(m.JobRow.id == slow.job.id).with_for_update()
         ).one()
         queue._end_attempt(conn, row, slow.lease_token, 0, None, FAST, now + 2)
     ended = _rows(store, fast.job.id)

@@ -105,8 +105,8 @@ def test_two_schedulers_enqueue_exactly_one_job_per_fire_time(store_url: str) ->
     fire_times = sorted(f for ws in won for _, f, _ in ws)
     assert fire_times == [start + 60 * k for k in range(1, 11)]  # each minute once, none twice
     with setup.engine.connect() as conn:
-        fires = conn.execute(sa.select(m.ScheduleFire.fire_at, m.ScheduleFire.job_id)).all()
-        jobs = conn.execute(sa.select(m.Job.id).where(m.Job.schedule_id == info.id)).all()
+        fires = conn.execute(sa.select(m.ScheduleFireRow.fire_at, m.ScheduleFireRow.job_id)).all()
+        jobs = conn.execute(sa.select(m.JobRow.id).where(m.JobRow.schedule_id == info.id)).all()
     assert len(fires) == len(jobs) == 10
     assert {j for _, j in fires} == {j for (j,) in jobs}
 

@@ -149,7 +149,9 @@ def _writable(store: Any, job_id: int) -> bool:
             conn.close()
     with store.engine.connect() as conn:
         try:
-            conn.execute(sa.select(m.Job.id).where(m.Job.id == job_id).with_for_update(nowait=True))
+            conn.execute(
+                sa.select(m.JobRow.id).where(m.JobRow.id == job_id).with_for_update(nowait=True)
+            )
             return True
         except sa.exc.DBAPIError:
             return False

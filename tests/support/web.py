@@ -33,7 +33,7 @@ def envelope(response: Any) -> dict[str, Any]:
     return error
 
 
-# The MLflow-compatible routes (web/mlflow_api.py) answer errors in MLflow's own shape.
+# The MLflow-compatible routes (web/views/mlflow.py) answer errors in MLflow's own shape.
 MLFLOW_PREFIX = "/api/2.0/mlflow/"
 MLFLOW_CODES = {  # our code -> MLflow's error_code on the MLflow routes
     "unauthorized": "UNAUTHENTICATED",

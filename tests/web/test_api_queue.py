@@ -132,14 +132,14 @@ def test_clone_rejects_what_tracker_submit_rejects(client: FlaskClient, store: S
     ]
     for values, field in bad:
         with write_begin(store.engine) as conn:
-            conn.execute(sa.update(m.Job).where(m.Job.id == source.id).values(**values))
+            conn.execute(sa.update(m.JobRow).where(m.JobRow.id == source.id).values(**values))
         response = client.post(f"/api/v1/jobs/{source.id}/clone", json={})
         assert response.status_code == 400, values
         assert envelope(response)["field"] == field, values
         with write_begin(store.engine) as conn:
             conn.execute(
-                sa.update(m.Job)
-                .where(m.Job.id == source.id)
+                sa.update(m.JobRow)
+                .where(m.JobRow.id == source.id)
                 .values(env={}, resources={"gpus": 0}, timeout_s=None)
             )
     too_high = client.post(f"/api/v1/jobs/{source.id}/clone", json={"priority": 10**7})

@@ -205,7 +205,7 @@ def test_run_logs_follow_the_job_chunks(client: FlaskClient, store) -> None:
     }
     with store.engine.begin() as conn:
         job_id = conn.execute(
-            sa.insert(m.Job)
+            sa.insert(m.JobRow)
             .values(
                 project="p",
                 status="running",
@@ -216,12 +216,12 @@ def test_run_logs_follow_the_job_chunks(client: FlaskClient, store) -> None:
                 run_id=run["id"],
                 created_at=0.0,
             )
-            .returning(m.Job.id)
+            .returning(m.JobRow.id)
         ).scalar_one()
         for i in range(5):
             stream = "stderr" if i == 3 else "stdout"
             conn.execute(
-                sa.insert(m.JobLogChunk).values(
+                sa.insert(m.JobLogChunkRow).values(
                     job_id=job_id, attempt=1, stream=stream, at=float(i), text=f"line {i}\n"
                 )
             )

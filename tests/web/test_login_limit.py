@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.web import TOKEN, envelope
 from tracker.cli.ui import app_config
-from tracker.web.login_limit import FailureLimit
+from tracker.web.plumbing.login_limit import FailureLimit
 
 RIGHT = {"Authorization": f"Bearer {TOKEN}"}
 WRONG = {"Authorization": "Bearer guess"}

@@ -1,7 +1,7 @@
-"""The MLflow-compatible REST subset (``web/mlflow_api.py``): the real ``mlflow`` client logs
+"""The MLflow-compatible REST subset (``web/views/mlflow.py``): the real ``mlflow`` client logs
 into a real server (a thread on a free port) on a real SQLite file and a real PostgreSQL
 database, and what it logged is checked through the tracker's own Store. Plus the pure
-mapping (``web/mlflow_compat.py``) without I/O."""
+mapping (``web/core/mlflow_compat.py``) without I/O."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.support.web import TOKEN
 from tracker.entities import RunInfo, RunMeta
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store
-from tracker.web import mlflow_compat as compat
+from tracker.web.core import mlflow_compat as compat
 
 PREFIX = "/api/2.0/mlflow"
 LOSS = [2.5, 1.25, math.nan, math.inf, -math.inf, 0.5]

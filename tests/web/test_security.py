@@ -18,8 +18,8 @@ from werkzeug.routing import Rule
 
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
-from tracker.web import security
-from tracker.web.security import InsecureBind, check_bind
+from tracker.web.plumbing import security
+from tracker.web.plumbing.security import InsecureBind, check_bind
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

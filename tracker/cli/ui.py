@@ -83,7 +83,7 @@ def app_config(
     Raises:
         InsecureBind: a non-loopback host without a token.
     """
-    from tracker.web.security import check_bind
+    from tracker.web.plumbing.security import check_bind
 
     check_bind(host, token)
     return {

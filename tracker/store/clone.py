@@ -34,13 +34,16 @@ def spec_from_job(store: Store, job_id: int) -> JobSpec:
     Raises NotFound for an unknown job.
     """
     with read_conn(store.engine) as conn:
-        job = conn.execute(sa.select(*m.Job.__table__.columns).where(m.Job.id == job_id)).first()
+        job = conn.execute(
+            sa.select(*m.JobRow.__table__.columns).where(m.JobRow.id == job_id)
+        ).first()
         if job is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
         tags = ()
         if job.run_id is not None:
             tags = tuple(
-                conn.execute(sa.select(m.Run.tags).where(m.Run.id == job.run_id)).scalar() or ()
+                conn.execute(sa.select(m.RunRow.tags).where(m.RunRow.id == job.run_id)).scalar()
+                or ()
             )
     res = job.resources or {}
     return JobSpec(
@@ -73,14 +76,19 @@ def spec_from_run(store: Store, run_id: int) -> JobSpec:
     """
     with read_conn(store.engine) as conn:
         run = conn.execute(
-            sa.select(m.Run.config, m.Run.tags, m.Run.command, m.Project.name.label("project"))
-            .join(m.Project, m.Project.id == m.Run.project_id)
-            .where(m.Run.id == run_id)
+            sa.select(
+                m.RunRow.config, m.RunRow.tags, m.RunRow.command, m.ProjectRow.name.label("project")
+            )
+            .join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
+            .where(m.RunRow.id == run_id)
         ).first()
         if run is None:
             raise NotFound(f"run {run_id} does not exist", field="run")
         job_id = conn.execute(
-            sa.select(m.Job.id).where(m.Job.run_id == run_id).order_by(m.Job.id.desc()).limit(1)
+            sa.select(m.JobRow.id)
+            .where(m.JobRow.run_id == run_id)
+            .order_by(m.JobRow.id.desc())
+            .limit(1)
         ).scalar()
     if job_id is not None:
         base = spec_from_job(store, job_id)

@@ -55,7 +55,7 @@ RESERVED_ENV = frozenset(
     }
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-JOB_COLUMNS = [c for c in m.Job.__table__.columns if c.name != "lease_token"]
+JOB_COLUMNS = [c for c in m.JobRow.__table__.columns if c.name != "lease_token"]
 
 
 def check_spec(spec: JobSpec) -> JobSpec:
@@ -109,7 +109,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     if spec.gpu_memory_bytes is not None:
         resources["gpu_memory_bytes"] = spec.gpu_memory_bytes
     job_id = conn.execute(
-        sa.insert(m.Job)
+        sa.insert(m.JobRow)
         .values(
             project=spec.project,
             status=JobStatus.QUEUED,
@@ -130,10 +130,10 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
             parent_job_id=spec.parent_job_id,
             created_at=now,
         )
-        .returning(m.Job.id)
+        .returning(m.JobRow.id)
     ).scalar_one()
     run_id = create_job_run(conn, job_id, spec, now)
-    conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(run_id=run_id))
+    conn.execute(sa.update(m.JobRow).where(m.JobRow.id == job_id).values(run_id=run_id))
     return job_id
 
 
@@ -141,7 +141,7 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
     """Create the ``queued`` run a job logs into; every attempt of the job continues it."""
     argv = list(spec.argv)
     return conn.execute(
-        sa.insert(m.Run)
+        sa.insert(m.RunRow)
         .values(
             project_id=project_id(conn, spec.project, now),
             name=spec.name or _default_run_name(argv, job_id),
@@ -151,7 +151,7 @@ def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) 
             created_at=now,
             command=argv,
         )
-        .returning(m.Run.id)
+        .returning(m.RunRow.id)
     ).scalar_one()
 
 
@@ -203,9 +203,9 @@ def queue_positions(conn: sa.Connection) -> dict[int, int]:
     """Place of each queued job in the claim order (1-based): highest priority first, then
     oldest -- the order ``tracker.store.queue.claim`` takes them in."""
     query = (
-        sa.select(m.Job.id)
-        .where(m.Job.status == JobStatus.QUEUED)
-        .order_by(m.Job.priority.desc(), m.Job.id)
+        sa.select(m.JobRow.id)
+        .where(m.JobRow.status == JobStatus.QUEUED)
+        .order_by(m.JobRow.priority.desc(), m.JobRow.id)
     )
     return {job_id: i for i, job_id in enumerate(conn.execute(query).scalars(), start=1)}
 
@@ -213,7 +213,7 @@ def queue_positions(conn: sa.Connection) -> dict[int, int]:
 def jobs_by_id(store: Store, ids: Sequence[int]) -> list[JobInfo]:
     """Jobs in the order asked (every id must exist)."""
     with read_conn(store.engine) as conn:
-        rows = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id.in_(list(ids)))).all()
+        rows = conn.execute(sa.select(*JOB_COLUMNS).where(m.JobRow.id.in_(list(ids)))).all()
     by_id = {r.id: job_info(r) for r in rows}
     return [by_id[i] for i in ids]
 
@@ -221,7 +221,7 @@ def jobs_by_id(store: Store, ids: Sequence[int]) -> list[JobInfo]:
 def get_job(store: Store, job_id: int) -> JobInfo:
     """The job, with its queue position while queued. Raises NotFound for an unknown id."""
     with read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.Job.id == job_id)).first()
+        row = conn.execute(sa.select(*JOB_COLUMNS).where(m.JobRow.id == job_id)).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
         positions = queue_positions(conn) if row.status == JobStatus.QUEUED else {}
@@ -253,10 +253,10 @@ def list_jobs(
     if status is not None:
         wanted = [status] if isinstance(status, str) else list(status)
         check_statuses(wanted)
-        query = query.where(m.Job.status.in_(wanted))
+        query = query.where(m.JobRow.status.in_(wanted))
     if project is not None:
-        query = query.where(m.Job.project == project)
-    order = m.Job.id.desc() if newest_first else m.Job.id
+        query = query.where(m.JobRow.project == project)
+    order = m.JobRow.id.desc() if newest_first else m.JobRow.id
     query = query.order_by(order).limit(limit).offset(offset)
     with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
@@ -267,9 +267,9 @@ def list_jobs(
 
 def count_jobs(store: Store, *, project: str | None = None) -> dict[str, int]:
     """Number of jobs per status (of one project when ``project`` is given)."""
-    query = sa.select(m.Job.status, sa.func.count()).group_by(m.Job.status)
+    query = sa.select(m.JobRow.status, sa.func.count()).group_by(m.JobRow.status)
     if project is not None:
-        query = query.where(m.Job.project == project)
+        query = query.where(m.JobRow.project == project)
     with read_conn(store.engine) as conn:
         return {s: n for s, n in conn.execute(query)}
 
@@ -307,7 +307,7 @@ def job_page(
 
 def job_for_run(store: Store, run_id: int) -> JobInfo | None:
     """The (newest) job that logs into this run; None for a run not started by a job."""
-    query = sa.select(*JOB_COLUMNS).where(m.Job.run_id == run_id).order_by(m.Job.id.desc())
+    query = sa.select(*JOB_COLUMNS).where(m.JobRow.run_id == run_id).order_by(m.JobRow.id.desc())
     with read_conn(store.engine) as conn:
         row = conn.execute(query.limit(1)).first()
     return None if row is None else job_info(row)
@@ -316,9 +316,9 @@ def job_for_run(store: Store, run_id: int) -> JobInfo | None:
 def attempts(store: Store, job_id: int) -> list[JobAttemptInfo]:
     """Every attempt of a job, oldest first."""
     query = (
-        sa.select(*m.JobAttempt.__table__.columns)
-        .where(m.JobAttempt.job_id == job_id)
-        .order_by(m.JobAttempt.attempt)
+        sa.select(*m.JobAttemptRow.__table__.columns)
+        .where(m.JobAttemptRow.job_id == job_id)
+        .order_by(m.JobAttemptRow.attempt)
     )
     with read_conn(store.engine) as conn:
         return [
@@ -353,19 +353,23 @@ def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResu
     now = time.time() if now is None else now
     with write_begin(store.engine) as conn:
         row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+            sa.select(m.JobRow.status, m.JobRow.run_id)
+            .where(m.JobRow.id == job_id)
+            .with_for_update()
         ).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
         if row.status == JobStatus.RUNNING:
-            conn.execute(sa.update(m.Job).where(m.Job.id == job_id).values(cancel_requested=True))
+            conn.execute(
+                sa.update(m.JobRow).where(m.JobRow.id == job_id).values(cancel_requested=True)
+            )
             return CancelResult("cancel_requested", JobStatus.RUNNING)
         if row.status != JobStatus.QUEUED:
             return CancelResult("unchanged", row.status)
         hint = "The job was cancelled before it started."
         conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
+            sa.update(m.JobRow)
+            .where(m.JobRow.id == job_id)
             .values(
                 status=JobStatus.CANCELLED,
                 ended_at=now,
@@ -377,8 +381,8 @@ def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResu
         )
         if row.run_id is not None:
             conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
+                sa.update(m.RunRow)
+                .where(m.RunRow.id == row.run_id)
                 .values(
                     status=RUN_STATUS_FOR_JOB[JobStatus.CANCELLED],
                     ended_at=now,
@@ -405,15 +409,17 @@ def requeue(
     """
     with write_begin(store.engine) as conn:
         row = conn.execute(
-            sa.select(m.Job.status, m.Job.run_id).where(m.Job.id == job_id).with_for_update()
+            sa.select(m.JobRow.status, m.JobRow.run_id)
+            .where(m.JobRow.id == job_id)
+            .with_for_update()
         ).first()
         if row is None:
             raise NotFound(f"job {job_id} does not exist", field="job")
         if row.status not in FINAL_JOB_STATUSES:
             raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
         conn.execute(
-            sa.update(m.Job)
-            .where(m.Job.id == job_id)
+            sa.update(m.JobRow)
+            .where(m.JobRow.id == job_id)
             .values(
                 status=JobStatus.QUEUED,
                 ended_at=None,
@@ -424,8 +430,8 @@ def requeue(
         )
         if row.run_id is not None:
             conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == row.run_id)
+                sa.update(m.RunRow)
+                .where(m.RunRow.id == row.run_id)
                 .values(status=RunStatus.QUEUED, ended_at=None)
             )
     return get_job(store, job_id)

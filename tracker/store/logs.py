@@ -79,9 +79,11 @@ class LogBudget:
 def load_budget(store: Store, job_id: int, limit: int) -> LogBudget:
     """The budget state of a job's existing output (earlier attempts count against it)."""
     query = (
-        sa.select(m.JobLogChunk.id, m.JobLogChunk.stream, sa.func.length(m.JobLogChunk.text))
-        .where(m.JobLogChunk.job_id == job_id)
-        .order_by(m.JobLogChunk.id)
+        sa.select(
+            m.JobLogChunkRow.id, m.JobLogChunkRow.stream, sa.func.length(m.JobLogChunkRow.text)
+        )
+        .where(m.JobLogChunkRow.job_id == job_id)
+        .order_by(m.JobLogChunkRow.id)
     )
     budget = LogBudget(limit)
     with read_conn(store.engine) as conn:
@@ -106,17 +108,17 @@ def append(
     job_id = claim.job.id
     with write_begin(store.engine) as conn:
         held = conn.execute(
-            sa.select(m.Job.id)
-            .where(m.Job.id == job_id, m.Job.lease_token == claim.lease_token)
+            sa.select(m.JobRow.id)
+            .where(m.JobRow.id == job_id, m.JobRow.lease_token == claim.lease_token)
             .with_for_update()
         ).first()
         if held is None:
             return False
         for stream, at, text in chunks:
             chunk_id = conn.execute(
-                sa.insert(m.JobLogChunk)
+                sa.insert(m.JobLogChunkRow)
                 .values(job_id=job_id, attempt=claim.attempt, stream=stream, at=at, text=text)
-                .returning(m.JobLogChunk.id)
+                .returning(m.JobLogChunkRow.id)
             ).scalar_one()
             if budget is not None:
                 budget.add(chunk_id, len(text))
@@ -133,14 +135,14 @@ def _trim(conn: sa.Connection, job_id: int, budget: LogBudget) -> None:
     if budget.marker_id is not None:
         drop.append(budget.marker_id)
     if drop:
-        conn.execute(sa.delete(m.JobLogChunk).where(m.JobLogChunk.id.in_(drop)))
+        conn.execute(sa.delete(m.JobLogChunkRow).where(m.JobLogChunkRow.id.in_(drop)))
     text = (
         f"[tracker: {budget.trimmed} characters of older output were trimmed; "
         f"a job keeps at most {budget.limit} characters]\n"
     )
     conn.execute(
-        sa.update(m.JobLogChunk)
-        .where(m.JobLogChunk.id == keep_as_marker)
+        sa.update(m.JobLogChunkRow)
+        .where(m.JobLogChunkRow.id == keep_as_marker)
         .values(stream="meta", text=text, at=time.time())
     )
     budget.marker_id = keep_as_marker
@@ -163,7 +165,7 @@ def logs_after(
     Raises:
         InvalidInput (400): ``stream`` is neither stdout nor stderr.
     """
-    c = m.JobLogChunk
+    c = m.JobLogChunkRow
     query = sa.select(c.id, c.job_id, c.attempt, c.stream, c.at, c.text).where(
         c.job_id == job_id, c.id > after
     )

@@ -1,7 +1,7 @@
 """What the MLflow-compatible API needs beyond the core Store: projects by id and name
 (MLflow experiments), atomic read-modify-write of a run's name, params and tags, metric
 history pages, runs of projects. The MLflow mapping itself is pure and lives in the
-dashboard (``tracker.web.mlflow_compat``); this module sees only plain values.
+dashboard (``tracker.web.core.mlflow_compat``); this module sees only plain values.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`. Reads
 raise StoreUnavailable (503) when the database cannot be reached
@@ -35,13 +35,15 @@ __all__ = [
     "update_run_meta",
 ]
 
-_PROJECT_COLUMNS = (m.Project.id, m.Project.name, m.Project.created_at)
+_PROJECT_COLUMNS = (m.ProjectRow.id, m.ProjectRow.name, m.ProjectRow.created_at)
 
 
 def get_project(store: Store, project_id: int) -> ProjectInfo:
     """Raises NotFound (-> RESOURCE_DOES_NOT_EXIST) for an unknown id."""
     with read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.Project.id == project_id)).first()
+        row = conn.execute(
+            sa.select(*_PROJECT_COLUMNS).where(m.ProjectRow.id == project_id)
+        ).first()
     if row is None:
         raise NotFound(f"experiment {project_id} does not exist", field="experiment_id")
     return ProjectInfo(*row)
@@ -49,17 +51,17 @@ def get_project(store: Store, project_id: int) -> ProjectInfo:
 
 def find_project(store: Store, name: str) -> ProjectInfo | None:
     with read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.Project.name == name)).first()
+        row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.ProjectRow.name == name)).first()
     return None if row is None else ProjectInfo(*row)
 
 
 def _insert_project(store: Store, name: str, now: float) -> bool:
     """Insert the project unless it exists (the unique name decides); True if inserted."""
     statement = (
-        dialect_insert(store.engine)(m.Project)
+        dialect_insert(store.engine)(m.ProjectRow)
         .values(name=name, created_at=now)
         .on_conflict_do_nothing(index_elements=["name"])
-        .returning(m.Project.id)
+        .returning(m.ProjectRow.id)
     )
     with write_begin(store.engine) as conn:  # (rowcount is not reliable here on PostgreSQL)
         return conn.execute(statement).first() is not None
@@ -92,11 +94,13 @@ def search_projects(
 ) -> list[ProjectInfo]:
     """Projects, newest first; ``name`` matches exactly, ``like`` with SQL LIKE
     (case-insensitive)."""
-    query = sa.select(*_PROJECT_COLUMNS).order_by(m.Project.id.desc()).limit(limit).offset(offset)
+    query = (
+        sa.select(*_PROJECT_COLUMNS).order_by(m.ProjectRow.id.desc()).limit(limit).offset(offset)
+    )
     if name is not None:
-        query = query.where(m.Project.name == name)
+        query = query.where(m.ProjectRow.name == name)
     if like is not None:
-        query = query.where(sa.func.lower(m.Project.name).like(like.lower()))
+        query = query.where(sa.func.lower(m.ProjectRow.name).like(like.lower()))
     with read_conn(store.engine) as conn:
         return [ProjectInfo(*row) for row in conn.execute(query)]
 
@@ -106,9 +110,9 @@ def run_ids_of_projects(
 ) -> list[int]:
     """Ids of the projects' runs, newest first."""
     query = (
-        sa.select(m.Run.id)
-        .where(m.Run.project_id.in_(list(project_ids)))
-        .order_by(m.Run.id.desc())
+        sa.select(m.RunRow.id)
+        .where(m.RunRow.project_id.in_(list(project_ids)))
+        .order_by(m.RunRow.id.desc())
         .limit(limit)
         .offset(offset)
     )
@@ -118,7 +122,7 @@ def run_ids_of_projects(
 
 def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo:
     """A running run with MLflow's name, params and tags. It has no heartbeat: MLflow clients
-    send none, so the stale-run sweeper must not mark a quiet MLflow run crashed."""
+    send none, so the housekeeping (stale runs) must not mark a quiet MLflow run crashed."""
     run = store.create_run(
         project, meta.name or None, meta.config, meta.tags, git_commit=meta.git_commit, now=now
     )
@@ -133,9 +137,11 @@ def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMe
     Raises:
         NotFound: no such run. Whatever ``change`` raises (nothing is written then).
     """
-    columns = (m.Run.name, m.Run.config, m.Run.tags, m.Run.git_commit)
+    columns = (m.RunRow.name, m.RunRow.config, m.RunRow.tags, m.RunRow.git_commit)
     with write_begin(store.engine) as conn:
-        row = conn.execute(sa.select(*columns).where(m.Run.id == run_id).with_for_update()).first()
+        row = conn.execute(
+            sa.select(*columns).where(m.RunRow.id == run_id).with_for_update()
+        ).first()
         if row is None:
             raise NotFound(f"run {run_id} does not exist", field="run_id")
         before = RunMeta(row.name, dict(row.config or {}), list(row.tags or []), row.git_commit)
@@ -147,7 +153,7 @@ def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMe
                 "tags": after.tags,
                 "git_commit": after.git_commit,
             }
-            conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**values))
+            conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
     return after
 
 
@@ -156,14 +162,14 @@ def metric_page(
 ) -> list[MetricPoint]:
     """Up to ``limit`` points of one metric with step >= ``after_step``, by step."""
     query = (
-        sa.select(m.MetricPoint.step, m.MetricPoint.wall_ms, m.MetricPoint.value)
-        .join(m.MetricKey, m.MetricKey.id == m.MetricPoint.key_id)
+        sa.select(m.MetricPointRow.step, m.MetricPointRow.wall_ms, m.MetricPointRow.value)
+        .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricPointRow.key_id)
         .where(
-            m.MetricPoint.run_id == run_id,
-            m.MetricKey.name == key,
-            m.MetricPoint.step >= after_step,
+            m.MetricPointRow.run_id == run_id,
+            m.MetricKeyRow.name == key,
+            m.MetricPointRow.step >= after_step,
         )
-        .order_by(m.MetricPoint.step)
+        .order_by(m.MetricPointRow.step)
         .limit(limit)
     )
     with read_conn(store.engine) as conn:

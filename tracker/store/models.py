@@ -45,14 +45,14 @@ class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
-class Project(Base):
+class ProjectRow(Base):
     __tablename__ = "projects"
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[float]
 
 
-class Run(Base):
+class RunRow(Base):
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(primary_key=True)
     project_id: Mapped[int] = mapped_column(sa.ForeignKey("projects.id"), index=True)
@@ -74,13 +74,13 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(sa.Text)
 
 
-class MetricKey(Base):
+class MetricKeyRow(Base):
     __tablename__ = "metric_keys"
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(250), unique=True)
 
 
-class MetricPoint(Base):
+class MetricPointRow(Base):
     """One value of one metric at one step. WITHOUT ROWID on SQLite: the key is the row.
 
     No foreign keys on purpose: per-row referential checks halve PostgreSQL ingest, and
@@ -97,7 +97,7 @@ class MetricPoint(Base):
     value: Mapped[float] = mapped_column(MetricValue, nullable=True)
 
 
-class MetricSummary(Base):
+class MetricSummaryRow(Base):
     """Last value per run and key, kept up to date on ingest for run tables."""
 
     __tablename__ = "metric_summaries"
@@ -111,7 +111,7 @@ class MetricSummary(Base):
     __table_args__ = (sa.Index("ix_metric_summaries_key_value", "key_id", "last_value"),)
 
 
-class MetricRollup(Base):
+class MetricRollupRow(Base):
     """Pre-aggregated buckets of one metric series, kept up to date on ingest.
 
     ``width`` is the bucket width in steps (one of ``tracker.store.rollups.LEVELS``) and
@@ -138,7 +138,7 @@ class MetricRollup(Base):
     neginf_count: Mapped[int] = mapped_column(sa.BigInteger)
 
 
-class Checkpoint(Base):
+class CheckpointRow(Base):
     __tablename__ = "checkpoints"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
@@ -152,7 +152,7 @@ class Checkpoint(Base):
     __table_args__ = (sa.Index("ix_checkpoints_run_step", "run_id", "step"),)
 
 
-class RunEvent(Base):
+class RunEventRow(Base):
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
@@ -163,7 +163,7 @@ class RunEvent(Base):
     __table_args__ = (sa.Index("ix_run_events_run_at", "run_id", "at"),)
 
 
-class Worker(Base):
+class WorkerRow(Base):
     __tablename__ = "workers"
     id: Mapped[str] = mapped_column(sa.String(120), primary_key=True)
     host: Mapped[str] = mapped_column(sa.String(255))
@@ -175,7 +175,7 @@ class Worker(Base):
     heartbeat_at: Mapped[float]
 
 
-class Job(Base):
+class JobRow(Base):
     __tablename__ = "jobs"
     id: Mapped[int] = mapped_column(primary_key=True)
     project: Mapped[str] = mapped_column(sa.String(200))
@@ -215,7 +215,7 @@ class Job(Base):
     )
 
 
-class JobAttempt(Base):
+class JobAttemptRow(Base):
     __tablename__ = "job_attempts"
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
@@ -231,7 +231,7 @@ class JobAttempt(Base):
     __table_args__ = (sa.UniqueConstraint("job_id", "attempt"),)
 
 
-class JobLogChunk(Base):
+class JobLogChunkRow(Base):
     __tablename__ = "job_log_chunks"
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
@@ -242,7 +242,7 @@ class JobLogChunk(Base):
     __table_args__ = (sa.Index("ix_job_log_chunks_job_id_id", "job_id", "id"),)
 
 
-class Schedule(Base):
+class ScheduleRow(Base):
     __tablename__ = "schedules"
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(200))
@@ -254,7 +254,7 @@ class Schedule(Base):
     last_fire_at: Mapped[float | None]
 
 
-class ScheduleFire(Base):
+class ScheduleFireRow(Base):
     """One row per (schedule, fire time): the unique key makes each fire enqueue exactly once."""
 
     __tablename__ = "schedule_fires"

@@ -126,7 +126,7 @@ def enqueue_many(
 
 def _gpus_wanted() -> sa.ColumnElement[int]:
     """SQL expression: the GPU count a job asks for (0 when not given)."""
-    return sa.func.coalesce(m.Job.resources["gpus"].as_integer(), 0)
+    return sa.func.coalesce(m.JobRow.resources["gpus"].as_integer(), 0)
 
 
 Fits = Callable[[Mapping[str, Any]], tuple[int, ...] | None]
@@ -156,18 +156,18 @@ def claim(
     if fits is None and queue_fast.supported(store):
         return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     ready = sa.and_(
-        m.Job.status == JobStatus.QUEUED,
-        sa.or_(m.Job.not_before.is_(None), m.Job.not_before <= now),
+        m.JobRow.status == JobStatus.QUEUED,
+        sa.or_(m.JobRow.not_before.is_(None), m.JobRow.not_before <= now),
         _gpus_wanted() <= max_gpus,
     )
     if store.dialect == "sqlite":  # a cheap read first: an idle poll takes no write lock
         with read_conn(store.engine) as conn:
-            if conn.execute(sa.select(m.Job.id).where(ready).limit(1)).first() is None:
+            if conn.execute(sa.select(m.JobRow.id).where(ready).limit(1)).first() is None:
                 return None
     candidates = (
         sa.select(*JOB_COLUMNS)
         .where(ready)
-        .order_by(m.Job.priority.desc(), m.Job.id)
+        .order_by(m.JobRow.priority.desc(), m.JobRow.id)
         .limit(1 if fits is None else 16)
         .with_for_update(skip_locked=True)
     )
@@ -198,8 +198,8 @@ def _claim_fast(
         with write_begin(store.engine) as conn:
             spec = JobSpec(argv=list(job.argv or ["job"]), project=job.project, config=job.config)
             run_id = create_job_run(conn, job.id, spec, now)
-            fenced = sa.and_(m.Job.id == job.id, m.Job.lease_token == token)
-            conn.execute(sa.update(m.Job).where(fenced).values(run_id=run_id))
+            fenced = sa.and_(m.JobRow.id == job.id, m.JobRow.lease_token == token)
+            conn.execute(sa.update(m.JobRow).where(fenced).values(run_id=run_id))
             _start_attempt(conn, job.id, job.attempt, run_id, worker_id, host, now)
         job = dataclasses.replace(job, run_id=run_id)
     claimed = ClaimedJob(job=job, lease_token=token, attempt=job.attempt, run_id=run_id)
@@ -216,8 +216,8 @@ def _take(
         spec = JobSpec(argv=list(row.argv or ["job"]), project=row.project, config=row.config or {})
         run_id = create_job_run(conn, row.id, spec, now)
     conn.execute(
-        sa.update(m.Job)
-        .where(m.Job.id == row.id, m.Job.status == JobStatus.QUEUED)
+        sa.update(m.JobRow)
+        .where(m.JobRow.id == row.id, m.JobRow.status == JobStatus.QUEUED)
         .values(
             status=JobStatus.RUNNING,
             attempt=attempt,
@@ -254,17 +254,17 @@ def _start_attempt(
     now: float,
 ) -> None:
     conn.execute(
-        dialect_insert(conn)(m.JobAttempt)
+        dialect_insert(conn)(m.JobAttemptRow)
         .values(job_id=job_id, attempt=attempt, worker_id=worker_id, status=JobStatus.RUNNING,
                 started_at=now)
         .on_conflict_do_nothing()
     )  # fmt: skip
     conn.execute(
-        sa.update(m.Run)
-        .where(m.Run.id == run_id)
+        sa.update(m.RunRow)
+        .where(m.RunRow.id == run_id)
         .values(
             status=RunStatus.RUNNING,
-            started_at=sa.func.coalesce(m.Run.started_at, now),
+            started_at=sa.func.coalesce(m.RunRow.started_at, now),
             heartbeat_at=now,
             ended_at=None,
             host=host,
@@ -278,8 +278,10 @@ def set_resume_checkpoint(store: Store, claim_: ClaimedJob, path: str | None) ->
         if not _hold(conn, claim_):
             return False
         conn.execute(
-            sa.update(m.JobAttempt)
-            .where(m.JobAttempt.job_id == claim_.job.id, m.JobAttempt.attempt == claim_.attempt)
+            sa.update(m.JobAttemptRow)
+            .where(
+                m.JobAttemptRow.job_id == claim_.job.id, m.JobAttemptRow.attempt == claim_.attempt
+            )
             .values(resume_checkpoint=path)
         )
     return True
@@ -288,8 +290,8 @@ def set_resume_checkpoint(store: Store, claim_: ClaimedJob, path: str | None) ->
 def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
     """Inside a write transaction: lock the job row if this lease still holds it."""
     found = conn.execute(
-        sa.select(m.Job.id)
-        .where(m.Job.id == claim_.job.id, m.Job.lease_token == claim_.lease_token)
+        sa.select(m.JobRow.id)
+        .where(m.JobRow.id == claim_.job.id, m.JobRow.lease_token == claim_.lease_token)
         .with_for_update()
     ).first()
     return found is not None
@@ -314,11 +316,11 @@ def renew(
     with write_begin(store.engine) as conn:
         for c in claims:
             done = conn.execute(
-                sa.update(m.Job)
+                sa.update(m.JobRow)
                 .where(
-                    m.Job.id == c.job.id,
-                    m.Job.lease_token == c.lease_token,
-                    m.Job.status == JobStatus.RUNNING,
+                    m.JobRow.id == c.job.id,
+                    m.JobRow.lease_token == c.lease_token,
+                    m.JobRow.status == JobStatus.RUNNING,
                 )
                 .values(lease_expires_at=now + lease_s)
             )
@@ -327,8 +329,8 @@ def renew(
         held = [c.run_id for c in claims if c.job.id not in lost]
         if held:
             conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id.in_(held), m.Run.status == RunStatus.RUNNING)
+                sa.update(m.RunRow)
+                .where(m.RunRow.id.in_(held), m.RunRow.status == RunStatus.RUNNING)
                 .values(heartbeat_at=now)
             )
     return lost
@@ -339,8 +341,8 @@ def poll(store: Store, claims: Iterable[ClaimedJob]) -> dict[int, LeaseState]:
     tokens = {c.job.id: c.lease_token for c in claims}
     if not tokens:
         return {}
-    query = sa.select(m.Job.id, m.Job.lease_token, m.Job.cancel_requested).where(
-        m.Job.id.in_(list(tokens))
+    query = sa.select(m.JobRow.id, m.JobRow.lease_token, m.JobRow.cancel_requested).where(
+        m.JobRow.id.in_(list(tokens))
     )
     with read_conn(store.engine) as conn:
         rows = {r.id: r for r in conn.execute(query)}
@@ -382,7 +384,7 @@ def finish(
     with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(*JOB_COLUMNS)
-            .where(m.Job.id == claim_.job.id, m.Job.lease_token == claim_.lease_token)
+            .where(m.JobRow.id == claim_.job.id, m.JobRow.lease_token == claim_.lease_token)
             .with_for_update()
         ).first()
         if row is None:
@@ -445,12 +447,12 @@ def _end_attempt(
         values.update(
             status=JobStatus.QUEUED, ended_at=None, not_before=retry_at, pending_reason=reason
         )
-    fenced = sa.and_(m.Job.id == row.id, m.Job.lease_token == token)
-    if conn.execute(sa.update(m.Job).where(fenced).values(**values)).rowcount != 1:
+    fenced = sa.and_(m.JobRow.id == row.id, m.JobRow.lease_token == token)
+    if conn.execute(sa.update(m.JobRow).where(fenced).values(**values)).rowcount != 1:
         raise LeaseLost(f"job {row.id}: the lease changed under a locked row")
     conn.execute(
-        sa.update(m.JobAttempt)
-        .where(m.JobAttempt.job_id == row.id, m.JobAttempt.attempt == row.attempt)
+        sa.update(m.JobAttemptRow)
+        .where(m.JobAttemptRow.job_id == row.id, m.JobAttemptRow.attempt == row.attempt)
         .values(
             status=status, ended_at=now, exit_code=exit_code, failure_class=cls, failure_hint=hint
         )
@@ -478,11 +480,11 @@ def _end_run(
         run_values.update(status=RUN_STATUS_FOR_JOB[status], ended_at=now)
     else:  # it will run again: the dashboard shows it waiting, not dead
         run_values.update(status=RunStatus.QUEUED, ended_at=None)
-    conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**run_values))
+    conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**run_values))
     if cls is not None:
         then = " -- retrying" if retry_at is not None else ""
         conn.execute(
-            sa.insert(m.RunEvent).values(
+            sa.insert(m.RunEventRow).values(
                 run_id=run_id,
                 at=now,
                 kind="job_attempt",
@@ -515,15 +517,15 @@ def reap_expired_leases(
     """
     now = time.time() if now is None else now
     expired = (
-        sa.select(*JOB_COLUMNS, m.Job.lease_token)
-        .where(m.Job.status == JobStatus.RUNNING, m.Job.lease_expires_at < now)
-        .order_by(m.Job.id)
+        sa.select(*JOB_COLUMNS, m.JobRow.lease_token)
+        .where(m.JobRow.status == JobStatus.RUNNING, m.JobRow.lease_expires_at < now)
+        .order_by(m.JobRow.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
     with read_conn(store.engine) as conn:
-        probe = sa.select(m.Job.id).where(
-            m.Job.status == JobStatus.RUNNING, m.Job.lease_expires_at < now
+        probe = sa.select(m.JobRow.id).where(
+            m.JobRow.status == JobStatus.RUNNING, m.JobRow.lease_expires_at < now
         )
         if conn.execute(probe.limit(1)).first() is None:
             return []

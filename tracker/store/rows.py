@@ -18,9 +18,11 @@ def dialect_insert(conn: sa.Connection | sa.Engine) -> Any:
 
 def project_id(conn: sa.Connection, name: str, now: float) -> int:
     """The id of the project called ``name``, created if missing (safe under concurrency)."""
-    found = conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar()
+    found = conn.execute(sa.select(m.ProjectRow.id).where(m.ProjectRow.name == name)).scalar()
     if found is not None:
         return int(found)
-    insert = dialect_insert(conn)(m.Project).values(name=name, created_at=now)
+    insert = dialect_insert(conn)(m.ProjectRow).values(name=name, created_at=now)
     conn.execute(insert.on_conflict_do_nothing(index_elements=["name"]))
-    return int(conn.execute(sa.select(m.Project.id).where(m.Project.name == name)).scalar_one())
+    return int(
+        conn.execute(sa.select(m.ProjectRow.id).where(m.ProjectRow.name == name)).scalar_one()
+    )

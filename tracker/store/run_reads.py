@@ -35,7 +35,7 @@ def runs_by_ids(store: Store, run_ids: Sequence[int]) -> list[RunInfo]:
     Raises:
         NotFound (404): an id does not exist (the message names the first missing one).
     """
-    query = run_select().where(m.Run.id.in_(list(run_ids)))
+    query = run_select().where(m.RunRow.id.in_(list(run_ids)))
     with read_conn(store.engine) as conn:
         rows = {r.id: r for r in conn.execute(query)}
         last = last_metrics_of(conn, run_ids)
@@ -58,15 +58,15 @@ def metric_summaries(store: Store, run_ids: Sequence[int]) -> dict[int, list[Met
         return {}
     query = (
         sa.select(
-            m.MetricSummary.run_id,
-            m.MetricKey.name,
-            m.MetricSummary.last_step,
-            m.MetricSummary.last_wall_ms,
-            m.MetricSummary.last_value,
+            m.MetricSummaryRow.run_id,
+            m.MetricKeyRow.name,
+            m.MetricSummaryRow.last_step,
+            m.MetricSummaryRow.last_wall_ms,
+            m.MetricSummaryRow.last_value,
         )
-        .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
-        .where(m.MetricSummary.run_id.in_(list(run_ids)))
-        .order_by(m.MetricSummary.run_id, m.MetricKey.name)
+        .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id)
+        .where(m.MetricSummaryRow.run_id.in_(list(run_ids)))
+        .order_by(m.MetricSummaryRow.run_id, m.MetricKeyRow.name)
     )
     out: dict[int, list[MetricSummary]] = {run_id: [] for run_id in run_ids}
     with read_conn(store.engine) as conn:
@@ -78,9 +78,9 @@ def metric_summaries(store: Store, run_ids: Sequence[int]) -> dict[int, list[Met
 def events_after(store: Store, run_id: int, after: int = 0, limit: int = 500) -> list[RunEventInfo]:
     """A run's events with id > ``after``, oldest first, at most ``limit``."""
     query = (
-        sa.select(*m.RunEvent.__table__.columns)
-        .where(m.RunEvent.run_id == run_id, m.RunEvent.id > after)
-        .order_by(m.RunEvent.id)
+        sa.select(*m.RunEventRow.__table__.columns)
+        .where(m.RunEventRow.run_id == run_id, m.RunEventRow.id > after)
+        .order_by(m.RunEventRow.id)
         .limit(limit)
     )
     with read_conn(store.engine) as conn:
@@ -92,7 +92,7 @@ def events_after(store: Store, run_id: int, after: int = 0, limit: int = 500) ->
 
 def get_checkpoint(store: Store, checkpoint_id: int) -> CheckpointInfo:
     """Raises NotFound (404) for an unknown id."""
-    query = sa.select(*m.Checkpoint.__table__.columns).where(m.Checkpoint.id == checkpoint_id)
+    query = sa.select(*m.CheckpointRow.__table__.columns).where(m.CheckpointRow.id == checkpoint_id)
     with read_conn(store.engine) as conn:
         c = conn.execute(query).first()
     if c is None:

@@ -44,28 +44,28 @@ from tracker.store.store import Store, run_select, tag_filter
 __all__ = [
     "MAX_LIMIT",
     "SORT_ATTRIBUTES",
+    "RunHit",
     "RunPage",
-    "RunRow",
     "RunSearch",
     "run_columns",
     "search_runs",
 ]
 
 MAX_LIMIT = 500
-_DURATION = sa.func.coalesce(m.Run.ended_at, m.Run.heartbeat_at) - m.Run.started_at
+_DURATION = sa.func.coalesce(m.RunRow.ended_at, m.RunRow.heartbeat_at) - m.RunRow.started_at
 SORT_ATTRIBUTES: dict[str, Any] = {
-    "id": m.Run.id,
-    "name": m.Run.name,
-    "status": m.Run.status,
-    "project": m.Project.name,
-    "host": m.Run.host,
-    "created": m.Run.created_at,
-    "started": m.Run.started_at,
-    "ended": m.Run.ended_at,
+    "id": m.RunRow.id,
+    "name": m.RunRow.name,
+    "status": m.RunRow.status,
+    "project": m.ProjectRow.name,
+    "host": m.RunRow.host,
+    "created": m.RunRow.created_at,
+    "started": m.RunRow.started_at,
+    "ended": m.RunRow.ended_at,
     "duration": _DURATION,
 }
-_STRING_ATTRS = {"status": m.Run.status, "name": m.Run.name, "host": m.Run.host,
-                 "project": m.Project.name}  # fmt: skip
+_STRING_ATTRS = {"status": m.RunRow.status, "name": m.RunRow.name, "host": m.RunRow.host,
+                 "project": m.ProjectRow.name}  # fmt: skip
 _ORDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__", "==": "__eq__"}
 
 
@@ -88,7 +88,7 @@ class RunSearch:
 
 
 @dataclass(frozen=True)
-class RunRow:
+class RunHit:
     id: int
     project: str
     name: str
@@ -112,7 +112,7 @@ class RunRow:
 
 @dataclass(frozen=True)
 class RunPage:
-    runs: list[RunRow]
+    runs: list[RunHit]
     total: int
     query: str
 
@@ -132,8 +132,8 @@ class _Json:
         self.pg = dialect == "postgresql"
         if self.pg:
             path = sa.bindparam(None, list(keys), type_=postgresql.ARRAY(sa.Text))
-            self.node = m.Run.config.op("#>")(path)
-            self.text = m.Run.config.op("#>>", return_type=sa.Text)(path)
+            self.node = m.RunRow.config.op("#>")(path)
+            self.text = m.RunRow.config.op("#>>", return_type=sa.Text)(path)
             self.type = sa.func.jsonb_typeof(self.node)
         else:
             for key in keys:
@@ -144,10 +144,10 @@ class _Json:
                     )
             path_text = "$" + "".join(f'."{k}"' for k in keys)
             self.path = path_text
-            self.node = sa.func.json_extract(m.Run.config, path_text)
+            self.node = sa.func.json_extract(m.RunRow.config, path_text)
             self.text = self.node
-            self.type = sa.func.json_type(m.Run.config, path_text)
-            self.raw = m.Run.config.op("->", return_type=sa.Text)(path_text)
+            self.type = sa.func.json_type(m.RunRow.config, path_text)
+            self.raw = m.RunRow.config.op("->", return_type=sa.Text)(path_text)
 
     def number(self) -> tuple[Any, Any]:
         if self.pg:
@@ -170,7 +170,7 @@ class _Json:
         if self.pg:
             needle = sa.cast(sa.literal(json.dumps([value])), postgresql.JSONB)
             return sa.and_(self.type == "array", self.node.op("@>")(needle))
-        each = sa.func.json_each(m.Run.config, self.path).table_valued("value", "type")
+        each = sa.func.json_each(m.RunRow.config, self.path).table_valued("value", "type")
         if isinstance(value, bool):
             match = each.c.type == ("true" if value else "false")
         elif isinstance(value, int | float):
@@ -238,8 +238,8 @@ class _Translator:
     def metric(self, c: Compare) -> Any:
         key_id = self.key_ids.get(c.field.name, -1)
         value = (
-            sa.select(m.MetricSummary.last_value)
-            .where(m.MetricSummary.run_id == m.Run.id, m.MetricSummary.key_id == key_id)
+            sa.select(m.MetricSummaryRow.last_value)
+            .where(m.MetricSummaryRow.run_id == m.RunRow.id, m.MetricSummaryRow.key_id == key_id)
             .scalar_subquery()
         )
         return sa.and_(value.is_not(None), getattr(value, _ORDER[c.op])(c.value))
@@ -256,7 +256,7 @@ class _Translator:
                 return col.icontains(str(value), autoescape=True)
             return getattr(col, _ORDER[op])(str(value))
         if name == "id":
-            return m.Run.id == _as_int(value, "id")
+            return m.RunRow.id == _as_int(value, "id")
         if name == "duration":
             return sa.and_(_DURATION.is_not(None), getattr(_DURATION, _ORDER[op])(value))
         return _created(op, value)
@@ -278,7 +278,7 @@ def _as_int(value: Any, name: str) -> int:
 
 
 def _created(op: str, value: Any) -> Any:
-    col = m.Run.created_at
+    col = m.RunRow.created_at
     if isinstance(value, str):
         parsed = dt.datetime.fromisoformat(value)
         start = parsed.timestamp()
@@ -300,9 +300,9 @@ def _sort_expr(spec: RunSearch, dialect: str, key_ids: dict[str, int]) -> tuple[
             raise InvalidInput(f"sort={sort!r} has an empty key part", field="sort")
         return _Json(dialect, keys).node, None
     if sort.startswith("metrics."):
-        alias = orm.aliased(m.MetricSummary, name="sort_metric")
+        alias = orm.aliased(m.MetricSummaryRow, name="sort_metric")
         key_id = key_ids.get(sort[len("metrics.") :], -1)
-        join = (alias, sa.and_(alias.run_id == m.Run.id, alias.key_id == key_id))
+        join = (alias, sa.and_(alias.run_id == m.RunRow.id, alias.key_id == key_id))
         return alias.last_value, join
     if sort not in SORT_ATTRIBUTES:
         raise InvalidInput(
@@ -325,7 +325,9 @@ def _key_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
     if not names:
         return {}
     rows = conn.execute(
-        sa.select(m.MetricKey.name, m.MetricKey.id).where(m.MetricKey.name.in_(sorted(names)))
+        sa.select(m.MetricKeyRow.name, m.MetricKeyRow.id).where(
+            m.MetricKeyRow.name.in_(sorted(names))
+        )
     )
     return {name: key_id for name, key_id in rows}
 
@@ -360,7 +362,7 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
         key_ids = _key_ids(conn, _metric_names(spec, node))
         where = _where(spec, node, dialect, key_ids)
         sort_expr, join = _sort_expr(spec, dialect, key_ids)
-        base = sa.select(m.Run.id).join(m.Project, m.Project.id == m.Run.project_id)
+        base = sa.select(m.RunRow.id).join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
         total = conn.execute(
             sa.select(sa.func.count()).select_from(base.where(*where).subquery())
         ).scalar_one()
@@ -368,7 +370,7 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
         if join is not None:
             page = page.outerjoin(*join)
         direction = sort_expr.desc() if spec.order == "desc" else sort_expr.asc()
-        tie = m.Run.id.desc() if spec.order == "desc" else m.Run.id.asc()
+        tie = m.RunRow.id.desc() if spec.order == "desc" else m.RunRow.id.asc()
         page = page.order_by(direction.nulls_last(), tie).limit(spec.limit).offset(spec.offset)
         ids = list(conn.execute(page).scalars())
         rows = _load_rows(conn, ids, spec, dialect, key_ids)
@@ -380,23 +382,23 @@ def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, 
     if node is not None:
         where.append(_Translator(dialect, key_ids).node(node))
     if spec.project:
-        where.append(m.Project.name == spec.project)
+        where.append(m.ProjectRow.name == spec.project)
     if spec.status:
-        where.append(m.Run.status == spec.status)
+        where.append(m.RunRow.status == spec.status)
     where.extend(tag_filter(dialect, t) for t in spec.tags)
     return where
 
 
 def _load_rows(
     conn: sa.Connection, ids: list[int], spec: RunSearch, dialect: str, key_ids: dict[str, int]
-) -> list[RunRow]:
+) -> list[RunHit]:
     if not ids:
         return []
     config_cols = []
     for i, name in enumerate(spec.config_columns):
         j = _Json(dialect, name.split("."))
         config_cols.append((j.node if j.pg else j.raw).label(f"c{i}"))
-    query = run_select().add_columns(*config_cols).where(m.Run.id.in_(ids))
+    query = run_select().add_columns(*config_cols).where(m.RunRow.id.in_(ids))
     by_id = {r.id: r for r in conn.execute(query)}
     metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
     out = []
@@ -412,8 +414,8 @@ def _load_rows(
     return out
 
 
-def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunRow:
-    return RunRow(
+def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunHit:
+    return RunHit(
         id=r.id,
         project=r.project,
         name=r.name,
@@ -439,8 +441,8 @@ def _metric_columns(
     if not wanted:
         return {}
     query = sa.select(
-        m.MetricSummary.run_id, m.MetricSummary.key_id, m.MetricSummary.last_value
-    ).where(m.MetricSummary.run_id.in_(ids), m.MetricSummary.key_id.in_(list(wanted)))
+        m.MetricSummaryRow.run_id, m.MetricSummaryRow.key_id, m.MetricSummaryRow.last_value
+    ).where(m.MetricSummaryRow.run_id.in_(ids), m.MetricSummaryRow.key_id.in_(list(wanted)))
     out: dict[int, dict[str, float]] = {}
     for run_id, key_id, value in conn.execute(query):
         out.setdefault(run_id, {})[wanted[key_id]] = value
@@ -458,18 +460,18 @@ def run_columns(
     Config keys are the flattened keys of the newest ``sample`` runs; metric names come
     from every run (of the project). Raises StoreUnavailable.
     """
-    runs = sa.select(m.Run.config).order_by(m.Run.id.desc()).limit(sample)
+    runs = sa.select(m.RunRow.config).order_by(m.RunRow.id.desc()).limit(sample)
     names = (
-        sa.select(m.MetricKey.name)
+        sa.select(m.MetricKeyRow.name)
         .where(
             sa.exists(
                 sa.select(1)
-                .select_from(m.MetricSummary)
-                .join(m.Run, m.Run.id == m.MetricSummary.run_id)
-                .where(m.MetricSummary.key_id == m.MetricKey.id, *_project_filter(project))
+                .select_from(m.MetricSummaryRow)
+                .join(m.RunRow, m.RunRow.id == m.MetricSummaryRow.run_id)
+                .where(m.MetricSummaryRow.key_id == m.MetricKeyRow.id, *_project_filter(project))
             )
         )
-        .order_by(m.MetricKey.name)
+        .order_by(m.MetricKeyRow.name)
     )
     if project:
         runs = runs.where(*_project_filter(project))
@@ -484,5 +486,5 @@ def run_columns(
 def _project_filter(project: str | None) -> list[Any]:
     if not project:
         return []
-    pid = sa.select(m.Project.id).where(m.Project.name == project).scalar_subquery()
-    return [m.Run.project_id == pid]
+    pid = sa.select(m.ProjectRow.id).where(m.ProjectRow.name == project).scalar_subquery()
+    return [m.RunRow.project_id == pid]

@@ -111,7 +111,7 @@ def add_schedule(
     name = name or f"{script.rsplit('/', 1)[-1]} {cron}"[:200]
     with write_begin(store.engine) as conn:
         schedule_id = conn.execute(
-            sa.insert(m.Schedule)
+            sa.insert(m.ScheduleRow)
             .values(
                 name=name,
                 cron=cron,
@@ -121,7 +121,7 @@ def add_schedule(
                 created_at=now,
                 last_fire_at=None,
             )
-            .returning(m.Schedule.id)
+            .returning(m.ScheduleRow.id)
         ).scalar_one()
     return get_schedule(store, int(schedule_id), now=now)
 
@@ -155,7 +155,7 @@ def get_schedule(store: Store, schedule_id: int, *, now: float | None = None) ->
     now = time.time() if now is None else now
     with read_conn(store.engine) as conn:
         row = conn.execute(
-            sa.select(*m.Schedule.__table__.columns).where(m.Schedule.id == schedule_id)
+            sa.select(*m.ScheduleRow.__table__.columns).where(m.ScheduleRow.id == schedule_id)
         ).first()
     if row is None:
         raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
@@ -165,7 +165,7 @@ def get_schedule(store: Store, schedule_id: int, *, now: float | None = None) ->
 def list_schedules(store: Store, *, now: float | None = None) -> list[ScheduleInfo]:
     """Every schedule, oldest first."""
     now = time.time() if now is None else now
-    query = sa.select(*m.Schedule.__table__.columns).order_by(m.Schedule.id)
+    query = sa.select(*m.ScheduleRow.__table__.columns).order_by(m.ScheduleRow.id)
     with read_conn(store.engine) as conn:
         return [schedule_info(r, now) for r in conn.execute(query)]
 
@@ -184,7 +184,7 @@ def set_paused(
         values["last_fire_at"] = now
     with write_begin(store.engine) as conn:
         found = conn.execute(
-            sa.update(m.Schedule).where(m.Schedule.id == schedule_id).values(**values)
+            sa.update(m.ScheduleRow).where(m.ScheduleRow.id == schedule_id).values(**values)
         ).rowcount
     if not found:
         raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
@@ -194,7 +194,9 @@ def set_paused(
 def delete_schedule(store: Store, schedule_id: int) -> None:
     """Delete a schedule (its jobs stay). Raises NotFound for an unknown id, StoreUnavailable."""
     with write_begin(store.engine) as conn:
-        found = conn.execute(sa.delete(m.Schedule).where(m.Schedule.id == schedule_id)).rowcount
+        found = conn.execute(
+            sa.delete(m.ScheduleRow).where(m.ScheduleRow.id == schedule_id)
+        ).rowcount
     if not found:
         raise NotFound(f"schedule {schedule_id} does not exist", field="schedule")
 
@@ -209,7 +211,7 @@ def fire_due(store: Store, *, now: float | None = None) -> list[tuple[int, float
     StoreUnavailable.
     """
     now = time.time() if now is None else now
-    query = sa.select(*m.Schedule.__table__.columns).where(m.Schedule.paused.is_(False))
+    query = sa.select(*m.ScheduleRow.__table__.columns).where(m.ScheduleRow.paused.is_(False))
     with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
     won = []
@@ -230,10 +232,10 @@ def _fire(store: Store, row: Any, fire_at: float, now: float) -> int | None:
         with write_begin(store.engine) as conn:
             # RETURNING, not rowcount: drivers may report -1 for INSERT ... ON CONFLICT
             inserted = conn.execute(
-                dialect_insert(conn)(m.ScheduleFire)
+                dialect_insert(conn)(m.ScheduleFireRow)
                 .values(schedule_id=row.id, fire_at=fire_at)
                 .on_conflict_do_nothing()
-                .returning(m.ScheduleFire.schedule_id)
+                .returning(m.ScheduleFireRow.schedule_id)
             ).first()
             job_id = None
             if inserted is not None:
@@ -241,15 +243,20 @@ def _fire(store: Store, row: Any, fire_at: float, now: float) -> int | None:
                 spec = dataclasses.replace(spec, name=f"{(spec.name or row.name)[:180]}@{stamp}")
                 job_id = insert_job(conn, check_spec(spec), now)
                 conn.execute(
-                    sa.update(m.ScheduleFire)
-                    .where(m.ScheduleFire.schedule_id == row.id, m.ScheduleFire.fire_at == fire_at)
+                    sa.update(m.ScheduleFireRow)
+                    .where(
+                        m.ScheduleFireRow.schedule_id == row.id,
+                        m.ScheduleFireRow.fire_at == fire_at,
+                    )
                     .values(job_id=job_id)
                 )
             conn.execute(
-                sa.update(m.Schedule)
+                sa.update(m.ScheduleRow)
                 .where(
-                    m.Schedule.id == row.id,
-                    sa.or_(m.Schedule.last_fire_at.is_(None), m.Schedule.last_fire_at < fire_at),
+                    m.ScheduleRow.id == row.id,
+                    sa.or_(
+                        m.ScheduleRow.last_fire_at.is_(None), m.ScheduleRow.last_fire_at < fire_at
+                    ),
                 )
                 .values(last_fire_at=fire_at)
             )

@@ -44,8 +44,8 @@ ROW_BUDGET = 60_000  # rows one request may group in SQL (~25 ms on SQLite)
 _ESTIMATE_ROWS = 4096
 MAX_SPAN = 2**52  # rollup rows read to estimate the points in a window
 
-_P = m.MetricPoint
-_R = m.MetricRollup
+_P = m.MetricPointRow
+_R = m.MetricRollupRow
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SeriesRead:
 
 def _key_id(conn: sa.Connection, key: str) -> int:
     """Raises NotFound when no run ever logged ``key``."""
-    found = conn.execute(sa.select(m.MetricKey.id).where(m.MetricKey.name == key)).scalar()
+    found = conn.execute(sa.select(m.MetricKeyRow.id).where(m.MetricKeyRow.name == key)).scalar()
     if found is None:
         raise NotFound(f"no run has a metric named {key!r}", field="key")
     return found

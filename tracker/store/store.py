@@ -90,7 +90,9 @@ class Store:
 
     def list_projects(self) -> list[str]:
         with read_conn(self.engine) as conn:
-            return list(conn.execute(sa.select(m.Project.name).order_by(m.Project.name)).scalars())
+            return list(
+                conn.execute(sa.select(m.ProjectRow.name).order_by(m.ProjectRow.name)).scalars()
+            )
 
     # ---------------------------------------------------------------------- runs
 
@@ -115,7 +117,7 @@ class Store:
         with write_begin(self.engine) as conn:
             project_pk = project_id(conn, project, now)
             run_id = conn.execute(
-                sa.insert(m.Run)
+                sa.insert(m.RunRow)
                 .values(
                     project_id=project_pk,
                     name=name or "",
@@ -130,18 +132,18 @@ class Store:
                     git_commit=git_commit,
                     command=command,
                 )
-                .returning(m.Run.id)
+                .returning(m.RunRow.id)
             ).scalar_one()
             if not name:
                 conn.execute(
-                    sa.update(m.Run).where(m.Run.id == run_id).values(name=f"run-{run_id}")
+                    sa.update(m.RunRow).where(m.RunRow.id == run_id).values(name=f"run-{run_id}")
                 )
         return self.get_run(run_id)
 
     def get_run(self, run_id: int) -> RunInfo:
         """Raises NotFound when there is no run with this id."""
         with read_conn(self.engine) as conn:
-            row = conn.execute(run_select().where(m.Run.id == run_id)).first()
+            row = conn.execute(run_select().where(m.RunRow.id == run_id)).first()
             if row is None:
                 raise NotFound(f"run {run_id} does not exist", field="run")
             last = last_metrics_of(conn, [run_id]).get(run_id, {})
@@ -168,9 +170,9 @@ class Store:
             values["command"] = command
         with write_begin(self.engine) as conn:
             found = conn.execute(
-                sa.update(m.Run)
-                .where(m.Run.id == run_id)
-                .values(**values, started_at=sa.func.coalesce(m.Run.started_at, now))
+                sa.update(m.RunRow)
+                .where(m.RunRow.id == run_id)
+                .values(**values, started_at=sa.func.coalesce(m.RunRow.started_at, now))
             ).rowcount
         if not found:
             raise NotFound(f"run {run_id} does not exist", field="run")
@@ -200,34 +202,34 @@ class Store:
             if value is not None:
                 values[key] = value
         with write_begin(self.engine) as conn:
-            found = conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**values))
+            found = conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
         if not found.rowcount:
             raise NotFound(f"run {run_id} does not exist", field="run")
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set plain columns of a run (config, tags, name, failure_class, ...)."""
-        allowed = {c.name for c in m.Run.__table__.columns} - {"id", "project_id"}
+        allowed = {c.name for c in m.RunRow.__table__.columns} - {"id", "project_id"}
         bad = set(values) - allowed
         if bad:
             raise InvalidInput(f"runs have no settable field(s) {sorted(bad)}", field="run")
         with write_begin(self.engine) as conn:
-            conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(**values))
+            conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
 
     def heartbeat(self, run_id: int, now: float | None = None) -> None:
         now = time.time() if now is None else now
         with write_begin(self.engine) as conn:
-            conn.execute(sa.update(m.Run).where(m.Run.id == run_id).values(heartbeat_at=now))
+            conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(heartbeat_at=now))
 
     def mark_stale_runs_crashed(self, *, older_than: float, now: float | None = None) -> list[int]:
         """Runs still ``running`` whose heartbeat is older than ``older_than`` become crashed."""
         now = time.time() if now is None else now
-        stale = sa.and_(m.Run.status == "running", m.Run.heartbeat_at < older_than)
+        stale = sa.and_(m.RunRow.status == "running", m.RunRow.heartbeat_at < older_than)
         with write_begin(self.engine) as conn:
-            ids = list(conn.execute(sa.select(m.Run.id).where(stale)).scalars())
+            ids = list(conn.execute(sa.select(m.RunRow.id).where(stale)).scalars())
             if ids:
                 conn.execute(
-                    sa.update(m.Run)
-                    .where(m.Run.id.in_(ids), stale)
+                    sa.update(m.RunRow)
+                    .where(m.RunRow.id.in_(ids), stale)
                     .values(
                         status="crashed",
                         ended_at=now,
@@ -251,11 +253,11 @@ class Store:
         """Newest first. ``status`` and ``tag`` filter exactly."""
         if status is not None:
             _check_status(status)
-        query = run_select().order_by(m.Run.id.desc()).limit(limit).offset(offset)
+        query = run_select().order_by(m.RunRow.id.desc()).limit(limit).offset(offset)
         if project is not None:
-            query = query.where(m.Project.name == project)
+            query = query.where(m.ProjectRow.name == project)
         if status is not None:
-            query = query.where(m.Run.status == status)
+            query = query.where(m.RunRow.status == status)
         if tag is not None:
             query = query.where(tag_filter(self.dialect, tag))
         with read_conn(self.engine) as conn:
@@ -271,10 +273,14 @@ class Store:
         if not names:
             return {}
         with write_begin(self.engine) as conn:
-            ins = dialect_insert(conn)(m.MetricKey).on_conflict_do_nothing(index_elements=["name"])
+            ins = dialect_insert(conn)(m.MetricKeyRow).on_conflict_do_nothing(
+                index_elements=["name"]
+            )
             conn.execute(ins, [{"name": n} for n in names])
             rows = conn.execute(
-                sa.select(m.MetricKey.name, m.MetricKey.id).where(m.MetricKey.name.in_(names))
+                sa.select(m.MetricKeyRow.name, m.MetricKeyRow.id).where(
+                    m.MetricKeyRow.name.in_(names)
+                )
             ).all()
         return {name: key_id for name, key_id in rows}
 
@@ -308,10 +314,10 @@ class Store:
 
     def metric_keys(self, run_id: int) -> list[str]:
         query = (
-            sa.select(m.MetricKey.name)
-            .join(m.MetricSummary, m.MetricSummary.key_id == m.MetricKey.id)
-            .where(m.MetricSummary.run_id == run_id)
-            .order_by(m.MetricKey.name)
+            sa.select(m.MetricKeyRow.name)
+            .join(m.MetricSummaryRow, m.MetricSummaryRow.key_id == m.MetricKeyRow.id)
+            .where(m.MetricSummaryRow.run_id == run_id)
+            .order_by(m.MetricKeyRow.name)
         )
         with read_conn(self.engine) as conn:
             return list(conn.execute(query).scalars())
@@ -321,22 +327,22 @@ class Store:
     ) -> list[MetricPoint]:
         """Every point of one metric, by step, optionally within [lo, hi]."""
         query = (
-            sa.select(m.MetricPoint.step, m.MetricPoint.wall_ms, m.MetricPoint.value)
-            .join(m.MetricKey, m.MetricKey.id == m.MetricPoint.key_id)
-            .where(m.MetricPoint.run_id == run_id, m.MetricKey.name == key)
-            .order_by(m.MetricPoint.step)
+            sa.select(m.MetricPointRow.step, m.MetricPointRow.wall_ms, m.MetricPointRow.value)
+            .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricPointRow.key_id)
+            .where(m.MetricPointRow.run_id == run_id, m.MetricKeyRow.name == key)
+            .order_by(m.MetricPointRow.step)
         )
         if lo is not None:
-            query = query.where(m.MetricPoint.step >= lo)
+            query = query.where(m.MetricPointRow.step >= lo)
         if hi is not None:
-            query = query.where(m.MetricPoint.step <= hi)
+            query = query.where(m.MetricPointRow.step <= hi)
         with read_conn(self.engine) as conn:
             return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
 
     def count_points(self, run_id: int) -> int:
-        query = sa.select(sa.func.count()).where(m.MetricPoint.run_id == run_id)
+        query = sa.select(sa.func.count()).where(m.MetricPointRow.run_id == run_id)
         with read_conn(self.engine) as conn:
-            return conn.execute(query.select_from(m.MetricPoint)).scalar_one()
+            return conn.execute(query.select_from(m.MetricPointRow)).scalar_one()
 
     def last_metrics(self, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
         with read_conn(self.engine) as conn:
@@ -358,7 +364,7 @@ class Store:
         now = time.time() if now is None else now
         with write_begin(self.engine) as conn:
             new_id = conn.execute(
-                sa.insert(m.Checkpoint)
+                sa.insert(m.CheckpointRow)
                 .values(
                     run_id=run_id,
                     step=step,
@@ -369,16 +375,16 @@ class Store:
                     state="ok",
                     created_at=now,
                 )
-                .returning(m.Checkpoint.id)
+                .returning(m.CheckpointRow.id)
             ).scalar_one()
         return CheckpointInfo(new_id, run_id, step, path, size, sha256, metrics or {}, "ok", now)
 
     def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]:
         """Newest (highest step, then latest written) first."""
         query = (
-            sa.select(*m.Checkpoint.__table__.columns)
-            .where(m.Checkpoint.run_id == run_id)
-            .order_by(m.Checkpoint.step.desc(), m.Checkpoint.id.desc())
+            sa.select(*m.CheckpointRow.__table__.columns)
+            .where(m.CheckpointRow.run_id == run_id)
+            .order_by(m.CheckpointRow.step.desc(), m.CheckpointRow.id.desc())
         )
         with read_conn(self.engine) as conn:
             return [checkpoint_info(c) for c in conn.execute(query)]
@@ -386,7 +392,9 @@ class Store:
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
         with write_begin(self.engine) as conn:
             conn.execute(
-                sa.update(m.Checkpoint).where(m.Checkpoint.id == checkpoint_id).values(state=state)
+                sa.update(m.CheckpointRow)
+                .where(m.CheckpointRow.id == checkpoint_id)
+                .values(state=state)
             )
 
     # -------------------------------------------------------------------- events
@@ -403,16 +411,16 @@ class Store:
         now = time.time() if now is None else now
         with write_begin(self.engine) as conn:
             conn.execute(
-                sa.insert(m.RunEvent).values(
+                sa.insert(m.RunEventRow).values(
                     run_id=run_id, at=now, kind=kind, message=message, data=data
                 )
             )
 
     def list_events(self, run_id: int) -> list[RunEventInfo]:
         query = (
-            sa.select(*m.RunEvent.__table__.columns)
-            .where(m.RunEvent.run_id == run_id)
-            .order_by(m.RunEvent.id)
+            sa.select(*m.RunEventRow.__table__.columns)
+            .where(m.RunEventRow.run_id == run_id)
+            .order_by(m.RunEventRow.id)
         )
         with read_conn(self.engine) as conn:
             return [
@@ -427,8 +435,8 @@ class Store:
 def tag_filter(dialect: str, tag: str) -> sa.ColumnElement[bool]:
     """SQL condition 'the run has this tag' for the runs' JSON tag list."""
     if dialect == "postgresql":
-        return m.Run.tags.op("@>")(sa.cast(sa.literal([tag], type_=sa.JSON), m.JsonType))
-    each = sa.func.json_each(m.Run.tags).table_valued("value")
+        return m.RunRow.tags.op("@>")(sa.cast(sa.literal([tag], type_=sa.JSON), m.JsonType))
+    each = sa.func.json_each(m.RunRow.tags).table_valued("value")
     return sa.exists(sa.select(1).select_from(each).where(each.c.value == tag))
 
 
@@ -442,8 +450,8 @@ def _check_status(status: str) -> None:
 
 def run_select() -> sa.Select[Any]:
     """SELECT of every run column plus the project name (rows for :func:`run_info`)."""
-    return sa.select(*m.Run.__table__.columns, m.Project.name.label("project")).join(
-        m.Project, m.Project.id == m.Run.project_id
+    return sa.select(*m.RunRow.__table__.columns, m.ProjectRow.name.label("project")).join(
+        m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id
     )
 
 
@@ -478,9 +486,9 @@ def last_metrics_of(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, di
     if not run_ids:
         return {}
     query = (
-        sa.select(m.MetricSummary.run_id, m.MetricKey.name, m.MetricSummary.last_value)
-        .join(m.MetricKey, m.MetricKey.id == m.MetricSummary.key_id)
-        .where(m.MetricSummary.run_id.in_(list(run_ids)))
+        sa.select(m.MetricSummaryRow.run_id, m.MetricKeyRow.name, m.MetricSummaryRow.last_value)
+        .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id)
+        .where(m.MetricSummaryRow.run_id.in_(list(run_ids)))
     )
     out: dict[int, dict[str, float]] = {}
     for run_id, name, value in conn.execute(query):

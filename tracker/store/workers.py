@@ -48,14 +48,16 @@ def list_workers(
     without a recent heartbeat. Raises StoreUnavailable.
     """
     now = time.time() if now is None else now
-    query = sa.select(*m.Worker.__table__.columns).order_by(m.Worker.started_at.desc())
+    query = sa.select(*m.WorkerRow.__table__.columns).order_by(m.WorkerRow.started_at.desc())
     if not include_stopped:
-        query = query.where(m.Worker.status != "stopped")
+        query = query.where(m.WorkerRow.status != "stopped")
     if not include_lost:
         query = query.where(
-            sa.or_(m.Worker.status == "stopped", m.Worker.heartbeat_at >= now - WORKER_TTL_S)
+            sa.or_(m.WorkerRow.status == "stopped", m.WorkerRow.heartbeat_at >= now - WORKER_TTL_S)
         )
-    running = sa.select(m.Job.lease_owner, m.Job.id).where(m.Job.status == JobStatus.RUNNING)
+    running = sa.select(m.JobRow.lease_owner, m.JobRow.id).where(
+        m.JobRow.status == JobStatus.RUNNING
+    )
     with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
         jobs: dict[str, list[int]] = {}
@@ -119,9 +121,11 @@ def register_worker(
         "heartbeat_at": now,
     }
     with write_begin(store.engine) as conn:
-        done = conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
+        done = conn.execute(
+            sa.update(m.WorkerRow).where(m.WorkerRow.id == worker_id).values(**values)
+        )
         if done.rowcount == 0:
-            conn.execute(sa.insert(m.Worker).values(id=worker_id, **values))
+            conn.execute(sa.insert(m.WorkerRow).values(id=worker_id, **values))
 
 
 def heartbeat_worker(
@@ -141,7 +145,7 @@ def heartbeat_worker(
     if gpus:
         values["gpus"] = gpus
     with write_begin(store.engine) as conn:
-        conn.execute(sa.update(m.Worker).where(m.Worker.id == worker_id).values(**values))
+        conn.execute(sa.update(m.WorkerRow).where(m.WorkerRow.id == worker_id).values(**values))
 
 
 # -------------------------------------------------------------------- pending reasons
@@ -158,9 +162,9 @@ def update_pending_reasons(
     """
     now = time.time() if now is None else now
     workers = list_workers(store, include_lost=False, now=now)
-    query = sa.select(m.Job.id, m.Job.resources, m.Job.not_before, m.Job.pending_reason).where(
-        m.Job.status == JobStatus.QUEUED
-    )
+    query = sa.select(
+        m.JobRow.id, m.JobRow.resources, m.JobRow.not_before, m.JobRow.pending_reason
+    ).where(m.JobRow.status == JobStatus.QUEUED)
     with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()
     changes = []
@@ -175,8 +179,8 @@ def update_pending_reasons(
         with write_begin(store.engine) as conn:
             for job_id, reason in changes:
                 conn.execute(
-                    sa.update(m.Job)
-                    .where(m.Job.id == job_id, m.Job.status == JobStatus.QUEUED)
+                    sa.update(m.JobRow)
+                    .where(m.JobRow.id == job_id, m.JobRow.status == JobStatus.QUEUED)
                     .values(pending_reason=reason)
                 )
     return len(changes)

@@ -290,7 +290,7 @@ def _metric_value(raw: Any, key: str) -> float:
 def metric_records(metrics: Any, *, now_ms: int) -> list[list[Any]]:
     """MLflow metric objects -> the tracker's ingest records ``[step, wall_ms, {key: value}]``.
 
-    NaN becomes ``None`` and ±Inf the strings the ingest takes (``web/ingest.py``).
+    NaN becomes ``None`` and ±Inf the strings the ingest takes (``web/core/ingest.py``).
 
     Raises:
         InvalidMetricKey: a key breaking the tracker's key rule (MLflow allows spaces, ...).

@@ -18,7 +18,7 @@ from tracker.errors import InvalidInput
 
 __all__ = ["MAX_COMPARE", "PLOTLY_JS", "PLOTLY_JS_VERSION", "bp"]
 
-bp = Blueprint("pages", __name__, template_folder="templates", static_folder=None)
+bp = Blueprint("pages", __name__, static_folder=None)  # templates: the app's web/templates
 
 MAX_COMPARE = 200
 ONE_YEAR = 365 * 24 * 3600
@@ -27,7 +27,7 @@ ONE_YEAR = 365 * 24 * 3600
 # plotly.js as vendored, unchanged, from the plotly Python wheel (web/static/vendor/README.md
 # says how to upgrade it); a test checks the file's own header names this version.
 PLOTLY_JS_VERSION = "4.1.1"
-PLOTLY_JS = Path(__file__).resolve().parent / "static" / "vendor" / "plotly.min.js"
+PLOTLY_JS = Path(__file__).resolve().parent.parent / "static" / "vendor" / "plotly.min.js"
 
 
 @bp.app_context_processor

@@ -21,9 +21,10 @@ from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
 from tracker.store import schedules as store_schedules
 from tracker.store.workers import list_workers
-from tracker.web.api import attempt_json, job_json, logs_json
-from tracker.web.context import state
-from tracker.web.params import body_field, bool_arg, int_arg, json_body, list_arg
+from tracker.web.core.fields import body_field
+from tracker.web.plumbing.context import state
+from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg
+from tracker.web.views.runs import attempt_json, job_json, logs_json
 
 bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
 

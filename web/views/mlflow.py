@@ -1,7 +1,7 @@
 """MLflow-compatible tracking REST subset under ``/api/2.0/mlflow/``, so that code using the
 ``mlflow`` client logs here unchanged with ``MLFLOW_TRACKING_URI=http://host:port`` (and
 ``MLFLOW_TRACKING_TOKEN`` when the dashboard has a token). Documented in ``web/API.md``
-("MLflow compatibility"); the mapping itself is ``web/mlflow_compat.py`` (pure), the reads
+("MLflow compatibility"); the mapping itself is ``web/core/mlflow_compat.py`` (pure), the reads
 and writes ``tracker.store.mlflow`` and ``tracker.store.run_reads``.
 
 The security guard applies as everywhere (Host, token, Origin, JSON bodies). Errors on these
@@ -22,10 +22,10 @@ from tracker.entities import ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound, TrackerError
 from tracker.store import mlflow as mstore
 from tracker.store.run_reads import metric_summaries, runs_by_ids
-from tracker.web import mlflow_compat as compat
-from tracker.web.context import state
-from tracker.web.mlflow_compat import MlflowError
-from tracker.web.params import json_body
+from tracker.web.core import mlflow_compat as compat
+from tracker.web.core.mlflow_compat import MlflowError
+from tracker.web.plumbing.context import state
+from tracker.web.plumbing.params import json_body
 
 bp = Blueprint("mlflow", __name__, url_prefix="/api/2.0/mlflow")
 

@@ -21,7 +21,7 @@ from tracker.rules.config import normalize_config
 from tracker.rules.keys import check_key
 from tracker.rules.tags import check_tags
 from tracker.store import Store
-from tracker.web.params import body_field
+from tracker.web.core.fields import body_field
 
 __all__ = [
     "CHECKPOINT_STATES",

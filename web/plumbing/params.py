@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 from flask import current_app, request
 
 from tracker.errors import InvalidInput
-from tracker.web.errors import PayloadTooLarge
+from tracker.web.plumbing.errors import PayloadTooLarge
 
-__all__ = ["body_field", "bool_arg", "int_arg", "json_body", "list_arg", "optional_int_arg"]
+__all__ = ["bool_arg", "int_arg", "json_body", "list_arg", "optional_int_arg"]
 
 
 def int_arg(name: str, default: int, lo: int, hi: int) -> int:
@@ -101,27 +100,3 @@ def json_body() -> dict[str, Any]:
             f"the body must be a JSON object, not a {type(doc).__name__}", field="body"
         )
     return doc
-
-
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
-               list: "a list", bool: "true or false"}  # fmt: skip
-
-
-def body_field(
-    body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False,
-    default: Any = None,
-) -> Any:  # fmt: skip
-    """``body[name]`` checked against ``kind`` (bool is never accepted as a number)."""
-    if name not in body or body[name] is None:
-        if required:
-            raise InvalidInput(f"{name} is required", field=name)
-        return default
-    value = body[name]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-        ok = True
-    if not ok:
-        wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
-        raise InvalidInput(f"{name} must be {wanted}, not {type(value).__name__}", field=name)
-    return value

@@ -5,7 +5,7 @@
 * token: with a token configured every page and API call needs it, as
   ``Authorization: Bearer <token>`` or the session cookie set by the login form; compared
   in constant time (``hmac.compare_digest``); never logged or echoed -> 401. Wrong tokens
-  are counted per client address (:mod:`tracker.web.login_limit`): too many -> 429 for a while.
+  are counted per client address (``login_limit``): too many -> 429 for a while.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415. A
   cross-site page cannot send a JSON body without a CORS preflight, which is never granted.
@@ -33,8 +33,13 @@ from flask import Blueprint, Flask, Response, current_app, redirect, request, se
 from flask import render_template_string as render
 
 from tracker.errors import InvalidInput, NotFound
-from tracker.web.errors import Forbidden, TooManyAttempts, Unauthorized, UnsupportedMediaType
-from tracker.web.login_limit import FailureLimit
+from tracker.web.plumbing.errors import (
+    Forbidden,
+    TooManyAttempts,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from tracker.web.plumbing.login_limit import FailureLimit
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",

@@ -8,7 +8,7 @@ from pathlib import Path
 from flask import current_app
 
 from tracker.store import Store
-from tracker.web.ingest import MetricIngest
+from tracker.web.core.ingest import MetricIngest
 
 __all__ = ["AppState", "state"]
 

@@ -1,8 +1,8 @@
 """JSON API ``/api/v1``: runs, metrics, checkpoints, events, logs, compare, files, and the
 ingest endpoints of the client's HTTP sink. Documented in ``web/API.md``.
 
-Each view parses its input (``tracker.web.params``), makes one call below it and serializes the
-result; errors leave through the one envelope (``tracker.web.errors``).
+Each view parses its input (``tracker.web.plumbing.params``), makes one call below it and
+serializes the result; errors leave through the one envelope (``tracker.web.plumbing.errors``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from tracker.rules.downsample import to_payload
 from tracker.store import SCHEMA_HEAD, run_reads, run_search
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
-from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunRow, RunSearch
+from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
-from tracker.web import ingest as parse
-from tracker.web.context import state
-from tracker.web.params import (
+from tracker.web.core import ingest as parse
+from tracker.web.plumbing.context import state
+from tracker.web.plumbing.params import (
     bool_arg,
     int_arg,
     int_list_arg,
@@ -31,7 +31,7 @@ from tracker.web.params import (
     list_arg,
     optional_int_arg,
 )
-from tracker.web.security import file_inside_roots, public, resolve_inside
+from tracker.web.plumbing.security import file_inside_roots, public, resolve_inside
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -47,7 +47,7 @@ def run_json(run: RunInfo) -> dict[str, Any]:
     return out
 
 
-def row_json(row: RunRow) -> dict[str, Any]:
+def row_json(row: RunHit) -> dict[str, Any]:
     out = dataclasses.asdict(row)
     out["duration"] = row.duration
     return out

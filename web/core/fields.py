@@ -1,0 +1,33 @@
+"""Fields of a JSON body checked by type, with errors that name the field (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.errors import InvalidInput
+
+__all__ = ["body_field"]
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
+               list: "a list", bool: "true or false"}  # fmt: skip
+
+
+def body_field(
+    body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False,
+    default: Any = None,
+) -> Any:  # fmt: skip
+    """``body[name]`` checked against ``kind`` (bool is never accepted as a number)."""
+    if name not in body or body[name] is None:
+        if required:
+            raise InvalidInput(f"{name} is required", field=name)
+        return default
+    value = body[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+        raise InvalidInput(f"{name} must be {wanted}, not {type(value).__name__}", field=name)
+    return value
