@@ -1,9 +1,7 @@
-"""Validation of metric keys and conversion of metric values (pure, no I/O).
+"""Conversion of metric values (pure, no I/O); keys follow :mod:`tracker.rules.keys`.
 
-Rules (also in the README):
+Rule (also in the README):
 
-* a key is 1 to 250 characters of letters, digits, ``_ - . /``; it does not start or end
-  with ``/``, and contains neither ``//`` nor ``..``;
 * a value is an ``int`` or ``float`` (``bool`` is rejected: ``True`` is almost always a bug),
   a numpy number, or a torch tensor with exactly one element. NaN and ±Inf are kept.
 """
