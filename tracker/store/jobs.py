@@ -341,6 +341,16 @@ def attempts(store: Store, job_id: int) -> list[JobAttemptInfo]:
 # ----------------------------------------------------------------- cancel, requeue
 
 
+def _lock_job(conn: sa.Connection, job_id: int) -> Any:
+    """The job's (status, run_id), locked for this transaction. Raises NotFound."""
+    row = conn.execute(
+        sa.select(m.JobRow.status, m.JobRow.run_id).where(m.JobRow.id == job_id).with_for_update()
+    ).first()
+    if row is None:
+        raise NotFound(f"job {job_id} does not exist", field="job")
+    return row
+
+
 def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResult:
     """Cancel a job; see :class:`tracker.entities.CancelResult`. A queued job ends
     ``cancelled`` and its run ``killed``; a running one gets ``cancel_requested`` (its
@@ -352,13 +362,7 @@ def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResu
     """
     now = time.time() if now is None else now
     with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.JobRow.status, m.JobRow.run_id)
-            .where(m.JobRow.id == job_id)
-            .with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
+        row = _lock_job(conn, job_id)
         if row.status == JobStatus.RUNNING:
             conn.execute(
                 sa.update(m.JobRow).where(m.JobRow.id == job_id).values(cancel_requested=True)
@@ -408,13 +412,7 @@ def requeue(
         StoreUnavailable: the database cannot be reached.
     """
     with write_begin(store.engine) as conn:
-        row = conn.execute(
-            sa.select(m.JobRow.status, m.JobRow.run_id)
-            .where(m.JobRow.id == job_id)
-            .with_for_update()
-        ).first()
-        if row is None:
-            raise NotFound(f"job {job_id} does not exist", field="job")
+        row = _lock_job(conn, job_id)
         if row.status not in FINAL_JOB_STATUSES:
             raise Conflict(f"job {job_id} is {row.status}: only a finished job can be requeued")
         conn.execute(
