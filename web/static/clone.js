@@ -1,7 +1,9 @@
 /* "Clone & edit": open a run's or job's config in an editor (a typed form per key, or raw
  * JSON), optionally sweep keys over comma-separated values, and queue copies of its job with
  * the same command (POST /api/v1/{runs|jobs}/<id>/clone). The dashboard never takes a
- * command line: the copies keep the source's argv. */
+ * command line: the copies keep the submitted job's argv, cwd and env. A run that no job ran
+ * (reported over the API, or by a script run by hand) cannot be cloned: its recorded command
+ * is shown on its page, never launched. */
 "use strict";
 
 const CloneEditor = (() => {
@@ -195,10 +197,11 @@ const CloneEditor = (() => {
   async function open({ kind, id, onDone }) {
     const doc = await api(`/api/v1/${kind}s/${id}`);
     source = { kind, id, onDone };
-    const argv = kind === "run" ? (doc.job ? doc.job.argv : doc.command) : doc.argv;
-    const config = kind === "run" ? doc.config : doc.config;
+    const argv = kind === "run" ? (doc.job ? doc.job.argv : null) : doc.argv;
+    const config = doc.config;
     el("clone-title").textContent = kind === "run" ? `Clone run ${doc.name} #${id}` : `Clone job #${id}`;
-    el("clone-command").textContent = argv ? argv.join(" ") : "this run has no recorded command";
+    el("clone-command").textContent = argv ? argv.join(" ")
+      : `run ${id} was not submitted as a job: only submitted jobs can be cloned; use \`tracker submit\``;
     el("clone-priority").value = String(kind === "job" ? doc.priority : (doc.job ? doc.job.priority : 0));
     mode = "form";
     fields = [];
