@@ -13,7 +13,7 @@ const CloneEditor = (() => {
   const SWEEP_HINTS = {
     int: "e.g. 32, 64, 128", float: "e.g. 0.1, 0.01", boolean: "true, false", string: "e.g. a, b", null: "e.g. 1, 2",
   };
-  let source = null; // {kind, id, onDone}
+  let source = null; // {kind, id, onDone, argv}: argv null when there is no job to copy
   let fields = []; // [{key, path, type, input, sweep}]
   let mode = "form";
 
@@ -161,7 +161,7 @@ const CloneEditor = (() => {
       const sweep = Object.entries(grid).map(([k, v]) => `${k} × ${v.length}`).join(", ");
       el("clone-summary").textContent = n === 1 ? "1 job" : `${n} jobs (${sweep})`;
       error.hidden = true;
-      el("clone-submit").disabled = n > MAX_JOBS;
+      el("clone-submit").disabled = !source || !source.argv || n > MAX_JOBS;
       if (n > MAX_JOBS) throw new Error(`a sweep makes at most ${MAX_JOBS} jobs, this one ${n}`);
       return true;
     } catch (exc) {
@@ -196,8 +196,8 @@ const CloneEditor = (() => {
   /** Open the editor on a run ({kind: "run", id}) or a job ({kind: "job", id}). */
   async function open({ kind, id, onDone }) {
     const doc = await api(`/api/v1/${kind}s/${id}`);
-    source = { kind, id, onDone };
     const argv = kind === "run" ? (doc.job ? doc.job.argv : null) : doc.argv;
+    source = { kind, id, onDone, argv };
     const config = doc.config;
     el("clone-title").textContent = kind === "run" ? `Clone run ${doc.name} #${id}` : `Clone job #${id}`;
     el("clone-command").textContent = argv ? argv.join(" ")
