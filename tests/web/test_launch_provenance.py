@@ -141,3 +141,16 @@ def test_clone_copies_the_submitted_job_and_edits_only_config_and_priority(
     fired = store_schedules.fire_due(store, now=schedule["next_fire_at"] + 1)
     fired_job = store_jobs.get_job(store, fired[0][2])
     assert (fired_job.argv, fired_job.cwd, fired_job.env) == (job.argv, job.cwd, job.env)
+
+
+def test_a_retry_claimed_by_a_worker_starts_even_if_its_run_was_marked_crashed(
+    client: FlaskClient, store: Store
+) -> None:
+    """The reaper may mark a slow-starting job's run crashed; its job is running, so the
+    process that starts it is the worker's, not a reopening of a finished run."""
+    job = submitted_job(store)
+    claimed = queue.claim(store, "w1", lease_s=60)
+    assert claimed is not None
+    store.finish_run(job.run_id, "crashed")
+    response = client.post(f"/api/v1/runs/{job.run_id}/start", json={"pid": 3})
+    assert response.status_code == 200 and response.json["status"] == "running"
