@@ -7,8 +7,12 @@ Config keys (all optional):
 ``BIND_HOST``        the address the server listens on (picks the default allowed hosts)
 ``ALLOWED_HOSTS``    Host header names accepted (``"*"`` accepts any); default: loopback
                      names, plus this machine's names and addresses for a non-loopback bind
-``CHECKPOINT_ROOTS`` directories checkpoint downloads may come from (default ``./.tracker``)
+``CHECKPOINT_ROOTS`` directories checkpoints are downloaded from, and the only ones a
+                     checkpoint written over the API may name (default
+                     ``./.tracker/checkpoints``, where the client saves them)
 ``LOG_ROOT``         directory served under ``/api/v1/files/logs/`` (default ``./.tracker/logs``)
+                     No root may contain the SQLite store's file or directory
+                     (``tracker.web.plumbing.files.check_roots``).
 ``SECRET_KEY``       signs the session cookie (default: derived from the token, so every
                      gunicorn worker and restart agrees; random when there is no token)
 ``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (compressed / inflated)
@@ -28,7 +32,7 @@ from flask import Flask
 
 from tracker.store import Store
 from tracker.web.core.ingest import MetricIngest
-from tracker.web.plumbing import security
+from tracker.web.plumbing import files, security
 from tracker.web.plumbing.context import AppState
 from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
 
@@ -72,6 +76,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Raises:
         InvalidInput: ``STORE_URI`` is not a SQL URL.
+        StoreUnderRoot: a file root contains the SQLite store.
         StoreUnavailable / SchemaError: the store cannot be opened or migrated.
     """
     app = Flask(__name__)
@@ -86,16 +91,22 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
     app.json = TrackerJSONProvider(app)
 
-    store = Store(cfg["STORE_URI"])
     home = Path.cwd() / ".tracker"
+    file_roots = {
+        "checkpoints": _paths(cfg["CHECKPOINT_ROOTS"], home / "checkpoints"),
+        "logs": _paths(cfg["LOG_ROOT"], home / "logs"),
+    }
+    store = Store(cfg["STORE_URI"])
+    try:
+        files.check_roots(file_roots, store.database_file())
+    except files.StoreUnderRoot:
+        store.close()
+        raise
     app.extensions["tracker"] = AppState(
         store=store,
         ingest=MetricIngest(store),
-        checkpoint_roots=_paths(cfg["CHECKPOINT_ROOTS"], home),
-        file_roots={
-            "checkpoints": _paths(cfg["CHECKPOINT_ROOTS"], home),
-            "logs": _paths(cfg["LOG_ROOT"], home / "logs"),
-        },
+        checkpoint_roots=file_roots["checkpoints"],
+        file_roots=file_roots,
     )
     register_error_handlers(app)
     security.install(app)

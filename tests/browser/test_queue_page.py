@@ -89,6 +89,25 @@ def test_clone_a_run_with_an_edited_config_into_the_queue(
     assert (job.config, job.argv, job.status) == (expected, run.command, "queued")
 
 
+def test_a_run_that_no_job_ran_cannot_be_cloned(page: Any, dashboard: Dashboard) -> None:
+    """Its recorded command is shown, never launched: the button is disabled with the rule
+    as its tooltip, and the editor (reached by URL) names the rule and enqueues nothing."""
+    run_id = dashboard.seeded.runs["adam-lr1e-3"]  # logged by a script run by hand
+    before = all_job_ids(dashboard)
+    page.goto(f"{dashboard.url}/runs/{run_id}")
+    link = page.locator("#clone-link")
+    page.wait_for_function("() => document.querySelector('#clone-link').ariaDisabled === 'true'")
+    assert link.get_attribute("href") is None
+    assert "only submitted jobs can be cloned" in (link.get_attribute("title") or "")
+    page.goto(f"{dashboard.url}/jobs?clone_run={run_id}")
+    dialog = page.locator("#clone-dialog")
+    dialog.wait_for(state="visible")
+    command = dialog.locator("#clone-command").inner_text()
+    assert "not submitted as a job" in command and "tracker submit" in command
+    assert page.locator("#clone-submit").is_disabled()
+    assert all_job_ids(dashboard) == before
+
+
 def test_sweep_expands_a_grid_into_jobs(page: Any, dashboard: Dashboard) -> None:
     run_id = dashboard.seeded.runs["sgd-lr1e-2"]
     before = all_job_ids(dashboard)

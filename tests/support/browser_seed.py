@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.entities import ClaimedJob, GpuDevice, JobSpec
+from tracker.entities import ClaimedJob, GpuDevice, JobSpec, RunInfo
 from tracker.runner.pending import explain_pending
 from tracker.store import Store, logs, queue
 from tracker.store import workers as store_workers
@@ -44,6 +44,7 @@ class RunSpec:
     gpus: int = 1
     nan_at: int | None = None  # from this step on, train/loss alternates NaN and +Inf
     finish: dict[str, Any] = field(default_factory=dict)
+    submitted: bool = False  # ran as a job (clonable), else logged by a script run by hand
 
 
 def _config(optimizer: str, lr: float, width: int, **extra: Any) -> dict[str, Any]:
@@ -60,11 +61,11 @@ def _config(optimizer: str, lr: float, width: int, **extra: Any) -> dict[str, An
 
 RUNS = [
     RunSpec("adam-lr3e-4", _config("adam", 3e-4, 64), "finished", 0.96, steps=LONG_STEPS,
-            tags=("baseline",), gpus=2, finish={"exit_code": 0}),
+            tags=("baseline",), gpus=2, finish={"exit_code": 0}, submitted=True),
     RunSpec("adam-lr1e-3", _config("adam", 1e-3, 128), "finished", 0.93, tags=("baseline",),
             finish={"exit_code": 0}),
     RunSpec("sgd-lr1e-2", _config("sgd", 1e-2, 64, momentum=0.9), "finished", 0.88,
-            finish={"exit_code": 0}),
+            finish={"exit_code": 0}, submitted=True),
     RunSpec("adam-lr1e-1-diverged", _config("adam", 1e-1, 64), "failed", 0.5, nan_at=420,
             finish={"exit_code": 1, "failure_class": "nonfinite_loss",
                     "failure_hint": "the loss became NaN/Inf at step 420: lower the learning "
@@ -125,22 +126,40 @@ def _curves(store: Store, run_id: int, spec: RunSpec, start: float) -> None:
 
 
 def _run(store: Store, spec: RunSpec, start: float) -> int:
-    run = store.create_run(
-        spec.project,
-        spec.name,
-        spec.config,
-        list(spec.tags),
-        host="gpu-node-01",
-        pid=4242,
-        git_commit=COMMIT,
-        command=COMMAND,
-        now=start,
-    )
+    if spec.submitted:
+        run = _submitted_run(store, spec, start)
+    else:
+        run = store.create_run(
+            spec.project,
+            spec.name,
+            spec.config,
+            list(spec.tags),
+            host="gpu-node-01",
+            pid=4242,
+            git_commit=COMMIT,
+            command=COMMAND,
+            now=start,
+        )
     _curves(store, run.id, spec, start)
     if spec.status != "running":
         store.finish_run(run.id, spec.status, **spec.finish)
         store.update_run(run.id, ended_at=start + spec.steps * 0.5)
     return run.id
+
+
+def _submitted_run(store: Store, spec: RunSpec, start: float) -> RunInfo:
+    """A run as ``tracker submit`` and a worker make it: the job is queued, claimed, its
+    process starts the run, and the job ends as its process exits."""
+    job_spec = JobSpec(COMMAND, spec.project, config=spec.config, name=spec.name,
+                       tags=spec.tags, gpus=spec.gpus)  # fmt: skip
+    queue.enqueue(store, job_spec, now=start)
+    claimed = queue.claim(store, "gpu-node-01:4242", lease_s=3600, max_gpus=8, now=start)
+    assert claimed is not None
+    claim = claimed[0]
+    run = store.start_run(claim.run_id, host="gpu-node-01", pid=4242, git_commit=COMMIT,
+                          now=start)  # fmt: skip
+    queue.finish(store, claim, exit_code=0, failure=None, now=start + spec.steps * 0.5)
+    return run
 
 
 def seed(store: Store, *, now: float | None = None) -> Seeded:

@@ -6,14 +6,18 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.support.web import envelope
+from tracker.entities import JobSpec
 from tracker.store import models as m
+from tracker.store import queue
 
 
 def new_run(client: FlaskClient, **body: Any) -> dict[str, Any]:
@@ -173,9 +177,10 @@ def test_series_of_several_runs(client: FlaskClient) -> None:
     assert envelope(client.get("/api/v1/series?key=acc&runs=a,b"))["field"] == "runs"
 
 
-def test_checkpoints_events_and_state(client: FlaskClient, tmp_path: Path) -> None:
+def test_checkpoints_events_and_state(make_app: Callable[..., Flask], tmp_path: Path) -> None:
+    client = make_app(CHECKPOINT_ROOTS=[str(tmp_path / "ckpts")]).test_client()
     run = new_run(client)
-    body = {"step": 10, "path": str(tmp_path / "x.pt"), "bytes": 5, "sha256": "ab" * 32}
+    body = {"step": 10, "path": str(tmp_path / "ckpts" / "x.pt"), "bytes": 5, "sha256": "ab" * 32}
     created = client.post(f"/api/v1/runs/{run['id']}/checkpoints", json=body)
     assert created.status_code == 201
     cid = created.json["id"]
@@ -263,8 +268,13 @@ def test_columns_for_the_column_chooser(client: FlaskClient) -> None:
     assert "duration" in doc["attributes"]
 
 
-def test_clone_run_started_by_hand_uses_its_command(client: FlaskClient) -> None:
-    run = new_run(client, command=["python", "train.py", "--x"], config={"lr": 0.1, "m": {"w": 1}})
+def test_clone_run_copies_its_job_with_an_edited_config(client: FlaskClient) -> None:
+    """A run is cloned through the job that ran it; a run no job ran is refused (409): see
+    tests/web/test_launch_provenance.py for why."""
+    store = client.application.extensions["tracker"].store
+    spec = JobSpec(["python", "train.py", "--x"], "p", config={"lr": 0.1, "m": {"w": 1}},
+                   tags=("t",))  # fmt: skip
+    run = client.get(f"/api/v1/runs/{queue.enqueue(store, spec).run_id}").json
     response = client.post(
         f"/api/v1/runs/{run['id']}/clone",
         json={"config": {"lr": 0.3, "m": {"w": 1}}, "grid": {"m.w": [2, 4]}, "priority": 5},
@@ -278,5 +288,5 @@ def test_clone_run_started_by_hand_uses_its_command(client: FlaskClient) -> None
     new_runs = [client.get(f"/api/v1/runs/{j['run_id']}").json for j in jobs]
     assert all(r["status"] == "queued" and r["tags"] == ["t"] for r in new_runs)
     assert new_runs[0]["name"] == f"train-job{ids[0]}"
-    bare = new_run(client)
-    assert client.post(f"/api/v1/runs/{bare['id']}/clone", json={}).status_code == 409
+    by_hand = new_run(client, command=["python", "train.py", "--x"])
+    assert client.post(f"/api/v1/runs/{by_hand['id']}/clone", json={}).status_code == 409

@@ -26,7 +26,9 @@ def server(token_app, serve):
     return serve(token_app)
 
 
-def test_every_sink_call_round_trips(server, token_app, tmp_path: Path) -> None:
+def test_every_sink_call_round_trips(make_app, serve, tmp_path: Path) -> None:
+    token_app = make_app(TOKEN=TOKEN, CHECKPOINT_ROOTS=[str(tmp_path / "ckpts")])
+    server = serve(token_app)
     store = token_app.extensions["tracker"].store
     sink = HttpSink(server.url, token=TOKEN)
     run = sink.create_run("p", "r", {"lr": 0.1}, ["t"], host="h", pid=3, command=["x"])
@@ -48,7 +50,8 @@ def test_every_sink_call_round_trips(server, token_app, tmp_path: Path) -> None:
     sink.heartbeat(run.id)
     sink.add_event(run.id, "note", "hello", {"k": 1})
     assert [e.message for e in store.list_events(run.id)] == ["hello"]
-    ckpt = sink.add_checkpoint(run.id, 5, str(tmp_path / "c.pt"), 9, "f" * 64, {"acc": 0.5})
+    path = str(tmp_path / "ckpts" / "c.pt")
+    ckpt = sink.add_checkpoint(run.id, 5, path, 9, "f" * 64, {"acc": 0.5})
     assert sink.list_checkpoints(run.id) == [ckpt]
     sink.set_checkpoint_state(ckpt.id, "missing")
     assert store.list_checkpoints(run.id)[0].state == "missing"

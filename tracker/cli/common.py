@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 import click
 
+from tracker.entities import JobInfo, ScheduleInfo
 from tracker.rules import jsonvalues
+from tracker.rules.secrets import env_keys_only
 
 uri_option = click.option(
     "--uri",
@@ -27,8 +30,24 @@ def open_store(uri: str | None) -> Any:
 
 def echo_json(value: Any) -> None:
     """Print ``value`` as indented JSON: dataclasses as objects, NaN and ±Inf in the wire
-    form of :mod:`tracker.rules.jsonvalues`."""
-    click.echo(jsonvalues.dumps(jsonvalues.encode(value), indent=2, sort_keys=True))
+    form of :mod:`tracker.rules.jsonvalues`. Jobs and schedules show their env names only
+    (``env_keys``), never the values, as the dashboard does: printed JSON ends up in pastes
+    and CI logs."""
+    click.echo(jsonvalues.dumps(jsonvalues.encode(_public(value)), indent=2, sort_keys=True))
+
+
+def _public(value: Any) -> Any:
+    if isinstance(value, JobInfo):
+        return env_keys_only(dataclasses.asdict(value))
+    if isinstance(value, ScheduleInfo):
+        out = dataclasses.asdict(value)
+        out["spec"] = env_keys_only(value.spec)
+        return out
+    if isinstance(value, list | tuple):
+        return [_public(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items()}
+    return value
 
 
 def fmt_time(ts: float | None) -> str:

@@ -55,8 +55,9 @@ def server_options(f: Any) -> Any:
                      "Default: loopback names, plus this machine's names for a public bind."),
         click.option("--checkpoint-root", "checkpoint_roots", multiple=True,
                      type=click.Path(file_okay=False),
-                     help="Directory checkpoints may be downloaded from (repeatable; "
-                     "default ./.tracker)."),
+                     help="Directory checkpoints may be downloaded from, and the only one "
+                     "a checkpoint logged over HTTP may name (repeatable; default "
+                     "./.tracker/checkpoints). Must not contain the store."),
         click.option("--log-root", type=click.Path(file_okay=False), default=None,
                      help="Directory served as log files (default ./.tracker/logs)."),
         click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",

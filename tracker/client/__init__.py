@@ -54,17 +54,12 @@ def init(
     project = project or os.environ.get(ENV_PROJECT) or "default"
     sink = sink or sink_for_uri(uri)
     rank = int(os.environ.get("RANK", "0") or 0)
-    attrs = {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "git_commit": _git_commit(),
-        "command": [sys.executable, *sys.argv],
-    }
+    attrs = {"host": socket.gethostname(), "pid": os.getpid(), "git_commit": _git_commit()}
     env_run = os.environ.get(ENV_RUN_ID)
     if env_run:
         overrides = normalize_config(json.loads(os.environ.get(ENV_CONFIG) or "{}"))
         cfg = merge_config(cfg, overrides)
-        if rank == 0:
+        if rank == 0:  # the job's run keeps the submitted argv as its command
             info = sink.start_run(int(env_run), cfg, **attrs)
         else:
             info = RunInfo(int(env_run), project, name or "", "running", cfg, tag_list, time.time())
@@ -73,7 +68,8 @@ def init(
             options["system_interval"] = None
             info = RunInfo(-1, project, name or "", "running", cfg, tag_list, time.time())
         else:
-            info = sink.create_run(project, name, cfg, tag_list, **attrs)
+            command = [sys.executable, *sys.argv]  # shown, never launched
+            info = sink.create_run(project, name, cfg, tag_list, command=command, **attrs)
     job = os.environ.get(ENV_JOB_ID)
     run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
     lifecycle.set_active(run)

@@ -62,9 +62,7 @@ class SqlSink:
         return self.store.create_run(project, name, config, tags, **attrs)
 
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo:
-        if config is not None:
-            self.store.update_run(run_id, config=config)
-        return self.store.start_run(run_id, **attrs)
+        return self.store.start_run(run_id, config=config, **attrs)
 
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
         key_ids = self._key_ids

@@ -2,8 +2,10 @@
 --demo`` and schedules made from the dashboard): the spec of an existing job or run, with
 its config edited and optionally expanded over a grid, enqueued through
 :func:`tracker.store.queue.enqueue_many` -- so every copy passes ``check_spec`` like any
-other job. Only the config, the priority and the grid come from the caller: the command,
-cwd, env and resources are the source's.
+other job. Only the config, the priority and the grid come from the caller: the argv, cwd, env
+and resources are the source job's. A run is cloned through the job that ran it; a run
+that no job ran (reported over the ingest or MLflow APIs, or by a script run by hand) is
+refused (``Conflict``): what a worker executes always comes from a trusted submitter.
 """
 
 from __future__ import annotations
@@ -65,22 +67,21 @@ def spec_from_job(store: Store, job_id: int) -> JobSpec:
 
 
 def spec_from_run(store: Store, run_id: int) -> JobSpec:
-    """A spec from the job that ran this run, else from the run's recorded command.
+    """A spec from the job that ran this run: its argv, cwd, env and resources, with the
+    run's full config (what the dashboard's editor shows; given as overrides it reproduces
+    the run's settings) and tags.
 
-    The config is the run's full config (what the dashboard's editor shows); given as
-    overrides it reproduces the run's settings.
+    A run's own ``command`` column is never read here: it is what the training process
+    reported (over the ingest or MLflow APIs, or a script run by hand) and is shown, never
+    launched. Only a job, written by a trusted submitter, says what a worker executes.
 
     Raises:
         NotFound: no such run.
-        Conflict: the run has no job and no recorded command.
+        Conflict: the run was not submitted as a job.
     """
     with read_conn(store.engine) as conn:
         run = conn.execute(
-            sa.select(
-                m.RunRow.config, m.RunRow.tags, m.RunRow.command, m.ProjectRow.name.label("project")
-            )
-            .join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
-            .where(m.RunRow.id == run_id)
+            sa.select(m.RunRow.config, m.RunRow.tags).where(m.RunRow.id == run_id)
         ).first()
         if run is None:
             raise NotFound(f"run {run_id} does not exist", field="run")
@@ -90,20 +91,14 @@ def spec_from_run(store: Store, run_id: int) -> JobSpec:
             .order_by(m.JobRow.id.desc())
             .limit(1)
         ).scalar()
-    if job_id is not None:
-        base = spec_from_job(store, job_id)
-        return dataclasses.replace(base, config=dict(run.config or {}), tags=tuple(run.tags or ()))
-    if not run.command:
+    if job_id is None:
         raise Conflict(
-            f"run {run_id} has no recorded command, so it cannot be cloned into a job",
+            f"run {run_id} was not submitted as a job: only submitted jobs can be cloned or "
+            "scheduled; use `tracker submit` to queue its script",
             field="run",
         )
-    return JobSpec(
-        argv=[str(a) for a in run.command],
-        project=run.project,
-        config=dict(run.config or {}),
-        tags=tuple(run.tags or ()),
-    )
+    base = spec_from_job(store, job_id)
+    return dataclasses.replace(base, config=dict(run.config or {}), tags=tuple(run.tags or ()))
 
 
 def clone_specs(
@@ -146,7 +141,7 @@ def clone(
     ``clone_specs``): same argv, cwd, resources, env and retries. Every copy passes
     ``check_spec`` as any other enqueue does.
 
-    Raises: NotFound, Conflict (a run without a command), InvalidInput (as ``clone_specs``
+    Raises: NotFound, Conflict (a run that no job ran), InvalidInput (as ``clone_specs``
     and ``check_spec``), StoreUnavailable.
     """
     kind, source_id = source

@@ -141,7 +141,7 @@ def add_schedule_from(
     its spec with ``config`` and ``priority`` edited as a clone would be
     (``tracker.store.clone.clone_specs``), then ``add_schedule``.
 
-    Raises NotFound (no such job or run), Conflict (a run without a command), and as
+    Raises NotFound (no such job or run), Conflict (a run that no job ran), and as
     ``clone_specs`` and ``add_schedule``.
     """
     kind, source_id = source

@@ -14,6 +14,7 @@ import math
 import os
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,7 +26,7 @@ from tracker.entities import (
     RunEventInfo,
     RunInfo,
 )
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.store import models as m
 from tracker.store import points
 from tracker.store.engine import (
@@ -71,6 +72,14 @@ class Store:
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
             url = url.set(database=os.path.abspath(url.database))
         return url.render_as_string(hide_password=False)
+
+    def database_file(self) -> Path | None:
+        """The SQLite database file, absolute (its ``-wal`` and ``-shm`` files lie next to
+        it); None for PostgreSQL or an in-memory database."""
+        url = self.engine.url
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return None
+        return Path(os.path.abspath(url.database))
 
     def schema_revision(self) -> str | None:
         """The database's Alembic revision, or None for a database with no schema."""
@@ -153,29 +162,48 @@ class Store:
         self,
         run_id: int,
         *,
+        config: dict[str, Any] | None = None,
         host: str | None = None,
         pid: int | None = None,
         git_commit: str | None = None,
-        command: list[str] | None = None,
         now: float | None = None,
     ) -> RunInfo:
-        """Mark an existing (queued or resumed) run as running in this process."""
+        """Mark a queued or running run (a job's, whose worker has claimed it) as running in
+        this process, with ``config`` when given. A run's command is never changed here: it
+        is set once, when the run or its job is created.
+
+        Raises:
+            NotFound: no such run.
+            Conflict: the run has finished (and its job is not running again): a finished
+                run stays as it ended.
+        """
         now = time.time() if now is None else now
         values: dict[str, Any] = {"status": "running", "heartbeat_at": now, "ended_at": None}
         values.update({"host": host, "pid": pid, "exit_code": None, "error": None})
         values.update({"failure_class": None, "failure_hint": None})
         if git_commit:
             values["git_commit"] = git_commit
-        if command:
-            values["command"] = command
+        if config is not None:
+            values["config"] = config
+        job_running = (
+            sa.select(m.JobRow.id)
+            .where(m.JobRow.run_id == run_id, m.JobRow.status == "running")
+            .exists()
+        )
+        live = sa.or_(m.RunRow.status.in_(("queued", "running")), job_running)
         with write_begin(self.engine) as conn:
             found = conn.execute(
                 sa.update(m.RunRow)
-                .where(m.RunRow.id == run_id)
+                .where(m.RunRow.id == run_id, live)
                 .values(**values, started_at=sa.func.coalesce(m.RunRow.started_at, now))
             ).rowcount
         if not found:
-            raise NotFound(f"run {run_id} does not exist", field="run")
+            status = self.get_run(run_id).status  # NotFound for an unknown run
+            raise Conflict(
+                f"run {run_id} has {status}: a finished run cannot be started again "
+                "(submit a new job, or clone this run's job)",
+                field="run",
+            )
         return self.get_run(run_id)
 
     def finish_run(

@@ -7,7 +7,7 @@ from typing import Any
 
 from tracker.errors import InvalidInput
 
-__all__ = ["body_field"]
+__all__ = ["LAUNCH_FIELDS", "body_field", "clone_edits"]
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
                list: "a list", bool: "true or false"}  # fmt: skip
@@ -31,3 +31,25 @@ def body_field(
         wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
         raise InvalidInput(f"{name} must be {wanted}, not {type(value).__name__}", field=name)
     return value
+
+
+# What a worker executes: set only by a trusted submitter (``tracker submit``), never by a
+# clone or a schedule made over HTTP.
+LAUNCH_FIELDS = ("argv", "command", "cwd", "env")
+
+
+def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The edits a clone or a schedule may make to the job it copies: ``config``, ``grid``
+    and ``priority`` (checked further by ``tracker.store.clone.clone_specs``).
+
+    Raises:
+        InvalidInput (400): the body tries to set the argv, command, cwd or env.
+    """
+    for name in LAUNCH_FIELDS:
+        if name in body:
+            raise InvalidInput(
+                f"{name} cannot be set here: a copy keeps the argv, cwd and env of the job it "
+                "copies; to run something else, submit it with `tracker submit`",
+                field=name,
+            )
+    return {name: body.get(name) for name in ("config", "grid", "priority")}

@@ -153,15 +153,20 @@ def _str(body: Mapping[str, Any], name: str, max_len: int, *, required: bool = F
 
 
 def _attrs(body: Mapping[str, Any]) -> dict[str, Any]:
-    command = body_field(body, "command", list)
-    if command is not None and not all(isinstance(a, str) for a in command):
-        raise InvalidInput("command must be a list of strings", field="command")
     return {
         "host": _str(body, "host", 255),
         "pid": body_field(body, "pid", int),
         "git_commit": _str(body, "git_commit", 64),
-        "command": command,
     }
+
+
+def _command(body: Mapping[str, Any]) -> list[str] | None:
+    """The command line the process reports, stored for display. Never launchable: clones
+    and schedules copy a submitted job, never a run's command (``tracker.store.clone``)."""
+    command = body_field(body, "command", list)
+    if command is not None and not all(isinstance(a, str) for a in command):
+        raise InvalidInput("command must be a list of strings", field="command")
+    return command
 
 
 def _config(body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -182,13 +187,18 @@ def create_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
         "config": _config(body) or {},
         "tags": tags,
         "status": status,
+        "command": _command(body),
         **_attrs(body),
     }
 
 
-def start_run_args(body: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """(config to store or None, keyword arguments for ``Store.start_run``)."""
-    return _config(body), _attrs(body)
+def start_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``Store.start_run`` from a ``POST /runs/<id>/start`` body.
+
+    A ``command`` field is ignored (clients before issue 9 send one): a run's command is
+    set when the run is created and never changed afterwards.
+    """
+    return {"config": _config(body), **_attrs(body)}
 
 
 def finish_run_args(body: Mapping[str, Any]) -> dict[str, Any]:

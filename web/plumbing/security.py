@@ -13,8 +13,8 @@
   browsers, and are let through to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
   allows scripts from this origin only.
-* files: served only from inside configured roots; ``..``, encoded and double-encoded
-  traversal, absolute paths -> 400; anything resolving outside a root (symlinks) -> 404.
+* files: served only from inside configured roots that never hold the store
+  (``tracker.web.plumbing.files``).
 """
 
 from __future__ import annotations
@@ -22,17 +22,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import re
 import socket
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Flask, Response, current_app, redirect, request, session
 from flask import render_template_string as render
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import InvalidInput
 from tracker.web.plumbing.errors import (
     Forbidden,
     TooManyAttempts,
@@ -43,17 +41,14 @@ from tracker.web.plumbing.login_limit import FailureLimit
 
 __all__ = [
     "CONTENT_SECURITY_POLICY",
-    "BadPath",
     "InsecureBind",
     "allowed_host",
     "check_bind",
     "default_allowed_hosts",
-    "file_inside_roots",
     "form_ok",
     "install",
     "is_loopback",
     "public",
-    "resolve_inside",
     "token_matches",
 ]
 
@@ -70,10 +65,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class InsecureBind(InvalidInput):
     code = "insecure_bind"
-
-
-class BadPath(InvalidInput):
-    code = "invalid_path"
 
 
 def public(view: F) -> F:
@@ -380,58 +371,3 @@ def login() -> Any:
 def logout() -> Any:
     session.clear()
     return {"ok": True}
-
-
-# ------------------------------------------------------------------------ files
-
-
-def _check_relative(text: str) -> None:
-    if "\x00" in text or "\\" in text:
-        raise BadPath("the path contains a NUL byte or a backslash", field="path")
-    if text.startswith("/") or re.match(r"[A-Za-z]:", text):
-        raise BadPath("absolute paths are not allowed; give a path inside the root", field="path")
-    if any(part == ".." for part in text.split("/")):
-        raise BadPath("'..' is not allowed in a file path", field="path")
-
-
-def resolve_inside(roots: Sequence[str | Path], relpath: str) -> Path:
-    """The file ``relpath`` names inside one of ``roots``.
-
-    The path is checked as given and after each further percent-decoding (so ``%2e%2e/``
-    and ``%252e%252e/`` are caught too).
-
-    Raises:
-        BadPath (400): traversal, an absolute path, NUL or backslash.
-        NotFound (404): no such regular file inside a root, or it resolves outside
-            every root (a symlink pointing out).
-    """
-    text = relpath
-    for _ in range(4):
-        _check_relative(text)
-        decoded = unquote(text)
-        if decoded == text:
-            break
-        text = decoded
-    else:
-        raise BadPath("the path is percent-encoded too many times", field="path")
-    for root in roots:
-        base = Path(root).resolve()
-        candidate = (base / relpath).resolve()
-        if candidate.is_relative_to(base) and candidate.is_file():
-            return candidate
-    raise NotFound(f"no file {relpath[:200]!r} inside the configured roots", field="path")
-
-
-def file_inside_roots(roots: Sequence[str | Path], path: str) -> Path:
-    """A stored absolute file path, if it (after resolving symlinks) lies inside a root.
-
-    Raises:
-        NotFound (404): the file is missing, or outside every root.
-    """
-    real = Path(path).resolve()
-    for root in roots:
-        if real.is_relative_to(Path(root).resolve()) and real.is_file():
-            return real
-    raise NotFound(
-        "the file is missing or outside the configured roots (--checkpoint-root)", field="path"
-    )

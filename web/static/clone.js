@@ -1,7 +1,9 @@
 /* "Clone & edit": open a run's or job's config in an editor (a typed form per key, or raw
  * JSON), optionally sweep keys over comma-separated values, and queue copies of its job with
  * the same command (POST /api/v1/{runs|jobs}/<id>/clone). The dashboard never takes a
- * command line: the copies keep the source's argv. */
+ * command line: the copies keep the submitted job's argv, cwd and env. A run that no job ran
+ * (reported over the API, or by a script run by hand) cannot be cloned: its recorded command
+ * is shown on its page, never launched. */
 "use strict";
 
 const CloneEditor = (() => {
@@ -11,7 +13,7 @@ const CloneEditor = (() => {
   const SWEEP_HINTS = {
     int: "e.g. 32, 64, 128", float: "e.g. 0.1, 0.01", boolean: "true, false", string: "e.g. a, b", null: "e.g. 1, 2",
   };
-  let source = null; // {kind, id, onDone}
+  let source = null; // {kind, id, onDone, argv}: argv null when there is no job to copy
   let fields = []; // [{key, path, type, input, sweep}]
   let mode = "form";
 
@@ -159,7 +161,7 @@ const CloneEditor = (() => {
       const sweep = Object.entries(grid).map(([k, v]) => `${k} × ${v.length}`).join(", ");
       el("clone-summary").textContent = n === 1 ? "1 job" : `${n} jobs (${sweep})`;
       error.hidden = true;
-      el("clone-submit").disabled = n > MAX_JOBS;
+      el("clone-submit").disabled = !source || !source.argv || n > MAX_JOBS;
       if (n > MAX_JOBS) throw new Error(`a sweep makes at most ${MAX_JOBS} jobs, this one ${n}`);
       return true;
     } catch (exc) {
@@ -194,11 +196,12 @@ const CloneEditor = (() => {
   /** Open the editor on a run ({kind: "run", id}) or a job ({kind: "job", id}). */
   async function open({ kind, id, onDone }) {
     const doc = await api(`/api/v1/${kind}s/${id}`);
-    source = { kind, id, onDone };
-    const argv = kind === "run" ? (doc.job ? doc.job.argv : doc.command) : doc.argv;
-    const config = kind === "run" ? doc.config : doc.config;
+    const argv = kind === "run" ? (doc.job ? doc.job.argv : null) : doc.argv;
+    source = { kind, id, onDone, argv };
+    const config = doc.config;
     el("clone-title").textContent = kind === "run" ? `Clone run ${doc.name} #${id}` : `Clone job #${id}`;
-    el("clone-command").textContent = argv ? argv.join(" ") : "this run has no recorded command";
+    el("clone-command").textContent = argv ? argv.join(" ")
+      : `run ${id} was not submitted as a job: only submitted jobs can be cloned; use \`tracker submit\``;
     el("clone-priority").value = String(kind === "job" ? doc.priority : (doc.job ? doc.job.priority : 0));
     mode = "form";
     fields = [];

@@ -57,6 +57,14 @@
       jobLink.href = `/jobs?job=${r.job.id}`;
       jobLink.textContent = `Job ${r.job.id} · ${r.job.status}`;
     }
+    // Only a submitted job can be cloned: a run reported over the API or by a script run by
+    // hand has no job, and its recorded command is shown, never launched.
+    const cloneLink = document.getElementById("clone-link");
+    if (!r.job) {
+      cloneLink.removeAttribute("href");
+      cloneLink.setAttribute("aria-disabled", "true");
+      cloneLink.title = "This run was not submitted as a job: only submitted jobs can be cloned (use `tracker submit`).";
+    }
   }
 
   // --------------------------------------------------------------------- tabs

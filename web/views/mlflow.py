@@ -74,13 +74,22 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _project(experiment_id: Any) -> ProjectInfo:
-    """The project of an experiment id (the Default experiment's is created on first use)."""
+def _project(experiment_id: Any, *, create: bool = False) -> ProjectInfo:
+    """The project of an experiment id. MLflow's Default experiment always exists: until a
+    run is created in it (``create=True``, the only write) its project is shown, not stored,
+    so reads never create anything."""
     project_id = compat.experiment_id_of(experiment_id)
     store = state().store
-    if project_id is None:
+    if project_id is not None:
+        return mstore.get_project(store, project_id)
+    if create:
         return mstore.ensure_project(store, compat.DEFAULT_PROJECT, time.time())
-    return mstore.get_project(store, project_id)
+    return _default_project()
+
+
+def _default_project() -> ProjectInfo:
+    found = mstore.find_project(state().store, compat.DEFAULT_PROJECT)
+    return found or ProjectInfo(0, compat.DEFAULT_PROJECT, time.time())
 
 
 def _experiment(project: ProjectInfo) -> dict[str, Any]:
@@ -131,15 +140,13 @@ def get_experiment_by_name() -> Any:
     name = compat.project_name_of(request.args.get("experiment_name"))
     store = state().store
     if name == compat.DEFAULT_PROJECT:
-        project = mstore.ensure_project(store, name, time.time())
-    else:
-        found = mstore.find_project(store, name)
-        if found is None:
-            raise MlflowError(
-                "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
-            )
-        project = found
-    return {"experiment": _experiment(project)}
+        return {"experiment": _experiment(_default_project())}
+    found = mstore.find_project(store, name)
+    if found is None:
+        raise MlflowError(
+            "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
+        )
+    return {"experiment": _experiment(found)}
 
 
 @bp.route("/experiments/search", methods=["GET", "POST"])
@@ -163,7 +170,7 @@ def search_experiments() -> Any:
 @bp.post("/runs/create")
 def create_run() -> Any:
     body = json_body()
-    project = _project(body.get("experiment_id"))
+    project = _project(body.get("experiment_id"), create=True)
     tags = compat.tags_of(body.get("tags"))
     user = body.get("user_id")
     if isinstance(user, str) and user:

@@ -4,8 +4,10 @@ schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 Each view parses the request, makes one store call and serializes the answer. Writes go
 through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs``,
 ``.schedules``, ``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
-schedules are always copies of an existing job or run: the dashboard never takes a command
-line from a request.
+schedules are always copies of a submitted job (a run is copied through the job that ran it;
+a run no job ran is refused with 409): a request may edit the config, priority and grid,
+never the argv, cwd or env (400, ``tracker.web.core.fields.clone_edits``). Schedules are
+shown with their spec's env names only, never its values.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
 from tracker.store import schedules as store_schedules
 from tracker.store.workers import list_workers
-from tracker.web.core.fields import body_field
+from tracker.web.core.fields import body_field, clone_edits
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg
-from tracker.web.views.runs import attempt_json, job_json, logs_json
+from tracker.web.views.runs import attempt_json, job_json, logs_json, schedule_json
 
 bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
 
@@ -62,14 +64,7 @@ def cancel(job_id: int) -> Any:
 
 @bp.post("/jobs/<int:job_id>/clone")
 def clone(job_id: int) -> Any:
-    body = json_body()
-    new = store_clone.clone(
-        state().store,
-        ("job", job_id),
-        config=body.get("config"),
-        grid=body.get("grid"),
-        priority=body.get("priority"),
-    )
+    new = store_clone.clone(state().store, ("job", job_id), **clone_edits(json_body()))
     return {"job_ids": [j.id for j in new]}, 201
 
 
@@ -96,7 +91,7 @@ def workers() -> Any:
 @bp.get("/schedules")
 def schedules() -> Any:
     found = store_schedules.list_schedules(state().store)
-    return {"schedules": [dataclasses.asdict(s) for s in found]}
+    return {"schedules": [schedule_json(s) for s in found]}
 
 
 def _schedule_source(body: dict[str, Any]) -> tuple[Literal["job", "run"], int]:
@@ -112,23 +107,24 @@ def _schedule_source(body: dict[str, Any]) -> tuple[Literal["job", "run"], int]:
 @bp.post("/schedules")
 def add_schedule() -> Any:
     body = json_body()
-    source = _schedule_source(body)
+    edits = clone_edits(body)
+    if edits.pop("grid") is not None:
+        raise InvalidInput("a schedule enqueues one job: grid is not allowed", field="grid")
     info = store_schedules.add_schedule_from(
         state().store,
-        source,
+        _schedule_source(body),
         body_field(body, "cron", str, required=True),
-        config=body.get("config"),
-        priority=body.get("priority"),
+        **edits,
         timezone=body_field(body, "timezone", str, default="UTC"),
         name=body_field(body, "name", str),
     )
-    return dataclasses.asdict(info), 201
+    return schedule_json(info), 201
 
 
 @bp.patch("/schedules/<int:schedule_id>")
 def pause_schedule(schedule_id: int) -> Any:
     paused = body_field(json_body(), "paused", bool, required=True)
-    return dataclasses.asdict(store_schedules.set_paused(state().store, schedule_id, paused))
+    return schedule_json(store_schedules.set_paused(state().store, schedule_id, paused))
 
 
 @bp.delete("/schedules/<int:schedule_id>")

@@ -10,19 +10,29 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from flask import Blueprint, current_app, request, send_file
+from flask import Blueprint, current_app, request
 
-from tracker.entities import CheckpointInfo, JobAttemptInfo, JobInfo, LogChunk, RunInfo
+from tracker.entities import (
+    CheckpointInfo,
+    JobAttemptInfo,
+    JobInfo,
+    LogChunk,
+    RunInfo,
+    ScheduleInfo,
+)
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
+from tracker.rules.secrets import env_keys_only
 from tracker.store import SCHEMA_HEAD, run_reads, run_search
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web.core import ingest as parse
+from tracker.web.core.fields import clone_edits
 from tracker.web.plumbing.context import state
+from tracker.web.plumbing.files import checkpoint_path, download, file_inside_roots, resolve_inside
 from tracker.web.plumbing.params import (
     bool_arg,
     int_arg,
@@ -31,7 +41,7 @@ from tracker.web.plumbing.params import (
     list_arg,
     optional_int_arg,
 )
-from tracker.web.plumbing.security import file_inside_roots, public, resolve_inside
+from tracker.web.plumbing.security import public
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -59,16 +69,24 @@ def checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
     return out
 
 
-_JOB_HIDDEN = ("env", "lease_owner", "retry_on_failure")
+_JOB_HIDDEN = ("lease_owner", "retry_on_failure")
 
 
 def job_json(job: JobInfo) -> dict[str, Any]:
     """A job for the API: ``env`` values are never shown (they may hold secrets), only
-    ``env_keys``; ``worker`` holds the lease; ``position`` is the 1-based place in the claim
-    order while queued."""
-    out = {k: v for k, v in dataclasses.asdict(job).items() if k not in _JOB_HIDDEN}
-    out["env_keys"] = sorted(job.env)
+    ``env_keys`` (``tracker.rules.secrets``); ``worker`` holds the lease; ``position`` is the
+    1-based place in the claim order while queued."""
+    out = env_keys_only(dataclasses.asdict(job))
+    for hidden in _JOB_HIDDEN:
+        del out[hidden]
     out["worker"] = job.lease_owner
+    return out
+
+
+def schedule_json(schedule: ScheduleInfo) -> dict[str, Any]:
+    """A schedule for the API: its stored job spec with ``env_keys``, never env values."""
+    out = dataclasses.asdict(schedule)
+    out["spec"] = env_keys_only(schedule.spec)
     return out
 
 
@@ -196,8 +214,7 @@ def run_checkpoints(run_id: int) -> Any:
 def checkpoint_download(checkpoint_id: int) -> Any:
     st = state()
     info = run_reads.get_checkpoint(st.store, checkpoint_id)
-    path = file_inside_roots(st.checkpoint_roots, info.path)
-    return send_file(path, as_attachment=True, download_name=path.name, max_age=0)
+    return download(file_inside_roots(st.checkpoint_roots, info.path))
 
 
 @bp.get("/runs/<int:run_id>/events")
@@ -260,8 +277,7 @@ def files(root: str, relpath: str) -> Any:
     roots = state().file_roots.get(root)
     if roots is None:
         raise NotFound(f"no file root named {root!r}", field="root")
-    path = resolve_inside(roots, relpath)
-    return send_file(path, as_attachment=True, download_name=path.name, max_age=0)
+    return download(resolve_inside(roots, relpath))
 
 
 # --------------------------------------------------------------------- ingest
@@ -275,11 +291,7 @@ def create_run() -> Any:
 
 @bp.post("/runs/<int:run_id>/start")
 def start_run(run_id: int) -> Any:
-    config, attrs = parse.start_run_args(json_body())
-    store = state().store
-    if config is not None:
-        store.update_run(run_id, config=config)
-    return run_json(store.start_run(run_id, **attrs))
+    return run_json(state().store.start_run(run_id, **parse.start_run_args(json_body())))
 
 
 @bp.post("/runs/<int:run_id>/finish")
@@ -313,8 +325,10 @@ def add_event(run_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/checkpoints")
 def add_checkpoint(run_id: int) -> Any:
     args = parse.checkpoint_args(json_body())
-    state().ingest.require_run(run_id)
-    info = state().store.add_checkpoint(run_id, **args)
+    st = state()
+    args["path"] = checkpoint_path(st.checkpoint_roots, args["path"])
+    st.ingest.require_run(run_id)
+    info = st.store.add_checkpoint(run_id, **args)
     return checkpoint_json(info), 201
 
 
@@ -332,12 +346,5 @@ def set_checkpoint_state(checkpoint_id: int) -> Any:
 
 @bp.post("/runs/<int:run_id>/clone")
 def clone_run(run_id: int) -> Any:
-    body = json_body()
-    new = clone(
-        state().store,
-        ("run", run_id),
-        config=body.get("config"),
-        grid=body.get("grid"),
-        priority=body.get("priority"),
-    )
+    new = clone(state().store, ("run", run_id), **clone_edits(json_body()))
     return {"job_ids": [j.id for j in new]}, 201
