@@ -31,7 +31,7 @@ from tracker.web.plumbing.params import (
     list_arg,
     optional_int_arg,
 )
-from tracker.web.plumbing.security import file_inside_roots, public, resolve_inside
+from tracker.web.plumbing.security import file_inside_roots, resolve_inside
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -97,9 +97,8 @@ def _asdicts(items: list[Any]) -> list[dict[str, Any]]:
 
 
 @bp.get("/health")
-@public
 def health() -> Any:
-    return {"ok": True, "schema": SCHEMA_HEAD, "auth": bool(current_app.config.get("TOKEN"))}
+    return {"ok": True, "schema": SCHEMA_HEAD, "auth": not current_app.config["NO_AUTH"]}
 
 
 @bp.get("/projects")
