@@ -351,3 +351,26 @@ class ScheduleInfo:
     created_at: float
     last_fire_at: float | None
     next_fire_at: float | None = None
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """An access token as stored: never the token itself, only what it may do."""
+
+    id: int
+    name: str
+    scope: str  # "log" or "admin"
+    created_at: float
+    revoked_at: float | None = None
+    last_used_at: float | None = None
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A live dashboard sign-in (see ``tracker.store.tokens.get_session``)."""
+
+    scope: str
+    token_id: int | None  # None: signed in with the token configured at start
+    configured_mark: str | None
+    created_at: float
+    expires_at: float

@@ -3,7 +3,11 @@
 Config keys (all optional):
 
 ``STORE_URI``        SQL store URL (default: ``TRACKER_URI``, else ``./.tracker/tracker.db``)
-``TOKEN``            access token; with one set, every page and API call needs it
+``TOKEN``            an access token with the ``admin`` scope (``--token``), besides the
+                     tokens stored with ``tracker token create``; never stored
+``NO_AUTH``          True turns authentication off (``--no-auth``); only with a loopback
+                     ``BIND_HOST`` and no ``TOKEN``. Default False: every page and API
+                     call but the health check and sign-in needs a token or a session
 ``BIND_HOST``        the address the server listens on (picks the default allowed hosts)
 ``ALLOWED_HOSTS``    Host header names accepted (``"*"`` accepts any); default: loopback
                      names, plus this machine's names and addresses for a non-loopback bind
@@ -13,8 +17,10 @@ Config keys (all optional):
 ``LOG_ROOT``         directory served under ``/api/v1/files/logs/`` (default ``./.tracker/logs``)
                      No root may contain the SQLite store's file or directory
                      (``tracker.web.plumbing.files.check_roots``).
-``SECRET_KEY``       signs the session cookie (default: derived from the token, so every
-                     gunicorn worker and restart agrees; random when there is no token)
+``SECRET_KEY``       signs the session cookie (default: the store's installation secret,
+                     random and made once, so every gunicorn worker and restart agrees;
+                     never derived from a token)
+``SESSION_LIFETIME_S`` how long a sign-in lasts (default 7 days; signing out ends it)
 ``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (compressed / inflated)
 
 Nothing is module-global: each app owns its Store, its caches and its roots.
@@ -22,7 +28,6 @@ Nothing is module-global: each app owns its Store, its caches and its roots.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +35,7 @@ from typing import Any
 
 from flask import Flask
 
-from tracker.store import Store
+from tracker.store import Store, tokens
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.plumbing import files, security
 from tracker.web.plumbing.context import AppState
@@ -41,6 +46,7 @@ __all__ = ["DEFAULTS", "create_app"]
 DEFAULTS: dict[str, Any] = {
     "STORE_URI": None,
     "TOKEN": None,
+    "NO_AUTH": False,
     "BIND_HOST": "127.0.0.1",
     "ALLOWED_HOSTS": None,
     "CHECKPOINT_ROOTS": None,
@@ -54,13 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_SECURE": False,  # True when served over HTTPS (--secure-cookie)
     "LOGIN_MAX_FAILURES": 10,  # wrong tokens per client address within LOGIN_WINDOW_S
     "LOGIN_WINDOW_S": 300.0,
+    "SESSION_LIFETIME_S": 7 * 86_400.0,
 }
-
-
-def _secret_key(token: str | None) -> str:
-    if token:
-        return hashlib.sha256(b"tracker-session-key:" + token.encode("utf-8")).hexdigest()
-    return os.urandom(32).hex()
 
 
 def _paths(value: Any, default: Path) -> list[Path]:
@@ -77,6 +78,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Raises:
         InvalidInput: ``STORE_URI`` is not a SQL URL.
         StoreUnderRoot: a file root contains the SQLite store.
+        InsecureBind: ``NO_AUTH`` with a ``TOKEN`` or a non-loopback ``BIND_HOST``.
         StoreUnavailable / SchemaError: the store cannot be opened or migrated.
     """
     app = Flask(__name__)
@@ -84,8 +86,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(config or {})
     cfg = app.config
     cfg["TOKEN"] = cfg["TOKEN"] or None
-    if not cfg["SECRET_KEY"]:
-        cfg["SECRET_KEY"] = _secret_key(cfg["TOKEN"])
+    cfg["NO_AUTH"] = bool(cfg["NO_AUTH"])
+    if cfg["NO_AUTH"]:
+        security.check_bind(cfg["BIND_HOST"], cfg["TOKEN"], no_auth=True)
     if cfg["ALLOWED_HOSTS"] is None:
         cfg["ALLOWED_HOSTS"] = security.default_allowed_hosts(cfg["BIND_HOST"])
     app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
@@ -102,6 +105,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     except files.StoreUnderRoot:
         store.close()
         raise
+    if not cfg["SECRET_KEY"]:
+        cfg["SECRET_KEY"] = tokens.installation_secret(store)
     app.extensions["tracker"] = AppState(
         store=store,
         ingest=MetricIngest(store),

@@ -31,7 +31,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     store_url = f"sqlite:///{tmp_path_factory.mktemp('dashboard') / 'tracker.db'}"
     store = Store(store_url)
     seeded = seed(store)
-    app = create_app({"STORE_URI": store_url})
+    app = create_app({"STORE_URI": store_url, "NO_AUTH": True})
     server = ServerThread(app)
     yield Dashboard(server.url, store_url, store, seeded)
     server.stop()

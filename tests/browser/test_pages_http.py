@@ -21,7 +21,9 @@ SCRIPT_TAG = re.compile(r"<script\b([^>]*)>(.*?)</script>", re.S)
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[Flask]:
-    app = create_app({"STORE_URI": f"sqlite:///{tmp_path / 'tracker.db'}", "TESTING": True})
+    app = create_app(
+        {"STORE_URI": f"sqlite:///{tmp_path / 'tracker.db'}", "TESTING": True, "NO_AUTH": True}
+    )
     yield app
     app.extensions["tracker"].store.close()
 

@@ -27,7 +27,7 @@ def test_heartbeat_refreshes_free_gpu_memory(store_url: str) -> None:
         {"index": 1, "name": "NVIDIA H200", "total_bytes": 141 * GIB},
     ]
 
-    client = create_app({"STORE_URI": store_url, "TESTING": True}).test_client()
+    client = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True}).test_client()
     body = client.get("/api/v1/workers").get_json()
     (shown,) = [w for w in body["workers"] if w["id"] == "gpu-host-1"]
     assert shown["gpus"][0]["free_bytes"] == 100 * GIB

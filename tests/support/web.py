@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import selectors
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-TOKEN = "s3cret-token-for-tests-only"
+TOKEN = "s3cret-token-for-tests-only-0123456789"  # strong enough for a public bind
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 TRACKER = [sys.executable, "-c", "from tracker.cli import main; main()"]
 SCRIPTS = Path(__file__).resolve().parents[1] / "web" / "scripts"
@@ -78,29 +79,46 @@ class Proc:
             cwd=cwd, start_new_session=True,
         )  # fmt: skip
         self.lines: list[str] = []
+        self._pending = ""  # read from the pipe, not yet a whole line
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def wait_for_line(self, prefix: str, timeout: float) -> str:
-        """Bounded wait for an output line starting with ``prefix``."""
+        """Bounded wait for an output line starting with ``prefix``.
+
+        Reads the pipe's bytes itself: lines that arrive together are all seen (a buffered
+        ``readline`` would keep the later ones where ``select`` cannot see them).
+        """
         stdout = self.popen.stdout
         assert stdout is not None
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
-            sel.register(stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
+            sel.register(stdout.fileno(), selectors.EVENT_READ)
+            while True:
+                while "\n" in self._pending:
+                    line, self._pending = self._pending.split("\n", 1)
+                    self.lines.append(line + "\n")
+                    if line.startswith(prefix):
+                        return line.strip()
+                if time.monotonic() >= deadline:
+                    break
                 if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
                     continue
-                line = stdout.readline()
-                if not line:
+                chunk = os.read(stdout.fileno(), 65536)
+                if not chunk:
                     break
-                self.lines.append(line)
-                if line.startswith(prefix):
-                    return line.strip()
+                self._pending += self._decoder.decode(chunk)
         self.kill()
         pytest.fail(f"no line starting {prefix!r} within {timeout} s; output:\n{self.output()}")
 
+    def login_token(self, port: int, timeout: float = 60) -> str:
+        """The token of the sign-in link ``tracker ui``/``up`` prints when none is set."""
+        line = self.wait_for_line(f"http://127.0.0.1:{port}/login?token=", timeout)
+        return line.split("token=", 1)[1]
+
     def output(self) -> str:
         if self.popen.poll() is not None and self.popen.stdout is not None:
-            self.lines.append(self.popen.stdout.read())
+            self.lines.append(self._pending + self.popen.stdout.read())
+            self._pending = ""
         return "".join(self.lines)
 
     def wait(self, timeout: float) -> int:

@@ -22,6 +22,9 @@ def make_app(store_url: str) -> Iterator[Callable[..., Flask]]:
     apps: list[Flask] = []
 
     def build(**config: Any) -> Flask:
+        # Tests of the API itself run with authentication off; tests of authentication
+        # pass a TOKEN (or NO_AUTH=False) and get it on.
+        config.setdefault("NO_AUTH", not config.get("TOKEN"))
         app = create_app({"STORE_URI": store_url, "TESTING": True, **config})
         apps.append(app)
         return app

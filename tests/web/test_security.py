@@ -18,7 +18,7 @@ from werkzeug.routing import Rule
 
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
-from tracker.web.plumbing import security
+from tracker.web.plumbing import auth
 from tracker.web.plumbing.security import InsecureBind, check_bind
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -54,7 +54,9 @@ def test_default_bind_is_loopback_and_public_binds_need_a_token() -> None:
     for public in ("0.0.0.0", "::", "192.168.1.20", "example.com"):
         with pytest.raises(InsecureBind, match="TRACKER_TOKEN"):
             check_bind(public, None)
-        check_bind(public, "a-token")
+        check_bind(public, TOKEN)
+        with pytest.raises(InsecureBind, match="at least 32 characters"):
+            check_bind(public, "a-token")
 
 
 def test_ui_refuses_to_start_on_all_interfaces_without_a_token(tmp_path: Path) -> None:
@@ -104,13 +106,13 @@ def test_read_routes_need_the_token_too(token_app: Flask) -> None:
 
 def test_the_token_is_compared_in_constant_time(token_app: Flask, monkeypatch) -> None:
     seen: list[tuple[bytes, bytes]] = []
-    real = security.hmac.compare_digest
+    real = auth.hmac.compare_digest
 
     def spy(a: Any, b: Any) -> bool:
         seen.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(security.hmac, "compare_digest", spy)
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
     token_app.test_client().get("/api/v1/runs", headers={"Authorization": "Bearer nope"})
     assert seen == [(b"nope", TOKEN.encode())]
 

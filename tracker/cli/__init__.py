@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "worker": ("tracker.cli.worker:worker", ("runner",)),
     "schedule": ("tracker.cli.schedule:schedule", ("runner",)),
     "scheduler": ("tracker.cli.schedule:scheduler", ("runner",)),
+    "token": ("tracker.cli.token:token", ()),
     "ui": ("tracker.cli.ui:ui", ("server",)),
     "up": ("tracker.cli.ui:up", ("server", "runner")),
 }

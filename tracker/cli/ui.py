@@ -1,18 +1,25 @@
 """``tracker ui`` (the dashboard) and ``tracker up`` (dashboard + one worker, optional demo).
 
-The dashboard binds 127.0.0.1 by default. Any other address needs an access token
-(``--token`` or ``TRACKER_TOKEN``): without one it refuses to start. It is served by
-gunicorn (``--workers N``, threads per worker); Flask's development server only with
-``--dev``. The token is never printed.
+The dashboard binds 127.0.0.1 by default, and loopback is no boundary on a shared machine,
+so it always asks for a token, like Jupyter: with none configured, it creates an ``admin``
+token in the store for this server, prints a sign-in link that carries it, and revokes it
+when the server stops. ``--no-auth`` turns authentication off (loopback only, with a
+warning). Any other address needs a strong configured token (``--token`` /
+``TRACKER_TOKEN``: at least 32 characters, 10 different): without one it refuses to start;
+a weak one is accepted on loopback with a warning. A configured token is never printed.
+It is served by gunicorn (``--workers N``, threads per worker); Flask's development server
+only with ``--dev``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +47,12 @@ def server_options(f: Any) -> Any:
         click.option("--port", type=click.IntRange(0, 65535), default=5000, show_default=True,
                      help="Port to listen on."),
         click.option("--token", envvar="TRACKER_TOKEN", default=None, show_envvar=True,
-                     help="Access token every page and API call must present "
-                     "(default: TRACKER_TOKEN). Never printed."),
+                     help="An admin access token (default: TRACKER_TOKEN; never printed). "
+                     "Without one, an admin token is made for this server and a sign-in "
+                     "link printed. A non-loopback --host needs one of 32+ characters."),
+        click.option("--no-auth", is_flag=True,
+                     help="Turn authentication off: anyone who can reach the port may do "
+                     "anything, launch included. Loopback only; a single-user machine only."),
         click.option("--workers", type=click.IntRange(0, 64), default=1, show_default=True,
                      help="gunicorn worker processes (0: Flask's development server, "
                      "only with --dev)."),
@@ -78,18 +89,21 @@ def app_config(
     checkpoint_roots: Sequence[str],
     log_root: str | None,
     secure_cookie: bool = False,
+    no_auth: bool = False,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
     Raises:
-        InsecureBind: a non-loopback host without a token.
+        InsecureBind: a non-loopback host without a strong token; ``--no-auth`` with a
+            token or on a non-loopback host.
     """
     from tracker.web.plumbing.security import check_bind
 
-    check_bind(host, token)
+    check_bind(host, token, no_auth=no_auth)
     return {
         "STORE_URI": uri,
         "TOKEN": token or None,
+        "NO_AUTH": no_auth,
         "BIND_HOST": host,
         "ALLOWED_HOSTS": _split_hosts(allowed_hosts) or None,
         "CHECKPOINT_ROOTS": list(checkpoint_roots) or None,
@@ -103,6 +117,68 @@ def _url(host: str, port: int) -> str:
     if ":" in shown:
         shown = f"[{shown}]"
     return f"http://{shown}:{port}/"
+
+
+NO_AUTH_WARNING = """\
+WARNING: --no-auth: authentication is OFF. Every user and every process on this machine
+that can reach {url} can read every run, launch any command as you, cancel and delete.
+Use it only on a single-user machine.
+"""
+
+
+@contextlib.contextmanager
+def access(config: dict[str, Any], host: str, port: int, banner: str) -> Iterator[None]:
+    """Print where the dashboard is and how to sign in, for as long as it serves.
+
+    With no token configured (and auth on), an ``admin`` token named ``ui-<time>`` is
+    created in the store for this server; the printed sign-in link carries it, and it is
+    revoked when the block ends (a server killed with SIGKILL leaves it: ``tracker token
+    revoke``).
+
+    Raises:
+        StoreUnavailable: the store cannot be reached to create the token.
+    """
+    from tracker.web.plumbing.security import weak_token_reason
+
+    url = _url(host, port)
+    if config["NO_AUTH"]:
+        click.echo(NO_AUTH_WARNING.format(url=url), err=True)
+        click.echo(f"{banner}: {url} (no authentication)", err=True)
+        yield
+        return
+    if config["TOKEN"]:
+        reason = weak_token_reason(config["TOKEN"])
+        if reason is not None:
+            click.echo(f"warning: the access token is weak ({reason}); it would be refused "
+                       "on a non-loopback --host", err=True)  # fmt: skip
+        click.echo(f"{banner}: {url} (sign in with the access token)", err=True)
+        yield
+        return
+    from tracker.store import Store
+    from tracker.store.tokens import create_token, revoke_token
+
+    store = Store(config["STORE_URI"])
+    info, secret = create_token(store, "admin", f"ui-{dt.datetime.now():%Y-%m-%dT%H:%M:%S}")
+    click.echo(f"{banner}: {url}", err=True)
+    click.echo(f"sign in with this link (admin token {info.id}, revoked when this server "
+               "stops):", err=True)  # fmt: skip
+    click.echo(f"{url}login?token={secret}", err=True)
+    try:
+        yield
+    finally:
+        _revoke_at_exit(store, info.id, revoke_token)
+
+
+def _revoke_at_exit(store: Store, token_id: int, revoke: Any) -> None:
+    from tracker.errors import StoreUnavailable
+
+    try:
+        revoke(store, token_id)
+    except StoreUnavailable as exc:
+        click.echo(f"warning: could not revoke token {token_id} ({exc.message}); revoke it "
+                   f"with: tracker token revoke {token_id}", err=True)  # fmt: skip
+    finally:
+        store.close()
 
 
 def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: int,
@@ -159,15 +235,15 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 
 @click.command()
 @server_options
-def ui(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
-       dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
-       log_root: str | None, secure_cookie: bool) -> None:  # fmt: skip
+def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
+       threads: int, dev: bool, allowed_hosts: tuple[str, ...],
+       checkpoint_roots: tuple[str, ...], log_root: str | None,
+       secure_cookie: bool) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie)  # fmt: skip
-    lock = " (sign in with the access token)" if token else ""
-    click.echo(f"tracker dashboard: {_url(host, port)}{lock}", err=True)
-    serve(config, host, port, workers, threads, dev)
+                        secure_cookie, no_auth)  # fmt: skip
+    with access(config, host, port, "tracker dashboard"):
+        serve(config, host, port, workers, threads, dev)
 
 
 # ----------------------------------------------------------------------- up
@@ -221,19 +297,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @click.command()
 @server_options
 @click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py.")
-def up(uri: str | None, host: str, port: int, token: str | None, workers: int, threads: int,
-       dev: bool, allowed_hosts: tuple[str, ...], checkpoint_roots: tuple[str, ...],
-       log_root: str | None, secure_cookie: bool, demo: bool) -> None:  # fmt: skip
+def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
+       threads: int, dev: bool, allowed_hosts: tuple[str, ...],
+       checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
+       demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first, so live runs
-    appear within seconds. Ctrl-C stops both.
+    appear within seconds; open the printed sign-in link. Ctrl-C stops both.
     """
     from tracker.store import Store, resolve_uri
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie)  # fmt: skip
+                        secure_cookie, no_auth)  # fmt: skip
     store = Store(resolved)
     try:
         if demo:
@@ -243,7 +320,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, workers: int, t
         store.close()
     worker = _start_worker(resolved)
     try:
-        click.echo(f"tracker is up: {_url(host, port)} (Ctrl-C stops it)", err=True)
-        serve(config, host, port, workers, threads, dev)
+        with access(config, host, port, "tracker is up (Ctrl-C stops it)"):
+            serve(config, host, port, workers, threads, dev)
     finally:
         _stop(worker)

@@ -265,4 +265,43 @@ class ScheduleFireRow(Base):
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("jobs.id", ondelete="SET NULL"))
 
 
+class TokenRow(Base):
+    """An access token: only its sha256 is kept (see :mod:`tracker.store.tokens`)."""
+
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    scope: Mapped[str] = mapped_column(sa.String(16))
+    sha256: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[float]
+    revoked_at: Mapped[float | None]
+    last_used_at: Mapped[float | None]
+
+
+class AuthSessionRow(Base):
+    """A dashboard sign-in. ``id`` is the sha256 of the random session id in the cookie;
+    ``token_id`` is the stored token signed in with, NULL for the token configured at start
+    (then ``configured_mark`` ties the session to that token)."""
+
+    __tablename__ = "auth_sessions"
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    token_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("tokens.id", ondelete="CASCADE"), index=True
+    )
+    configured_mark: Mapped[str | None] = mapped_column(sa.String(64))
+    scope: Mapped[str] = mapped_column(sa.String(16))
+    created_at: Mapped[float]
+    expires_at: Mapped[float] = mapped_column(index=True)
+    revoked_at: Mapped[float | None]
+
+
+class InstallationSecretRow(Base):
+    """Random per-installation secrets (the session-signing key), generated once."""
+
+    __tablename__ = "installation_secrets"
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(sa.String(128))
+    created_at: Mapped[float]
+
+
 metadata = Base.metadata

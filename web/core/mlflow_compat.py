@@ -112,6 +112,7 @@ _MLFLOW_STATUS = {
 _CODE_MAP = {
     "unauthorized": "UNAUTHENTICATED",
     "forbidden": "PERMISSION_DENIED",
+    "forbidden_scope": "PERMISSION_DENIED",
     "not_found": "RESOURCE_DOES_NOT_EXIST",
     "conflict": "RESOURCE_ALREADY_EXISTS",
     "store_unavailable": "TEMPORARILY_UNAVAILABLE",

@@ -23,6 +23,7 @@ from tracker.rules import jsonvalues
 
 __all__ = [
     "Forbidden",
+    "ForbiddenScope",
     "PayloadTooLarge",
     "TooManyAttempts",
     "TrackerJSONProvider",
@@ -46,6 +47,12 @@ class Forbidden(TrackerError):
 
     code = "forbidden"
     http_status = 403
+
+
+class ForbiddenScope(Forbidden):
+    """Signed in, but with a token whose scope does not allow this request."""
+
+    code = "forbidden_scope"
 
 
 class UnsupportedMediaType(TrackerError):

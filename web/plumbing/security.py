@@ -1,16 +1,22 @@
 """The dashboard's guards: it can start processes, so every request is checked.
 
-* bind: loopback by default; any other address needs an access token (``check_bind``).
+* bind: loopback by default; any other address needs a strong configured token
+  (``check_bind``); ``--no-auth`` only on loopback.
 * Host header: must be an allowed host on every request (DNS-rebinding defence) -> 403.
-* token: with a token configured every page and API call needs it, as
-  ``Authorization: Bearer <token>`` or the session cookie set by the login form; compared
-  in constant time (``hmac.compare_digest``); never logged or echoed -> 401. Wrong tokens
-  are counted per client address (``login_limit``): too many -> 429 for a while.
+* who may do what: ``ENDPOINT_SCOPES`` below is the one table from route (Flask endpoint)
+  to the scope it needs: ``public`` (health, sign-in), ``log`` (every read, and what a
+  training host writes: runs, metrics, checkpoints, events, the MLflow-compatible API) or
+  ``admin`` (launching: clone, schedules, cancel; anything that deletes). An endpoint
+  missing from the table needs ``admin`` for a state change and ``log`` to read (fail
+  closed); a test checks that every route is in it. Not signed in -> 401 (a page GET
+  redirects to ``/login``); signed in with too small a scope -> 403 ``forbidden_scope``
+  naming the scope needed. Who is asking is :mod:`~tracker.web.plumbing.auth`'s business.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
-  this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415. A
-  cross-site page cannot send a JSON body without a CORS preflight, which is never granted.
-  Requests with neither Origin nor Referer come from programs (the HTTP sink, curl), not
-  browsers, and are let through to the token check.
+  this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
+  for the sign-in form (which checks its own CSRF field). A cross-site page cannot send a
+  JSON body without a CORS preflight, which is never granted. Requests with neither
+  Origin nor Referer come from programs (the HTTP sink, curl), not browsers, and are let
+  through to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
   allows scripts from this origin only.
 * files: served only from inside configured roots that never hold the store
@@ -19,37 +25,37 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from collections.abc import Iterable
+from urllib.parse import quote, urlsplit
 
-from flask import Blueprint, Flask, Response, current_app, redirect, request, session
-from flask import render_template_string as render
+from flask import Flask, Response, current_app, redirect, request
 
 from tracker.errors import InvalidInput
+from tracker.web.plumbing import auth
 from tracker.web.plumbing.errors import (
     Forbidden,
-    TooManyAttempts,
+    ForbiddenScope,
     Unauthorized,
     UnsupportedMediaType,
 )
-from tracker.web.plumbing.login_limit import FailureLimit
 
 __all__ = [
+    "ADMIN",
     "CONTENT_SECURITY_POLICY",
+    "ENDPOINT_SCOPES",
+    "LOG",
+    "PUBLIC",
     "InsecureBind",
     "allowed_host",
     "check_bind",
     "default_allowed_hosts",
-    "form_ok",
     "install",
     "is_loopback",
-    "public",
-    "token_matches",
+    "required_scope",
+    "scope_allows",
+    "weak_token_reason",
 ]
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -59,24 +65,94 @@ CONTENT_SECURITY_POLICY = (
     "base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
 )
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-F = TypeVar("F", bound=Callable[..., Any])
+MIN_TOKEN_LENGTH = 32
+MIN_TOKEN_DISTINCT = 10
 
 
 class InsecureBind(InvalidInput):
     code = "insecure_bind"
 
 
-def public(view: F) -> F:
-    """Mark a view as reachable without the token (login page, health check)."""
-    view.tracker_public = True  # type: ignore[attr-defined]
-    return view
+# ------------------------------------------------------------------------ scopes
+
+PUBLIC, LOG, ADMIN = "public", auth.LOG, auth.ADMIN
+_RANK = {PUBLIC: 0, LOG: 1, ADMIN: 2}
+
+# The one table: Flask endpoint -> the scope a request to it needs. One endpoint, one
+# scope: a URL whose methods need different scopes gets one endpoint per method.
+ENDPOINT_SCOPES: dict[str, str] = {
+    # open: liveness and signing in
+    "api.health": PUBLIC,
+    "auth.login_page": PUBLIC,
+    "auth.login": PUBLIC,
+    # read (every token may read): pages, their assets, the JSON reads, downloads
+    "static": LOG,
+    "pages.runs": LOG,
+    "pages.run": LOG,
+    "pages.compare": LOG,
+    "pages.jobs": LOG,
+    "pages.plotly_js": LOG,
+    "auth.logout": LOG,
+    "api.projects": LOG,
+    "api.runs_search": LOG,
+    "api.run_columns": LOG,
+    "api.run_detail": LOG,
+    "api.run_metrics": LOG,
+    "api.run_series": LOG,
+    "api.multi_run_series": LOG,
+    "api.compare": LOG,
+    "api.run_events": LOG,
+    "api.run_logs": LOG,
+    "api.run_checkpoints": LOG,
+    "api.checkpoint_download": LOG,
+    "api.files": LOG,
+    "api_queue.jobs": LOG,
+    "api_queue.job": LOG,
+    "api_queue.job_logs": LOG,
+    "api_queue.schedules": LOG,
+    "api_queue.workers": LOG,
+    # log: what a training host writes about its own runs
+    "api.create_run": LOG,
+    "api.start_run": LOG,
+    "api.heartbeat": LOG,
+    "api.write_metrics": LOG,
+    "api.add_checkpoint": LOG,
+    "api.set_checkpoint_state": LOG,
+    "api.add_event": LOG,
+    "api.finish_run": LOG,
+    # admin: whatever makes a worker run something, stops it, or deletes
+    "api.clone_run": ADMIN,
+    "api_queue.clone": ADMIN,
+    "api_queue.cancel": ADMIN,
+    "api_queue.add_schedule": ADMIN,
+    "api_queue.pause_schedule": ADMIN,
+    "api_queue.delete_schedule": ADMIN,
+}
+# Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what
+# training code logs through; it reads and writes runs, never launches.
+BLUEPRINT_SCOPES: dict[str, str] = {"mlflow": LOG}
+# State-changing endpoints that take an HTML form body instead of JSON.
+FORM_BODY_ENDPOINTS = frozenset({"auth.login"})
 
 
-def form_ok(view: F) -> F:
-    """Mark a view that accepts an HTML form body (it checks its own CSRF token)."""
-    view.tracker_form_ok = True  # type: ignore[attr-defined]
-    return view
+def required_scope(endpoint: str | None, method: str) -> str:
+    """The scope a request needs: the table's entry, its blueprint's rule, else ``admin``
+    for a state change and ``log`` for a read (no route is left open by forgetting it).
+    No endpoint (no such URL or method): ``log``, then 404/405."""
+    if endpoint is None:
+        return LOG
+    if endpoint in ENDPOINT_SCOPES:
+        return ENDPOINT_SCOPES[endpoint]
+    blueprint, dot, _ = endpoint.partition(".")
+    if dot and blueprint in BLUEPRINT_SCOPES:
+        return BLUEPRINT_SCOPES[blueprint]
+    return ADMIN if method in MUTATING else LOG
+
+
+def scope_allows(have: str | None, needed: str) -> bool:
+    """Whether a request with scope ``have`` (None: not signed in) may do what ``needed``
+    allows: ``admin`` includes ``log``, every scope includes ``public``."""
+    return _RANK.get(have or PUBLIC, 0) >= _RANK[needed]
 
 
 # ---------------------------------------------------------------------- binding
@@ -92,20 +168,61 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without an access token.
+def weak_token_reason(token: str) -> str | None:
+    """Why ``token`` is too weak to guard a non-loopback bind, or None when it is not.
+
+    The rule: at least 32 characters, at least 10 of them different (a rough floor on
+    entropy that every random token meets and ``aaaa...`` or ``passwordpassword...`` do
+    not). The wrong-token limit slows guessing online; a long random token makes it hopeless.
+    """
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"it has {len(token)} characters, fewer than {MIN_TOKEN_LENGTH}"
+    if len(set(token)) < MIN_TOKEN_DISTINCT:
+        return f"it has only {len(set(token))} different characters, fewer than " + str(
+            MIN_TOKEN_DISTINCT
+        )
+    return None
+
+
+def check_bind(host: str, token: str | None, *, no_auth: bool = False) -> None:
+    """Refuse a setup that would let anyone reach more than they should.
 
     Raises:
-        InsecureBind: ``host`` is not a loopback address and ``token`` is empty.
+        InsecureBind: ``no_auth`` with a token, or on a non-loopback ``host``; a
+            non-loopback ``host`` without a token, or with a weak one
+            (:func:`weak_token_reason`).
     """
-    if is_loopback(host) or token:
+    if no_auth:
+        if token:
+            raise InsecureBind(
+                "--no-auth and an access token (--token / TRACKER_TOKEN) exclude each other",
+                field="no_auth",
+            )
+        if not is_loopback(host):
+            raise InsecureBind(
+                f"refusing --no-auth on {host}: turning authentication off is only allowed "
+                "on a loopback address (--host 127.0.0.1)",
+                field="no_auth",
+            )
         return
-    raise InsecureBind(
-        f"refusing to listen on {host} without an access token: anyone who can reach this "
-        "port could read every run and start processes on this machine. Set TRACKER_TOKEN "
-        "(or pass --token), or keep the default --host 127.0.0.1.",
-        field="host",
-    )
+    if is_loopback(host):
+        return
+    if not token:
+        raise InsecureBind(
+            f"refusing to listen on {host} without an access token: anyone who can reach this "
+            "port could read every run and start processes on this machine. Set TRACKER_TOKEN "
+            "(or pass --token), or keep the default --host 127.0.0.1.",
+            field="host",
+        )
+    reason = weak_token_reason(token)
+    if reason is not None:
+        raise InsecureBind(
+            f"refusing to listen on {host} with a weak access token ({reason}): a token for "
+            f"a non-loopback bind needs at least {MIN_TOKEN_LENGTH} characters, at least "
+            f"{MIN_TOKEN_DISTINCT} of them different. Make one with: python -c "
+            "'import secrets; print(secrets.token_urlsafe(32))'",
+            field="token",
+        )
 
 
 def default_allowed_hosts(bind_host: str) -> list[str]:
@@ -139,62 +256,6 @@ def _hostname(host_header: str) -> str:
 def allowed_host(host_header: str, allowed: Iterable[str]) -> bool:
     name = _hostname(host_header)
     return any(a == "*" or a.lower() == name for a in allowed)
-
-
-# ------------------------------------------------------------------------ token
-
-
-def token_matches(given: str | None, expected: str) -> bool:
-    """Constant-time comparison (the time does not depend on where the strings differ)."""
-    if not given:
-        return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
-
-
-def _session_mark(token: str) -> str:
-    # What the session cookie holds: proof of the token, not the token itself; changing
-    # the token invalidates every session.
-    key = str(current_app.config["SECRET_KEY"]).encode("utf-8")
-    return hmac.new(key, b"tracker-session:" + token.encode("utf-8"), hashlib.sha256).hexdigest()
-
-
-def _limit() -> FailureLimit:
-    return current_app.extensions["tracker_login_limit"]  # type: ignore[no-any-return]
-
-
-def _client() -> str:
-    return request.remote_addr or "unknown"
-
-
-def _refuse_if_limited(field: str) -> None:
-    """Raise TooManyAttempts while this client must wait after too many wrong tokens."""
-    limit = _limit()
-    wait = limit.retry_after(_client(), limit.clock())
-    if wait is not None:
-        raise TooManyAttempts(
-            f"too many wrong access tokens from this address; try again in {wait} s",
-            retry_after=wait,
-            field=field,
-        )
-
-
-def _check_token(given: str | None, token: str, field: str) -> bool:
-    """Compare ``given`` with the token, counting a wrong one against this client."""
-    _refuse_if_limited(field)
-    if token_matches(given, token):
-        return True
-    _limit().failed(_client(), _limit().clock())
-    return False
-
-
-def _authenticated(token: str) -> bool:
-    header = request.headers.get("Authorization", "")
-    if header:
-        scheme, _, value = header.partition(" ")
-        given = value.strip() if scheme.lower() == "bearer" else None
-        return _check_token(given, token, "Authorization")
-    mark = session.get("auth")
-    return isinstance(mark, str) and hmac.compare_digest(mark, _session_mark(token))
 
 
 # ---------------------------------------------------------------- request guard
@@ -239,34 +300,46 @@ def _check_json_body() -> None:
         )
 
 
+def _check_scope() -> Response | None:
+    needed = required_scope(request.endpoint, request.method)
+    if needed == PUBLIC:
+        return None
+    have = auth.identity()
+    if have is None:
+        if request.method == "GET" and not request.path.startswith("/api/"):
+            return redirect("/login?next=" + _quote_next(request.full_path))  # type: ignore[return-value]
+        raise Unauthorized(
+            "this dashboard needs an access token: send 'Authorization: Bearer <token>' "
+            "or sign in at /login",
+            field="Authorization",
+        )
+    if not scope_allows(have, needed):
+        raise ForbiddenScope(
+            f"{request.method} {request.path[:200]} needs a token with the '{needed}' scope; "
+            f"this one has '{have}' (create one with: tracker token create --scope {needed})",
+            field="Authorization",
+        )
+    return None
+
+
 def _guard() -> Response | None:
-    cfg = current_app.config
-    if not allowed_host(request.host, cfg["ALLOWED_HOSTS"]):
+    if not allowed_host(request.host, current_app.config["ALLOWED_HOSTS"]):
         raise Forbidden(
             f"Host {_hostname(request.host)[:100]!r} is not an allowed host of this dashboard; "
             "add it with --allowed-host (TRACKER_ALLOWED_HOSTS)",
             field="Host",
         )
-    view = current_app.view_functions.get(request.endpoint or "")
-    token = cfg.get("TOKEN")
-    if token and not getattr(view, "tracker_public", False) and not _authenticated(token):
-        if request.method == "GET" and not request.path.startswith("/api/"):
-            return redirect("/login?next=" + _quote_next(request.full_path))  # type: ignore[return-value]
-        raise Unauthorized(
-            "this dashboard needs its access token: send 'Authorization: Bearer <token>' "
-            "or sign in at /login",
-            field="Authorization",
-        )
+    redirect_to_login = _check_scope()
+    if redirect_to_login is not None:
+        return redirect_to_login
     if request.method in MUTATING:
         _check_origin()
-        if not getattr(view, "tracker_form_ok", False):
+        if request.endpoint not in FORM_BODY_ENDPOINTS:
             _check_json_body()
     return None
 
 
 def _quote_next(path: str) -> str:
-    from urllib.parse import quote
-
     return quote(path.rstrip("?"), safe="/")
 
 
@@ -276,98 +349,13 @@ def _headers(response: Response) -> Response:
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     headers.setdefault("Referrer-Policy", "same-origin")
-    if request.path.startswith("/api/"):
+    if request.path.startswith("/api/") or request.path == "/login":
         headers.setdefault("Cache-Control", "no-store")
     return response
 
 
 def install(app: Flask) -> None:
     """Add the guard, the security headers and the login/logout views to ``app``."""
-    cfg = app.config
-    app.extensions["tracker_login_limit"] = FailureLimit(
-        int(cfg.get("LOGIN_MAX_FAILURES", 10)), float(cfg.get("LOGIN_WINDOW_S", 300.0))
-    )
+    auth.install(app)
     app.before_request(_guard)
     app.after_request(_headers)
-    app.register_blueprint(auth)
-
-
-# ------------------------------------------------------------------- login form
-
-auth = Blueprint("auth", __name__)
-
-_LOGIN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign in - tracker</title></head>
-<body style="font-family: sans-serif; max-width: 24rem; margin: 4rem auto">
-<h1>tracker</h1>
-{% if error %}<p role="alert" style="color: #b00020">{{ error }}</p>{% endif %}
-<form method="post" action="/login">
-  <input type="hidden" name="csrf" value="{{ csrf }}">
-  <input type="hidden" name="next" value="{{ next }}">
-  <label>Access token <input type="password" name="token" autocomplete="current-password"
-    autofocus required></label>
-  <button type="submit">Sign in</button>
-</form></body></html>"""
-
-
-def _safe_next(target: str | None) -> str:
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
-    return target
-
-
-def _login_form(error: str | None, status: int, **headers: str) -> tuple[str, int, dict[str, str]]:
-    import secrets
-
-    session.setdefault("csrf", secrets.token_urlsafe(32))
-    target = _safe_next(request.values.get("next"))
-    page = render(_LOGIN_PAGE, error=error, csrf=session["csrf"], next=target)
-    return page, status, headers
-
-
-@auth.get("/login")
-@public
-def login_page() -> Any:
-    if not current_app.config.get("TOKEN"):
-        return redirect("/")
-    return _login_form(None, 200)
-
-
-@auth.post("/login")
-@public
-@form_ok
-def login() -> Any:
-    """Sign in with the token: an HTML form (with its CSRF field) or ``{"token": ...}``."""
-    token = str(current_app.config.get("TOKEN") or "")
-    as_json = request.mimetype == "application/json"
-    if as_json:
-        given = (request.get_json(silent=True) or {}).get("token")
-    else:
-        csrf = session.get("csrf")
-        if not csrf or not hmac.compare_digest(str(request.form.get("csrf", "")), csrf):
-            raise Forbidden("the sign-in form expired; reload /login and try again", field="csrf")
-        given = request.form.get("token")
-    try:
-        right = bool(token) and _check_token(given if isinstance(given, str) else None, token,
-                                             "token")  # fmt: skip
-    except TooManyAttempts as exc:
-        if as_json:
-            raise
-        wait = str(exc.retry_after)
-        message = f"Too many wrong tokens from this address; try again in {wait} s."
-        return _login_form(message, 429, **{"Retry-After": wait})
-    if not right:
-        if as_json:
-            raise Unauthorized("wrong access token", field="token")
-        return _login_form("Wrong access token.", 401)
-    session.clear()
-    session["auth"] = _session_mark(token)
-    if as_json:
-        return {"ok": True}
-    return redirect(_safe_next(request.form.get("next")))
-
-
-@auth.post("/logout")
-def logout() -> Any:
-    session.clear()
-    return {"ok": True}

@@ -41,7 +41,6 @@ from tracker.web.plumbing.params import (
     list_arg,
     optional_int_arg,
 )
-from tracker.web.plumbing.security import public
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -115,9 +114,8 @@ def _asdicts(items: list[Any]) -> list[dict[str, Any]]:
 
 
 @bp.get("/health")
-@public
 def health() -> Any:
-    return {"ok": True, "schema": SCHEMA_HEAD, "auth": bool(current_app.config.get("TOKEN"))}
+    return {"ok": True, "schema": SCHEMA_HEAD, "auth": not current_app.config["NO_AUTH"]}
 
 
 @bp.get("/projects")

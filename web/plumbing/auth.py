@@ -1,0 +1,275 @@
+"""Who is asking: access tokens, sign-in sessions, and the login and logout views.
+
+A request is authenticated by one of:
+
+* ``Authorization: Bearer <token>``: the token configured at start (``--token`` /
+  ``TRACKER_TOKEN``, compared in constant time; it has the ``admin`` scope) or a token
+  stored with ``tracker token create`` (its own scope). A header that is present but
+  wrong is a wrong token: the cookie is then not looked at.
+* the session cookie set by ``/login``: it carries only a random session id (256 bits)
+  and a random CSRF value, signed with the installation secret of the store (random,
+  never derived from a token). The session row on the server says which token signed in
+  and until when; ``/logout`` revokes it, and so does revoking the token. A cookie from
+  ``/login`` therefore tells nothing about the token: there is nothing to guess offline.
+
+Wrong tokens (header, form, JSON or the ``?token=`` of a login link) are counted per
+client address (:mod:`~tracker.web.plumbing.login_limit`): too many -> 429. With
+``NO_AUTH`` (``--no-auth``, loopback only) every request has the ``admin`` scope.
+
+``identity()`` answers the request's scope (``"log"``, ``"admin"``) or None; the guard in
+:mod:`~tracker.web.plumbing.security` compares it with the route's scope. The token is
+never logged, echoed or put in a page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from flask import Blueprint, Flask, current_app, g, redirect, request, session
+from flask import render_template_string as render
+
+from tracker.store import tokens
+from tracker.web.plumbing.context import state
+from tracker.web.plumbing.errors import Forbidden, TooManyAttempts, Unauthorized
+from tracker.web.plumbing.login_limit import FailureLimit
+
+__all__ = ["ADMIN", "LOG", "bp", "identity", "install", "safe_next", "token_matches"]
+
+LOG, ADMIN = "log", "admin"
+
+
+def token_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison (the time does not depend on where the strings differ)."""
+    if not given:
+        return False
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def _configured_mark(secret_key: str, token: str) -> str:
+    # Ties a session made with the configured token to that token: a new token, a new
+    # mark, and the old sessions stop working. Keyed with the installation secret.
+    return hmac.new(
+        secret_key.encode("utf-8"), b"tracker-configured-token:" + token.encode("utf-8"),
+        hashlib.sha256,
+    ).hexdigest()  # fmt: skip
+
+
+# ------------------------------------------------------------------ who is asking
+
+
+def _limit() -> FailureLimit:
+    return current_app.extensions["tracker_login_limit"]  # type: ignore[no-any-return]
+
+
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+def _refuse_if_limited(field: str) -> None:
+    """Raise TooManyAttempts while this client must wait after too many wrong tokens."""
+    limit = _limit()
+    wait = limit.retry_after(_client(), limit.clock())
+    if wait is not None:
+        raise TooManyAttempts(
+            f"too many wrong access tokens from this address; try again in {wait} s",
+            retry_after=wait,
+            field=field,
+        )
+
+
+def check_token(given: str | None, field: str) -> tuple[str, int | None] | None:
+    """(scope, stored token id or None for the configured token) of ``given``, or None
+    for a wrong token (counted against this client).
+
+    Raises:
+        TooManyAttempts (429): this client sent too many wrong tokens lately.
+        StoreUnavailable (503): the store cannot be reached.
+    """
+    _refuse_if_limited(field)
+    if given:
+        configured = current_app.config.get("TOKEN")
+        if configured and token_matches(given, configured):
+            return ADMIN, None
+        stored = tokens.verify_token(state().store, given)
+        if stored is not None:
+            return stored.scope, stored.id
+    _limit().failed(_client(), _limit().clock())
+    return None
+
+
+def identity() -> str | None:
+    """The scope of the current request (``"log"`` or ``"admin"``), or None when it is not
+    authenticated. Worked out once per request.
+
+    Raises:
+        TooManyAttempts (429), StoreUnavailable (503): see :func:`check_token`.
+    """
+    if "tracker_scope" not in g:
+        g.tracker_scope = _identify()
+    return g.tracker_scope  # type: ignore[no-any-return]
+
+
+def _identify() -> str | None:
+    if current_app.config["NO_AUTH"]:
+        return ADMIN
+    header = request.headers.get("Authorization", "")
+    if header:
+        scheme, _, value = header.partition(" ")
+        given = value.strip() if scheme.lower() == "bearer" else None
+        found = check_token(given, "Authorization")
+        return found[0] if found else None
+    sid = session.get("sid")
+    if not isinstance(sid, str) or not sid:
+        return None
+    live = tokens.get_session(state().store, sid)
+    if live is None:
+        return None
+    if live.token_id is None:
+        mark = current_app.extensions.get("tracker_configured_mark")
+        if not mark or not hmac.compare_digest(live.configured_mark or "", mark):
+            return None  # made with a configured token that has changed since
+    return live.scope
+
+
+def _start_session(scope: str, token_id: int | None) -> None:
+    old = session.get("sid")
+    store = state().store
+    if isinstance(old, str) and old:
+        tokens.revoke_session(store, old)
+    mark = None if token_id is not None else current_app.extensions["tracker_configured_mark"]
+    sid = tokens.create_session(
+        store, scope, lifetime_s=float(current_app.config["SESSION_LIFETIME_S"]),
+        token_id=token_id, configured_mark=mark,
+    )  # fmt: skip
+    session.clear()
+    session["sid"] = sid
+
+
+# ---------------------------------------------------------------------- redirects
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_KEEP = "/?&=#%:@!$'()*+,;~-._"  # characters a path and query may keep as they are
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in: ``target`` if it stays on this site, else ``/``.
+
+    Refused: anything with a control character (browsers drop tabs and newlines inside
+    URLs, so ``/\\t/evil`` becomes ``//evil``) or a backslash (read as ``/``), anything not
+    starting with one ``/`` once surrounding spaces are stripped, and anything with a
+    scheme or host after parsing. What passes is returned percent-encoded.
+    """
+    if not target or _CONTROL.search(target) or "\\" in target:
+        return "/"
+    text = target.strip(" ")
+    if not text.startswith("/") or text.startswith("//"):
+        return "/"
+    parts = urlsplit(text)
+    if parts.scheme or parts.netloc:
+        return "/"
+    return quote(text, safe=_KEEP)
+
+
+# --------------------------------------------------------------------- the views
+
+bp = Blueprint("auth", __name__)
+
+_LOGIN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in - tracker</title></head>
+<body style="font-family: sans-serif; max-width: 24rem; margin: 4rem auto">
+<h1>tracker</h1>
+{% if error %}<p role="alert" style="color: #b00020">{{ error }}</p>{% endif %}
+<form method="post" action="/login">
+  <input type="hidden" name="csrf" value="{{ csrf }}">
+  <input type="hidden" name="next" value="{{ next }}">
+  <label>Access token <input type="password" name="token" autocomplete="current-password"
+    autofocus required></label>
+  <button type="submit">Sign in</button>
+</form></body></html>"""
+
+
+def _login_form(error: str | None, status: int, **headers: str) -> tuple[str, int, dict[str, str]]:
+    session.setdefault("csrf", secrets.token_urlsafe(32))
+    target = safe_next(request.values.get("next"))
+    page = render(_LOGIN_PAGE, error=error, csrf=session["csrf"], next=target)
+    return page, status, headers
+
+
+def _too_many(exc: TooManyAttempts) -> tuple[str, int, dict[str, str]]:
+    wait = str(exc.retry_after)
+    message = f"Too many wrong tokens from this address; try again in {wait} s."
+    return _login_form(message, 429, **{"Retry-After": wait})
+
+
+@bp.get("/login")
+def login_page() -> Any:
+    """The sign-in form; ``/login?token=...`` (the link ``tracker ui`` prints) signs in
+    with that token and redirects, so the token does not stay in the address bar."""
+    if current_app.config["NO_AUTH"]:
+        return redirect("/")
+    given = request.args.get("token")
+    if given is None:
+        return _login_form(None, 200)
+    try:
+        found = check_token(given, "token")
+    except TooManyAttempts as exc:
+        return _too_many(exc)
+    if found is None:
+        return _login_form("Wrong access token.", 401)
+    _start_session(*found)
+    return redirect(safe_next(request.args.get("next")))
+
+
+@bp.post("/login")
+def login() -> Any:
+    """Sign in with a token: an HTML form (with its CSRF field) or ``{"token": ...}``."""
+    as_json = request.mimetype == "application/json"
+    if as_json:
+        body = request.get_json(silent=True)
+        given = body.get("token") if isinstance(body, dict) else None
+    else:
+        csrf = session.get("csrf")
+        if not csrf or not hmac.compare_digest(str(request.form.get("csrf", "")), csrf):
+            raise Forbidden("the sign-in form expired; reload /login and try again", field="csrf")
+        given = request.form.get("token")
+    try:
+        found = check_token(given if isinstance(given, str) else None, "token")
+    except TooManyAttempts as exc:
+        if as_json:
+            raise
+        return _too_many(exc)
+    if found is None:
+        if as_json:
+            raise Unauthorized("wrong access token", field="token")
+        return _login_form("Wrong access token.", 401)
+    _start_session(*found)
+    if as_json:
+        return {"ok": True}
+    return redirect(safe_next(request.form.get("next")))
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    """End this sign-in on the server: the session row is revoked, the cookie cleared."""
+    sid = session.get("sid")
+    if isinstance(sid, str) and sid:
+        tokens.revoke_session(state().store, sid)
+    session.clear()
+    return {"ok": True}
+
+
+def install(app: Flask) -> None:
+    """The wrong-token counter, the configured token's session mark and the views."""
+    cfg = app.config
+    app.extensions["tracker_login_limit"] = FailureLimit(
+        int(cfg.get("LOGIN_MAX_FAILURES", 10)), float(cfg.get("LOGIN_WINDOW_S", 300.0))
+    )
+    token = cfg.get("TOKEN")
+    if token:
+        app.extensions["tracker_configured_mark"] = _configured_mark(cfg["SECRET_KEY"], token)
+    app.register_blueprint(bp)
