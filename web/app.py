@@ -31,6 +31,7 @@ from tracker.web.core.ingest import MetricIngest
 from tracker.web.plumbing import security
 from tracker.web.plumbing.context import AppState
 from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
+from tracker.web.plumbing.params import IdConverter
 
 __all__ = ["DEFAULTS", "create_app"]
 
@@ -84,6 +85,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if cfg["ALLOWED_HOSTS"] is None:
         cfg["ALLOWED_HOSTS"] = security.default_allowed_hosts(cfg["BIND_HOST"])
     app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
+    app.url_map.converters["int"] = IdConverter  # ids past the store's range: 404, not 500
     app.json = TrackerJSONProvider(app)
 
     store = Store(cfg["STORE_URI"])
