@@ -11,7 +11,8 @@ Config keys (all optional):
 ``LOG_ROOT``         directory served under ``/api/v1/files/logs/`` (default ``./.tracker/logs``)
 ``SECRET_KEY``       signs the session cookie (default: derived from the token, so every
                      gunicorn worker and restart agrees; random when there is no token)
-``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (compressed / inflated)
+``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (as sent / inflated;
+                     8 MiB each; a larger body is a 413 envelope)
 
 Nothing is module-global: each app owns its Store, its caches and its roots.
 """
@@ -43,8 +44,10 @@ DEFAULTS: dict[str, Any] = {
     "CHECKPOINT_ROOTS": None,
     "LOG_ROOT": None,
     "SECRET_KEY": None,
-    "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
-    "MAX_INFLATED_BYTES": 512 * 1024 * 1024,
+    # A JSON body costs ~20x its size in Python objects while parsed; the HTTP sink sends
+    # metric batches of at most 20,000 points (< 6 MiB even with 250-character keys).
+    "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
+    "MAX_INFLATED_BYTES": 8 * 1024 * 1024,
     "SESSION_COOKIE_NAME": "tracker_session",
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",

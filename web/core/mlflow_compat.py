@@ -32,6 +32,7 @@ from tracker.rules.config import flatten
 from tracker.rules.ids import ascii_int, in_int64, parse_id
 from tracker.rules.keys import check_key
 from tracker.rules.tags import join_tag, split_tag, tag_key
+from tracker.web.core.ingest import MAX_RECORDS
 
 __all__ = [
     "DEFAULT_EXPERIMENT_ID",
@@ -77,7 +78,7 @@ MAX_RUN_NAME_LENGTH = 250  # runs.name
 MAX_STEP = 2**62
 MAX_PAGE_TOKEN = 2**62  # offsets and steps: past any page this server can have
 MAX_FILTER_LENGTH = 1000  # an experiments/search filter (a name is at most 200 characters)
-MAX_ITEMS = 1_000_000  # metrics per log-batch (the tracker's ingest limit)
+MAX_ITEMS = MAX_RECORDS  # metrics per log-batch (the tracker's ingest limit)
 MAX_META_ITEMS = 10_000  # params or tags per log-batch
 
 _TO_MLFLOW_STATUS = {
@@ -121,6 +122,7 @@ _CODE_MAP = {
     "unsupported_media_type": "BAD_REQUEST",
     "payload_too_large": "BAD_REQUEST",
     "request_entity_too_large": "BAD_REQUEST",
+    "too_many_keys": "INVALID_PARAMETER_VALUE",
     "bad_request": "BAD_REQUEST",
 }
 
