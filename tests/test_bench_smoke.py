@@ -102,3 +102,13 @@ def test_bench_queue_quick_reports_every_field(tmp_path: Path) -> None:
     assert throughput["cpu_ms_per_job"]["postgres"] is None  # SQLite has no server
     assert "skipped" in doc["results"]["postgres"]  # no server URL given to the subprocess
     assert doc["targets"]["sqlite_latency_median_s"]["value"] == sqlite["latency"]["median_s"]
+
+
+def test_bench_abuse_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_abuse.py", tmp_path)
+    assert doc["benchmark"] == "abuse"
+    for upload in ("gzip_body", "zip_bomb"):
+        result = doc[upload]
+        _positive(result, "body_mib", "inflated_mib", "health_probes", "health_p50_ms",
+                  "health_p99_ms", "rss_before_mib", "rss_peak_mib")  # fmt: skip
+        assert result["upload_status"] != 200

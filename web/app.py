@@ -21,7 +21,8 @@ Config keys (all optional):
                      random and made once, so every gunicorn worker and restart agrees;
                      never derived from a token)
 ``SESSION_LIFETIME_S`` how long a sign-in lasts (default 7 days; signing out ends it)
-``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (compressed / inflated)
+``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (as sent / inflated;
+                     8 MiB each; a larger body is a 413 envelope)
 
 Nothing is module-global: each app owns its Store, its caches and its roots.
 """
@@ -40,6 +41,7 @@ from tracker.web.core.ingest import MetricIngest
 from tracker.web.plumbing import files, security
 from tracker.web.plumbing.context import AppState
 from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
+from tracker.web.plumbing.params import IdConverter
 
 __all__ = ["DEFAULTS", "create_app"]
 
@@ -52,8 +54,10 @@ DEFAULTS: dict[str, Any] = {
     "CHECKPOINT_ROOTS": None,
     "LOG_ROOT": None,
     "SECRET_KEY": None,
-    "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
-    "MAX_INFLATED_BYTES": 512 * 1024 * 1024,
+    # A JSON body costs ~20x its size in Python objects while parsed; the HTTP sink sends
+    # metric batches of at most 20,000 points (< 6 MiB even with 250-character keys).
+    "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
+    "MAX_INFLATED_BYTES": 8 * 1024 * 1024,
     "SESSION_COOKIE_NAME": "tracker_session",
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
@@ -92,6 +96,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if cfg["ALLOWED_HOSTS"] is None:
         cfg["ALLOWED_HOSTS"] = security.default_allowed_hosts(cfg["BIND_HOST"])
     app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
+    app.url_map.converters["int"] = IdConverter  # ids past the store's range: 404, not 500
     app.json = TrackerJSONProvider(app)
 
     home = Path.cwd() / ".tracker"

@@ -225,7 +225,7 @@ def test_field_name_and_str() -> None:
         'config.optimizer == "adam" and metrics.val/acc > 0.9 and status != failed',
         "(status == a or status == b) and not (config.x == 1 or config.y < -2.5e-07)",
         "not not tags contains 'x y' or (duration > 1h and created > 2024-01-01)",
-        'metrics."val acc" in (1, 2.5) and config."a b" == null and id in (1, "x")',
+        'metrics."val acc" in (1, 2.5) and config."a b" == null and id in (1, 7)',
         r'name ~ "quote \" and \\ and é and \u0001"',
     ],
 )
@@ -247,3 +247,34 @@ def test_ast_is_frozen_and_hashable() -> None:
     assert hash(tree) == hash(parse_query("status == a and config.x in (1, 2)"))
     with pytest.raises(AttributeError):
         tree.items = ()  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("config.a = " + "9" * 30, "is out of range: integers go from"),
+        ("config.a = -9223372036854775809", "is out of range: integers go from"),
+        ("config.a = " + "9" * 5000, "is out of range: integers go from"),
+        ("duration > " + "9" * 20, "is out of range: integers go from"),
+        ("id == 2147483648", "id compares with run ids (integers 0 to 2147483647)"),
+        ("id in (1, x)", "id compares with run ids"),
+        ("id == null", "id compares with run ids"),
+        ("created > 0001-01-01", "date 0001-01-01 is out of range"),
+    ],
+)
+def test_values_out_of_range_are_query_errors(text: str, detail: str) -> None:
+    with pytest.raises(QueryError, match="position ") as info:
+        parse_query(text)
+    assert detail in info.value.detail
+
+
+def test_values_at_the_edges_of_their_range_parse() -> None:
+    top = parse_query('config.a = 9223372036854775807 and id == 2147483647 and id == "5"')
+    assert top == And(
+        (
+            Compare(cfg("a"), "==", 2**63 - 1),
+            Compare(attr("id"), "==", 2**31 - 1),
+            Compare(attr("id"), "==", 5),
+        )
+    )
+    assert parse_query("config.a = 1e30") == Compare(cfg("a"), "==", 1e30)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from werkzeug.routing import Rule
+from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import MUTATING, TOKEN, envelope, error_of, has
 from tracker.errors import StoreUnavailable
@@ -25,8 +25,7 @@ def fill(rule: Rule) -> str:
     """A URL for the rule with ids that do not exist."""
     values = {}
     for arg, converter in rule._converters.items():
-        kind = type(converter).__name__
-        values[arg] = 987654 if kind == "IntegerConverter" else "nope"
+        values[arg] = 987654 if isinstance(converter, IntegerConverter) else "nope"
     return rule.build(values, append_unknown=False)[1]
 
 

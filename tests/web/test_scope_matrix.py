@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from werkzeug.routing import Rule
+from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import MUTATING, error_of, has
 from tracker.store import Store
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _url(rule: Rule) -> str:
-    values = {arg: 987654 if type(c).__name__ == "IntegerConverter" else "x"
+    values = {arg: 987654 if isinstance(c, IntegerConverter) else "x"
               for arg, c in rule._converters.items()}  # fmt: skip
     return rule.build(values, append_unknown=False)[1]
 

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 from flask import Flask
-from werkzeug.routing import Rule
+from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import envelope
 from tracker.cli import main
@@ -30,7 +30,7 @@ SECRET = "s3cr3t-value"
 
 
 def _url(rule: Rule, ids: dict[str, int]) -> str:
-    values = {arg: ids.get(arg, 1) if type(c).__name__ == "IntegerConverter" else "x"
+    values = {arg: ids.get(arg, 1) if isinstance(c, IntegerConverter) else "x"
               for arg, c in rule._converters.items()}  # fmt: skip
     return rule.build(values, append_unknown=False)[1]
 

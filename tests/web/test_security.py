@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from werkzeug.routing import Rule
+from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
@@ -38,7 +38,7 @@ def mutating_routes(app: Flask) -> Iterator[tuple[str, str]]:
 
 
 def _url(rule: Rule) -> str:
-    values = {arg: 1 if type(c).__name__ == "IntegerConverter" else "x"
+    values = {arg: 1 if isinstance(c, IntegerConverter) else "x"
               for arg, c in rule._converters.items()}  # fmt: skip
     return rule.build(values, append_unknown=False)[1]
 

@@ -12,7 +12,8 @@ connection is refused, i.e. when the server certainly did not receive it.
 
 Bodies are JSON, gzip-compressed above 1 KiB; NaN and ±Inf travel as "NaN", "Infinity" and
 "-Infinity" (the wire form of :mod:`tracker.rules.jsonvalues`). ``TRACKER_TOKEN`` (or
-``token=``) is sent as ``Authorization: Bearer``.
+``token=``) is sent as ``Authorization: Bearer``. A metric batch goes out in requests of at
+most ``MAX_POINTS_PER_REQUEST`` points, well inside the server's body limit (8 MiB).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _ERRORS: dict[str, type[TrackerError]] = {
 }
 _RETRY_STATUS = (408, 429)
 _COMPRESS_MIN = 1024
+MAX_POINTS_PER_REQUEST = 20_000  # < 6 MiB of JSON even with 250-character keys
 _RUN_FIELDS = set(RunInfo.__dataclass_fields__)
 _CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
 
@@ -168,8 +170,10 @@ class HttpSink:
         return _run(self._call("POST", f"/runs/{run_id}/start", body, idempotent=True))
 
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
-        # No retry here: the writer keeps the batch, backs off and spills.
-        self._send("POST", f"/runs/{run_id}/metrics", {"records": records})
+        # No retry here: the writer keeps the batch, backs off and spills (the server's
+        # writes are idempotent, so the parts sent before a failure may be sent again).
+        for part in _parts(records, MAX_POINTS_PER_REQUEST):
+            self._send("POST", f"/runs/{run_id}/metrics", {"records": part})
 
     def settle(self) -> None:
         """Nothing to do: the server refreshes chart rollups as each batch arrives."""
@@ -203,6 +207,22 @@ class HttpSink:
 
     def close(self) -> None:
         """Nothing to release: every request uses its own connection."""
+
+
+def _parts(records: Sequence[Record], most: int) -> list[Sequence[Record]]:
+    """``records`` cut into consecutive runs of at most ``most`` points (a record with more
+    keys than that goes alone)."""
+    parts: list[Sequence[Record]] = []
+    start, points = 0, 0
+    for index, record in enumerate(records):
+        n = len(record[2])
+        if points and points + n > most:
+            parts.append(records[start:index])
+            start, points = index, 0
+        points += n
+    if start < len(records) or not parts:
+        parts.append(records[start:])
+    return parts
 
 
 def _number(value: Any) -> Any:

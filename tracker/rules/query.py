@@ -27,6 +27,7 @@ from difflib import get_close_matches
 from typing import Literal
 
 from tracker.errors import InvalidInput
+from tracker.rules.ids import MAX_ID, MAX_INT64, MIN_INT64, parse_id
 from tracker.rules.units import DurationError, parse_duration
 
 __all__ = [
@@ -47,7 +48,9 @@ __all__ = [
 
 ATTRIBUTES = ("status", "name", "project", "tags", "host", "created", "duration", "id")
 MAX_QUERY_LENGTH = 10_000
-MAX_DEPTH = 50
+# Nested groups and negations: SQLite's parser overflows its stack (a driver error) at about
+# 30 nested parenthesized groups of the translated SQL, so the limit keeps a margin below that.
+MAX_DEPTH = 20
 
 FieldKind = Literal["config", "metrics", "attr"]
 Scalar = str | int | float | bool | None
@@ -175,13 +178,27 @@ def _read_atom(text: str, start: int) -> _Token:
     raw = m.group() if m else text[start]
     end = start + len(raw)
     if _NUMBER.fullmatch(raw):
-        number: int | float = int(raw) if _INT.fullmatch(raw) else float(raw)
-        if isinstance(number, float) and not math.isfinite(number):
-            raise QueryError(start, f"number {raw} is out of range; use a finite number")
-        return _Token("number", raw, number, start, end)
+        return _Token("number", raw, _number(raw, start), start, end)
     if raw.lower() in _KEYWORDS:
         return _Token("keyword", raw, raw.lower(), start, end)
     return _Token("word", raw, raw, start, end)
+
+
+def _number(raw: str, start: int) -> int | float:
+    """An integer within the signed 64-bit range both stores bind, or a finite float."""
+    if not _INT.fullmatch(raw):
+        number = float(raw)
+        if not math.isfinite(number):
+            raise QueryError(start, f"number {raw} is out of range; use a finite number")
+        return number
+    # int() of thousands of digits is slow (and past 4300 a ValueError): count them first.
+    if len(raw.lstrip("+-")) > 19 or not MIN_INT64 <= int(raw) <= MAX_INT64:
+        raise QueryError(
+            start,
+            f"integer {raw[:30]}{'...' if len(raw) > 30 else ''} is out of range: integers go "
+            f"from {MIN_INT64} to {MAX_INT64} (write larger numbers as floats, e.g. 1e30)",
+        )
+    return int(raw)
 
 
 def _tokenize(text: str) -> list[_Token]:
@@ -440,7 +457,21 @@ def _coerce(tok: _Token, field: Field, kind: str) -> Scalar:
         return _duration_value(tok)
     if kind == "date":
         return _date_value(tok)
+    if field == _ID_FIELD:
+        return _id_value(tok, scalar)
     return scalar
+
+
+_ID_FIELD = Field("attr", ("id",))
+
+
+def _id_value(tok: _Token, value: Scalar) -> int:
+    """Run ids are integers within the id range of the store (see ``tracker.rules.ids``)."""
+    if isinstance(value, str):  # id == "42" (a quoted id) is the id 42
+        value = parse_id(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID:
+        return value
+    raise QueryError(tok.pos, f"id compares with run ids (integers 0 to {MAX_ID}), got {tok.text}")
 
 
 def _duration_value(tok: _Token) -> float | int:
@@ -462,12 +493,18 @@ def _date_value(tok: _Token) -> str | int | float:
         return tok.value  # type: ignore[return-value]
     text = str(tok.value)
     try:
-        datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text)
     except ValueError:
         raise QueryError(
             tok.pos,
             f"created compares with a date like 2024-05-01 or 2024-05-01T12:00 "
             f"(or unix seconds), got {tok.text}",
+        ) from None
+    try:  # the store compares unix seconds (naive dates are local time)
+        when.timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise QueryError(
+            tok.pos, f"date {tok.text} is out of range: use a date from year 2 to 9998"
         ) from None
     return text
 

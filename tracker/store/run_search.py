@@ -191,15 +191,20 @@ class _Translator:
         self.dialect = dialect
         self.key_ids = key_ids
 
-    def node(self, node: Node) -> Any:
-        if isinstance(node, And):
-            return sa.and_(*(self.node(n) for n in node.items))
-        if isinstance(node, Or):
-            return sa.or_(*(self.node(n) for n in node.items))
+    def node(self, node: Node, negate: bool = False) -> Any:
+        """The WHERE condition of ``node`` (of ``not node`` when ``negate``).
+
+        Negations are pushed down to the comparisons (De Morgan), so a chain of ``not``
+        adds no nesting to the SQL: SQLite's parser overflows its stack at about 30 nested
+        groups. A comparison that is unknown (a missing key) counts as false under ``not``.
+        """
+        if isinstance(node, And | Or):
+            items = [self.node(n, negate) for n in node.items]
+            return sa.or_(*items) if isinstance(node, And) == negate else sa.and_(*items)
         if isinstance(node, Not):
-            # NULL-safe: a comparison that is unknown (missing key) counts as false.
-            return sa.not_(sa.func.coalesce(self.node(node.item), sa.false()))
-        return self.compare(node)
+            return self.node(node.item, not negate)
+        expr = self.compare(node)
+        return sa.not_(sa.func.coalesce(expr, sa.false())) if negate else expr
 
     def compare(self, c: Compare) -> Any:
         if c.op == "in":

@@ -6,12 +6,21 @@ Metric batches are ``{"records": [[step, wall_ms, {key: value}], ...]}`` -- the 
 ``Record`` tuples as JSON arrays. Values are JSON numbers; NaN and ±Inf travel as the strings
 ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (or ``null`` for NaN), since JSON has no such numbers
 (the wire form of :mod:`tracker.rules.jsonvalues`).
+
+Limits, all checked on the parsed JSON before a key is interned or a point row is built (the
+body itself is bounded while it is inflated, see ``tracker.web.plumbing.params``):
+``MAX_RECORDS`` records and ``MAX_KEYS_PER_REQUEST`` distinct metric keys per request (400
+``invalid_input``), and ``MAX_KEYS_PER_RUN`` distinct keys per run (400 ``too_many_keys``,
+naming the run, the count and the limit). The per-run count is read from the store when a
+batch brings keys this process has not seen for the run; two processes adding keys to one run
+at the same moment can pass the limit by what each adds (a bound, not a quota).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tracker.entities import FINAL_RUN_STATUSES
@@ -25,7 +34,12 @@ from tracker.web.core.fields import body_field
 
 __all__ = [
     "CHECKPOINT_STATES",
+    "MAX_KEYS_PER_REQUEST",
+    "MAX_KEYS_PER_RUN",
+    "MAX_RECORDS",
+    "MetricBatch",
     "MetricIngest",
+    "TooManyKeys",
     "checkpoint_args",
     "create_run_args",
     "event_args",
@@ -34,8 +48,27 @@ __all__ = [
 ]
 
 CHECKPOINT_STATES = ("ok", "missing", "corrupt")
-MAX_RECORDS = 1_000_000
+MAX_RECORDS = 100_000  # per request; the HTTP sink sends at most 20,000 points per request
+MAX_KEYS_PER_REQUEST = 10_000  # distinct metric keys in one request
+MAX_KEYS_PER_RUN = 10_000  # distinct metric keys one run may have
 MAX_STEP = 2**62
+_RUN_KEYS_CACHED = 1024  # runs whose key names a process keeps to check MAX_KEYS_PER_RUN
+
+
+class TooManyKeys(InvalidInput):
+    """A batch would give a run more than ``MAX_KEYS_PER_RUN`` distinct metric keys."""
+
+    code = "too_many_keys"
+
+
+@dataclass(frozen=True)
+class MetricBatch:
+    """A checked batch: the run exists, every record has the right shape, the key limits
+    hold. Only :meth:`MetricIngest.store` writes it."""
+
+    run_id: int
+    records: list[Any]
+    names: frozenset[str]
 
 
 class MetricIngest:
@@ -46,13 +79,22 @@ class MetricIngest:
         self.store = store
         self._key_ids: dict[str, int] = {}
         self._known_runs: set[int] = set()
+        self._run_keys: dict[int, set[str]] = {}  # keys each run is known to have
 
     def write(self, run_id: int, body: Mapping[str, Any]) -> int:
-        """Store a batch; returns the number of points.
+        """Check and store a batch; returns the number of points.
+
+        Raises: as :meth:`check` and :meth:`store`.
+        """
+        return self.store_batch(self.check(run_id, body))
+
+    def check(self, run_id: int, body: Mapping[str, Any]) -> MetricBatch:
+        """Everything that can refuse a batch, before anything is written.
 
         Raises:
             NotFound (404): no such run.
-            InvalidInput / InvalidMetricKey / InvalidMetricValue (400): naming the record.
+            InvalidInput / InvalidMetricKey (400): naming the record, or a limit passed.
+            TooManyKeys (400 ``too_many_keys``): the run would pass ``MAX_KEYS_PER_RUN``.
             StoreUnavailable (503): the database is unreachable; the client retries.
         """
         records = body.get("records")
@@ -61,12 +103,56 @@ class MetricIngest:
                 "records must be a list of [step, wall_ms, {key: value}]", field="records"
             )
         if len(records) > MAX_RECORDS:
-            raise InvalidInput(f"at most {MAX_RECORDS} records per request", field="records")
+            raise InvalidInput(
+                f"{len(records)} records in one request; at most {MAX_RECORDS} are allowed",
+                field="records",
+            )
+        names = _check_records(records)
+        if len(names) > MAX_KEYS_PER_REQUEST:
+            raise InvalidInput(
+                f"{len(names)} distinct metric keys in one request; at most "
+                f"{MAX_KEYS_PER_REQUEST} are allowed",
+                field="records",
+            )
         self.require_run(run_id)
-        self._intern(_check_records(records))
-        rows, last = self._rows(run_id, records)
+        self._check_run_keys(run_id, names)
+        for name in names:
+            if name not in self._key_ids:
+                check_key(name)
+        return MetricBatch(run_id, records, frozenset(names))
+
+    def store_batch(self, batch: MetricBatch) -> int:
+        """Store a checked batch; returns the number of points.
+
+        Raises:
+            InvalidMetricValue (400): a value that is no number (nothing is stored).
+            StoreUnavailable (503): the database is unreachable; the client retries.
+        """
+        self._intern(batch.names)
+        rows, last = self._rows(batch.run_id, batch.records)
         self.store.write_points(rows, last)
+        known = self._run_keys.get(batch.run_id)
+        if known is not None:
+            known.update(batch.names)
         return len(rows)
+
+    def _check_run_keys(self, run_id: int, names: set[str]) -> None:
+        known = self._run_keys.get(run_id)
+        if known is not None and names <= known:
+            return
+        known = set(self.store.metric_keys(run_id))
+        self._run_keys.pop(run_id, None)
+        if len(self._run_keys) >= _RUN_KEYS_CACHED:  # forget the least recently read run
+            del self._run_keys[next(iter(self._run_keys))]
+        self._run_keys[run_id] = known
+        count = len(known | names)
+        if count > MAX_KEYS_PER_RUN:
+            raise TooManyKeys(
+                f"run {run_id} would have {count} distinct metric keys; at most "
+                f"{MAX_KEYS_PER_RUN} are allowed per run ({len(names - known)} new in this "
+                "request)",
+                field="records",
+            )
 
     def require_run(self, run_id: int) -> None:
         """Raises NotFound (404) when there is no run ``run_id``."""
@@ -74,10 +160,8 @@ class MetricIngest:
             self.store.get_run(run_id)
             self._known_runs.add(run_id)
 
-    def _intern(self, names: set[str]) -> None:
+    def _intern(self, names: frozenset[str]) -> None:
         missing = [n for n in names if n not in self._key_ids]
-        for name in missing:
-            check_key(name)
         if missing:
             self._key_ids.update(self.store.intern_keys(missing))
 

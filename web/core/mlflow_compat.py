@@ -29,8 +29,10 @@ from tracker.entities import MetricSummary, RunInfo, RunMeta
 from tracker.errors import TrackerError
 from tracker.rules import jsonvalues
 from tracker.rules.config import flatten
+from tracker.rules.ids import ascii_int, in_int64, parse_id
 from tracker.rules.keys import check_key
 from tracker.rules.tags import join_tag, split_tag, tag_key
+from tracker.web.core.ingest import MAX_RECORDS
 
 __all__ = [
     "DEFAULT_EXPERIMENT_ID",
@@ -74,7 +76,9 @@ MAX_TAG_LENGTH = 8000
 MAX_NAME_LENGTH = 200  # projects.name
 MAX_RUN_NAME_LENGTH = 250  # runs.name
 MAX_STEP = 2**62
-MAX_ITEMS = 1_000_000  # metrics per log-batch (the tracker's ingest limit)
+MAX_PAGE_TOKEN = 2**62  # offsets and steps: past any page this server can have
+MAX_FILTER_LENGTH = 1000  # an experiments/search filter (a name is at most 200 characters)
+MAX_ITEMS = MAX_RECORDS  # metrics per log-batch (the tracker's ingest limit)
 MAX_META_ITEMS = 10_000  # params or tags per log-batch
 
 _TO_MLFLOW_STATUS = {
@@ -119,6 +123,7 @@ _CODE_MAP = {
     "unsupported_media_type": "BAD_REQUEST",
     "payload_too_large": "BAD_REQUEST",
     "request_entity_too_large": "BAD_REQUEST",
+    "too_many_keys": "INVALID_PARAMETER_VALUE",
     "bad_request": "BAD_REQUEST",
 }
 
@@ -181,13 +186,18 @@ def optional_int64(value: Any, name: str) -> int | None:
     """``int64`` without a default: ``None`` when absent."""
     if value is None or value == "":
         return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise _invalid(f"{name} must be an integer, not {value!r:.60}", name)
+    number: int | None = None
+    if isinstance(value, str):
+        number = ascii_int(value)  # ASCII only: '²'.isdigit() is true, int('²') fails
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if number is None:
+        raise _invalid(f"{name} must be an integer, not {value!r:.60}", name)
+    if not in_int64(number):
+        raise _invalid(f"{name}={number:.3g} is out of the int64 range", name)
+    return number
 
 
 def run_id_of(body: Mapping[str, Any]) -> int:
@@ -201,13 +211,14 @@ def run_id_of(body: Mapping[str, Any]) -> int:
     if raw is None or raw == "":
         raise _invalid("run_id is required", "run_id")
     text = str(raw).strip()
-    if not text.isdigit() or len(text) > 18:
+    run_id = parse_id(text)
+    if run_id is None:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST",
             f"run {text[:64]!r} does not exist: this server's run ids are integers",
             field="run_id",
         )
-    return int(text)
+    return run_id
 
 
 def experiment_id_of(raw: Any) -> int | None:
@@ -217,14 +228,14 @@ def experiment_id_of(raw: Any) -> int | None:
         MlflowError: RESOURCE_DOES_NOT_EXIST for an id that is not an integer.
     """
     text = DEFAULT_EXPERIMENT_ID if raw is None or raw == "" else str(raw).strip()
-    if not text.isdigit() or len(text) > 18:
+    number = parse_id(text)
+    if number is None:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST",
             f"experiment {text[:64]!r} does not exist: this server's experiment ids are "
             "integers (project ids)",
             field="experiment_id",
         )
-    number = int(text)
     return None if number == 0 else number
 
 
@@ -252,10 +263,16 @@ def experiment_filter(text: Any) -> tuple[str | None, str | None]:
     are case-insensitive here).
 
     Raises:
-        MlflowError (INVALID_PARAMETER_VALUE): any other filter.
+        MlflowError (INVALID_PARAMETER_VALUE): any other filter, or one longer than
+            ``MAX_FILTER_LENGTH`` (SQLite refuses LIKE patterns past 50,000 bytes).
     """
     if text is None or (isinstance(text, str) and not text.strip()):
         return None, None
+    if isinstance(text, str) and len(text) > MAX_FILTER_LENGTH:
+        raise _invalid(
+            f"filter has {len(text)} characters; at most {MAX_FILTER_LENGTH} are allowed",
+            "filter",
+        )
     found = _FILTER_RE.match(text) if isinstance(text, str) else None
     if found is None:
         raise _invalid(
@@ -370,13 +387,18 @@ def tags_of(items: Any) -> dict[str, str]:
 
 
 def page_token(raw: Any) -> int:
-    """Page tokens of this server are decimal offsets (or steps); ``0`` when absent."""
+    """Page tokens of this server are decimal offsets (or steps); ``0`` when absent.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): not ASCII digits within ``0..MAX_PAGE_TOKEN``.
+    """
     if raw is None or raw == "":
         return 0
     text = str(raw)
-    if not text.isdigit() or len(text) > 19:
+    number = ascii_int(text) if text.isascii() and text.isdigit() else None
+    if number is None or number > MAX_PAGE_TOKEN:
         raise _invalid(f"page_token {text[:40]!r} is not a token this server issued", "page_token")
-    return int(text)
+    return number
 
 
 # ------------------------------------------------------------------ run metadata

@@ -147,7 +147,7 @@ const Charts = (() => {
     }
     if (!xs.length) return null;
     return {
-      type: "scatter", mode: "markers", name: `${name}: NaN/Inf`, x: xs, y: xs.map(() => 0.97),
+      type: "scatter", mode: "markers", name: T.plotText(`${name}: NaN/Inf`), x: xs, y: xs.map(() => 0.97),
       yaxis: "y3", text, hovertemplate: "%{text}<extra></extra>", showlegend: false,
       marker: { color: NONFINITE_COLOR, symbol: "triangle-down", size: 8, opacity: 0.9 },
       meta: { role: "nonfinite" },
@@ -158,8 +158,9 @@ const Charts = (() => {
    * Traces for one series: band (min trace + max trace filled to it), the last-value line,
    * the smoothed line when smoothing > 0, and the NaN/Inf markers when there are any.
    */
-  function seriesTraces(p, { axis, c, name = p.key, smoothing = 0, band = true, legend = false }) {
+  function seriesTraces(p, { axis, c, name: rawName = p.key, smoothing = 0, band = true, legend = false }) {
     const x = xValues(p, axis);
+    const name = T.plotText(rawName);
     const hover = p.last.map((v, i) => [
       p.min[i] === null ? "–" : T.fmtValue(p.min[i]),
       p.max[i] === null ? "–" : T.fmtValue(p.max[i]),
@@ -177,7 +178,7 @@ const Charts = (() => {
       type: "scatter", mode: "lines", x, y: p.last, name, customdata: hover,
       line: { color: c, width: smoothing ? 1 : 1.6 }, opacity: smoothing ? 0.3 : 1,
       showlegend: legend && !smoothing, legendgroup: name, meta: { role: "last" },
-      hovertemplate: `<b>${escapeHtml(name)}</b> %{customdata[5]}<br>` +
+      hovertemplate: `<b>${name}</b> %{customdata[5]}<br>` +
         "min %{customdata[0]} · max %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]} (%{customdata[4]} points)<extra></extra>",
     });
     if (smoothing) {
@@ -187,13 +188,9 @@ const Charts = (() => {
         meta: { role: "smoothed" },
       });
     }
-    const marks = nonFiniteTrace(p, x, name);
+    const marks = nonFiniteTrace(p, x, rawName);
     if (marks) traces.push(marks);
     return traces;
-  }
-
-  function escapeHtml(text) {
-    return String(text).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
   }
 
   function layout({ axis, logY = false, height = 260, yTitle = "", legend = false, revision = "" }) {
@@ -204,11 +201,11 @@ const Charts = (() => {
       plot_bgcolor: "#ffffff",
       font: { family: "Inter, system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#475569" },
       xaxis: {
-        title: { text: axis.title, font: { size: 11 } }, type: axis.type, gridcolor: "#eef2f7",
+        title: { text: T.plotText(axis.title), font: { size: 11 } }, type: axis.type, gridcolor: "#eef2f7",
         zeroline: false, linecolor: "#cbd5e1", automargin: true,
       },
       yaxis: {
-        title: { text: yTitle, font: { size: 11 } }, type: logY ? "log" : "linear", gridcolor: "#eef2f7",
+        title: { text: T.plotText(yTitle), font: { size: 11 } }, type: logY ? "log" : "linear", gridcolor: "#eef2f7",
         zeroline: false, linecolor: "#cbd5e1", exponentformat: "e", automargin: true,
       },
       yaxis3: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
@@ -221,6 +218,6 @@ const Charts = (() => {
 
   return {
     PLOT_CONFIG, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, stepWindow,
-    seriesTraces, layout, escapeHtml,
+    seriesTraces, layout,
   };
 })();

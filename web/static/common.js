@@ -226,8 +226,19 @@ const T = (() => {
     return h("a", { href: `/runs/${run.id}`, class: "run-link" }, run.name || `run ${run.id}`);
   }
 
+  const PLOT_ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+
+  /**
+   * Text for plotly: it renders names, titles, hover text and tick labels as its own
+   * pseudo-HTML (<a href>, <b>, <br>...), so every user string handed to it (run names,
+   * metric and config keys, config values) goes through here and shows as written.
+   */
+  function plotText(text) {
+    return String(text).replace(/[&<>]/g, (ch) => PLOT_ENTITIES[ch]);
+  }
+
   return {
     ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
-    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, runLink,
+    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, runLink, plotText,
   };
 })();

@@ -153,24 +153,25 @@
     const metric = el("scatter-y").value;
     const target = el("scatter-chart");
     const row = rows.find((r) => r.key === key);
-    if (!row || !metric) { clear(target).append(h("p", { class: "empty" }, "Pick a config key and a metric.")); return; }
+    if (!row || !metric) { Plotly.purge(target); clear(target).append(h("p", { class: "empty" }, "Pick a config key and a metric.")); return; }
     const values = await metricValues(metric);
     const numeric = row.values.every((v, i) => row.missing[i] || v === null || typeof v === "number");
     const points = runs.map((run, i) => ({ run, x: row.missing[i] ? null : row.values[i], y: values.get(run.id) }))
       .filter((p) => p.y !== undefined && p.x !== null && p.x !== undefined);
     const trace = {
       type: "scatter", mode: "markers",
-      x: points.map((p) => (numeric ? p.x : T.fmtConfig(p.x))),
+      x: points.map((p) => (numeric ? p.x : T.plotText(T.fmtConfig(p.x)))),
       y: points.map((p) => p.y),
-      text: points.map((p) => `${p.run.name} #${p.run.id}`),
+      text: points.map((p) => T.plotText(`${p.run.name} #${p.run.id}`)),
       marker: { size: 11, color: points.map((p) => colors.get(p.run.id)), line: { width: 1, color: "#fff" } },
-      hovertemplate: `%{text}<br>${Charts.escapeHtml(key)} = %{x}<br>${Charts.escapeHtml(metric)} = %{y}<extra></extra>`,
+      hovertemplate: `%{text}<br>${T.plotText(key)} = %{x}<br>${T.plotText(metric)} = %{y}<extra></extra>`,
     };
     const axis = { title: key, type: numeric ? "linear" : "category" };
     const lay = Charts.layout({ axis, height: 380, yTitle: metric, revision: `${key}|${metric}` });
     const positive = numeric && points.length > 1 && points.every((p) => p.x > 0);
     const spread = positive ? Math.max(...points.map((p) => p.x)) / Math.min(...points.map((p) => p.x)) : 1;
     if (spread >= 20) Object.assign(lay.xaxis, { type: "log", dtick: "D2" }); // learning rates and the like span decades
+    Plotly.purge(target); // a plot whose nodes were removed would be diffed, not redrawn
     clear(target);
     target.dataset.points = String(points.length);
     await Plotly.react(target, [trace], lay, Charts.PLOT_CONFIG);

@@ -163,10 +163,10 @@ const RunCharts = (() => {
         const { label, device, kind } = gpuLabel(key);
         // The bucket's max: a short allocation peak must not vanish in a wide bucket.
         return {
-          type: "scatter", mode: "lines", name: label, x: Charts.xValues(p, axis),
+          type: "scatter", mode: "lines", name: T.plotText(label), x: Charts.xValues(p, axis),
           y: p.max.map((v) => (v === null ? null : v / GIB)),
           line: { color: Charts.color(devices.indexOf(device), devices.length), dash: KIND_DASH[kind], width: 1.6 },
-          hovertemplate: `${label}: %{y:.3f} GiB<extra></extra>`,
+          hovertemplate: `${T.plotText(label)}: %{y:.3f} GiB<extra></extra>`,
         };
       });
     }

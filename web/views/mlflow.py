@@ -219,10 +219,11 @@ def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -
     params_ = compat.params_of(params)
     tags_ = compat.tags_of(tags)
     st = state()
+    batch = st.ingest.check(run_id, {"records": records}) if records else None
     if params_ or tags_:
         mstore.update_run_meta(st.store, run_id, lambda m: compat.apply_meta(m, params_, tags_))
-    if records:
-        st.ingest.write(run_id, {"records": records})
+    if batch is not None:
+        st.ingest.store_batch(batch)
     return {}
 
 

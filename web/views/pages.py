@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, render_template, request, send_file
+from flask import Blueprint, render_template, send_file
 
-from tracker.errors import InvalidInput
+from tracker.web.plumbing.params import int_list_arg
 
 __all__ = ["MAX_COMPARE", "PLOTLY_JS", "PLOTLY_JS_VERSION", "bp"]
 
@@ -55,29 +55,9 @@ def run(run_id: int) -> Any:
     return render_template("run.html", page="runs", run_id=run_id)
 
 
-def _compare_ids(raw: str) -> list[int]:
-    """Run ids from ``?runs=1,2,3``.
-
-    Raises:
-        InvalidInput (400): a part is not a positive integer, or more than MAX_COMPARE ids.
-    """
-    ids: list[int] = []
-    for part in raw.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if not part.isdigit():
-            raise InvalidInput(f"runs: {part[:40]!r} is not a run id", field="runs")
-        if int(part) not in ids:
-            ids.append(int(part))
-    if len(ids) > MAX_COMPARE:
-        raise InvalidInput(f"runs: at most {MAX_COMPARE} runs can be compared", field="runs")
-    return ids
-
-
 @bp.get("/compare")
 def compare() -> Any:
-    ids = _compare_ids(request.args.get("runs", ""))
+    ids = int_list_arg("runs", limit=MAX_COMPARE)
     return render_template("compare.html", page="runs", run_ids=",".join(map(str, ids)))
 
 
