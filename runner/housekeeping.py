@@ -98,7 +98,7 @@ class Housekeeper:
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,
-            next_run_time=dt.datetime.now(dt.timezone.utc),
+            next_run_time=dt.datetime.now(dt.UTC),
         )
 
     def add_housekeeping(self, store: Store, options: HousekeepingOptions) -> None:

@@ -12,10 +12,10 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tracker.cli import COMMANDS, EXTRAS
 

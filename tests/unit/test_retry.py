@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,7 +17,7 @@ from tracker.runner.retry import (
     next_attempt,
 )
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()  # the store keeps floats
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC).timestamp()  # the store keeps floats
 
 
 @pytest.mark.parametrize(

@@ -92,7 +92,7 @@ def trigger_for(cron: str, timezone: str = "UTC") -> CronTrigger:
 
 
 def _utc(ts: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ts, dt.UTC)
 
 
 def _fires(trigger: CronTrigger, after: float, until: float) -> Iterator[float]:
