@@ -26,7 +26,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.abuse import MIB, gzip_records, upload_while_probing  # noqa: E402
+from tests.support.abuse import ABUSER_TOKEN, MIB, gzip_records, upload_while_probing  # noqa: E402
 from tracker.client.http_sink import HttpSink  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def _serve(db: Path, port: int) -> subprocess.Popen[bytes]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
             "--worker-class", "gthread", "--threads", "8", "--log-level", "warning",
-            "tracker.web.app:create_app()"]  # fmt: skip
+            f"tracker.web.app:create_app({{'TOKEN': {ABUSER_TOKEN!r}}})"]  # fmt: skip
     return subprocess.Popen(argv, env=env)
 
 
@@ -68,7 +68,7 @@ def measure(inflated: int, dense: bool, work: Path) -> dict[str, Any]:
     try:
         _wait_healthy(url)
         worker = psutil.Process(server.pid).children()[0]
-        run = HttpSink(url).create_run("abuse", None, {}, [])
+        run = HttpSink(url, ABUSER_TOKEN).create_run("abuse", None, {}, [])
         report = upload_while_probing(url, worker.pid, f"/api/v1/runs/{run.id}/metrics", body)
     finally:
         server.terminate()

@@ -16,7 +16,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.support.abuse import MIB, gzip_records, upload_while_probing
+from tests.support.abuse import ABUSER_TOKEN, MIB, gzip_records, upload_while_probing
 from tests.support.web import SCRIPTS, Proc, envelope
 from tracker.client.http_sink import MAX_POINTS_PER_REQUEST, HttpSink
 from tracker.web.core.ingest import MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_RUN, MAX_RECORDS
@@ -152,12 +152,12 @@ def test_health_answers_and_memory_stays_flat_during_an_abusive_upload(
     store_url: str, tmp_path: Path, dense: bool
 ) -> None:
     body = gzip_records(200 * MIB, dense=dense)  # both inflate to ~200 MiB of JSON
-    server = Proc([sys.executable, str(SCRIPTS / "serve_dashboard.py"), store_url],
+    server = Proc([sys.executable, str(SCRIPTS / "serve_dashboard.py"), store_url, ABUSER_TOKEN],
                   {"PYTHONUNBUFFERED": "1", **_env()}, tmp_path)  # fmt: skip
     try:
         port = int(server.wait_for_line("LISTENING", 60).split()[1])
         url = f"http://127.0.0.1:{port}"
-        run = HttpSink(url).create_run("abuse", None, {}, [])
+        run = HttpSink(url, ABUSER_TOKEN).create_run("abuse", None, {}, [])
         report = upload_while_probing(url, server.popen.pid, f"/api/v1/runs/{run.id}/metrics",
                                       body)  # fmt: skip
     finally:
