@@ -14,8 +14,17 @@ from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
 from tracker.entities import CheckpointInfo, RunInfo
-from tracker.errors import CheckpointError, InvalidInput, InvalidMetricType, NoActiveRun
+from tracker.errors import (
+    CheckpointError,
+    InvalidInput,
+    InvalidMetricType,
+    InvalidMetricValue,
+    NoActiveRun,
+)
+from tracker.rules.ids import MAX_INT64, MIN_INT64
 from tracker.rules.keys import check_key
+
+MAX_STEP = MAX_INT64  # steps are stored in a 64-bit column
 
 
 class Run:
@@ -90,7 +99,9 @@ class Run:
             raise NoActiveRun(f"run {self.id} is finished: call tracker.init() for a new run")
         if step is None:
             step = self._step
-        elif type(step) is not int or step < 0:
+            if step > MAX_STEP:  # only after an explicit log(step=MAX_STEP)
+                step = _check_step(step)
+        elif type(step) is not int or step < 0 or step > MAX_STEP:
             step = _check_step(step)
         try:
             items = dict(metrics)
@@ -104,7 +115,11 @@ class Run:
             if key not in known:
                 known.add(check_key(key))
             kind = type(value)
-            if kind is float or kind is int:
+            if kind is float:
+                continue
+            if kind is int:
+                if not MIN_INT64 <= value <= MAX_INT64:  # past what the driver binds
+                    items[key] = _big_int(key, value)
                 continue
             if kind in SCALAR_TYPES:
                 items[key] = float(value)
@@ -244,12 +259,29 @@ def default_checkpoint_dir(info: RunInfo) -> Path:
     return root / info.project / f"run-{info.id}-{secrets.token_hex(3)}"
 
 
+def _big_int(key: str, value: int) -> float:
+    """An int past 64 bits, stored as the float it rounds to (values are stored as floats)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidMetricValue(
+            f"metric {key!r}: an int of {value.bit_length()} bits is past the largest float",
+            field=key,
+        ) from None
+
+
 def _check_step(step: Any) -> int:
     if isinstance(step, bool) or not hasattr(step, "__index__"):
         raise InvalidInput(f"step {step!r} is a {type(step).__name__}: steps are ints >= 0")
     value = int(step.__index__())
     if value < 0:
         raise InvalidInput(f"step {value} is negative: steps are ints >= 0", field="step")
+    if value > MAX_STEP:
+        raise InvalidInput(
+            f"step {value} is past the largest step {MAX_STEP} (2**63 - 1): steps are "
+            f"stored as 64-bit integers",
+            field="step",
+        )
     return value
 
 

@@ -8,9 +8,19 @@
   retried with exponential backoff; past ``max_memory_points`` the oldest kept batches are
   spilled to a local JSON-lines file and replayed once the sink is back. Writes are
   idempotent, so a batch retried after an unknown outcome never duplicates.
+* A batch the sink refuses for any other reason (a poison record: a step past the 64-bit
+  column, a value the driver cannot bind) is retried in halves, down to the single records
+  the store refuses: everything else is stored, and each refused record is set aside in
+  ``<spill>.rejected.jsonl`` (the spill format plus the error; a warning names the record
+  and the file) -- one bad record never takes its neighbours down.
+* An error that refuses every record of a batch (a lone record included: nothing tells a
+  poison record from a broken sink then) or more than ``MAX_REJECTED`` of them is fatal: the
+  writer stops, every point it holds (kept batches and the queue) goes to the spill file,
+  and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
+  (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
+  discarded.
 * ``flush()`` puts a marker in the queue and waits until everything before it is stored:
-  a deterministic join, no sleeping. Any other error stops the writer and is raised by
-  the next ``log()``/``flush()``/``finish()``.
+  a deterministic join, no sleeping.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +41,7 @@ from tracker.client.values import is_tensor, tensors_to_floats
 from tracker.errors import StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
+MAX_REJECTED = 10  # records of one batch refused past this: the error is not a poison record
 
 # (step, wall_time, {key: value}, has_tensor)
 Entry = tuple[int, float, dict[str, Any], bool]
@@ -63,7 +75,10 @@ class Writer:
         self.spill_path = Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
         self.heartbeat_interval = heartbeat_interval
         self.max_backoff = max_backoff
+        self.rejected_path = self.spill_path.with_suffix(".rejected.jsonl")
         self.error: BaseException | None = None
+        self.points_rejected = 0
+        self._spill_failure: BaseException | None = None
         self.points_written = 0
         self._on_error = on_error
         self._queue: deque[Any] = deque()
@@ -125,8 +140,21 @@ class Writer:
 
     def raise_error(self) -> None:
         if self.error is not None:
+            if self._spill_failure is not None:
+                kept = (
+                    f"; its points could not be written to {self.spill_path} either "
+                    f"({type(self._spill_failure).__name__}: {self._spill_failure})"
+                )
+            elif self.spill_path.exists():
+                kept = (
+                    f"; the points not stored are kept in {self.spill_path}: store them "
+                    f"with `tracker db replay {self.spill_path}` once the cause is fixed"
+                )
+            else:
+                kept = ""
             raise WriterError(
-                f"the tracker's writer thread failed: {type(self.error).__name__}: {self.error}"
+                f"the tracker's writer thread failed: {type(self.error).__name__}: "
+                f"{self.error}{kept}"
             ) from self.error
 
     def pending_points(self) -> int:
@@ -197,17 +225,81 @@ class Writer:
                 self._replay_spill()
             while self._kept:
                 batch = self._kept[0]
-                self.sink.write_metrics(self.run_id, batch)
+                rejected = self._write(self.run_id, batch)
                 self._kept.popleft()
                 n = sum(len(r[2]) for r in batch)
                 self._kept_points -= n
-                self.points_written += n
+                self.points_written += n - rejected
         except StoreUnavailable:
             self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
             self._retry_at = time.monotonic() + self._backoff
             self._spill_if_over_limit()
             return
         self._backoff = 0.0
+
+    def _write(self, run_id: int, batch: list[Record]) -> int:
+        """Store ``batch``; records the sink refuses are set aside (see the module doc).
+
+        Returns the number of points set aside.
+
+        Raises:
+            StoreUnavailable: the sink is away (the caller keeps the whole batch; the halves
+                already stored are written again later, idempotently).
+            Exception: the sink's error, when it refuses every record of the batch or more
+                than ``MAX_REJECTED`` of them.
+        """
+        try:
+            self.sink.write_metrics(run_id, batch)
+            return 0
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            refused: list[tuple[Record, BaseException]] = []
+            self._bisect(run_id, batch, exc, refused)
+            if len(refused) == len(batch):  # nothing stored: the sink's error, not a record's
+                raise exc from None
+        self._set_aside(run_id, refused)
+        return sum(len(r[2]) for r, _ in refused)
+
+    def _bisect(
+        self,
+        run_id: int,
+        batch: list[Record],
+        exc: BaseException,
+        refused: list[tuple[Record, BaseException]],
+    ) -> None:
+        if len(batch) == 1:
+            refused.append((batch[0], exc))
+            if len(refused) > MAX_REJECTED:
+                raise exc from None  # the chain of halves adds nothing
+            return
+        middle = len(batch) // 2
+        for half in (batch[:middle], batch[middle:]):
+            try:
+                self.sink.write_metrics(run_id, half)
+            except StoreUnavailable:
+                raise
+            except Exception as half_exc:
+                self._bisect(run_id, half, half_exc, refused)
+
+    def _set_aside(self, run_id: int, refused: list[tuple[Record, BaseException]]) -> None:
+        self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.rejected_path, "a", encoding="utf-8") as fh:
+            for record, exc in refused:
+                error = f"{type(exc).__name__}: {exc}"
+                doc = {"run_id": run_id, "records": [record], "error": error}
+                fh.write(json.dumps(doc) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        for record, exc in refused:
+            self.points_rejected += len(record[2])
+            warnings.warn(
+                f"run {run_id}: the store refused the record at step {record[0]} "
+                f"({', '.join(sorted(record[2]))}): {type(exc).__name__}: {exc}; "
+                f"set aside in {self.rejected_path}, the rest of its batch is stored",
+                RuntimeWarning,
+                stacklevel=1,
+            )
 
     def _spill_if_over_limit(self) -> None:
         if self._kept_points > self.max_memory_points:
@@ -226,7 +318,7 @@ class Writer:
         self._spilled = True
 
     def _replay_spill(self) -> None:
-        replay_spill_file(self.sink, self.spill_path)
+        replay_spill_file(self.sink, self.spill_path, write=self._write)
         self._spilled = False
 
     def _settle(self) -> None:
@@ -244,8 +336,19 @@ class Writer:
             self.sink.heartbeat(self.run_id)
 
     def _fail(self, exc: BaseException) -> None:
-        self.error = exc
-        for marker in self._markers:
+        self.error = exc  # log() refuses from now on: the queue only shrinks
+        markers = self._markers
+        try:  # nothing accepted is discarded: what is left goes to the spill file
+            while self._queue:
+                batch = self._drain(markers)
+                if batch:
+                    self._kept.append(batch)
+                    self._kept_points += sum(len(r[2]) for r in batch)
+            if self._kept:
+                self._spill(everything=True)
+        except Exception as spill_exc:
+            self._spill_failure = spill_exc
+        for marker in markers:
             marker.done.set()
         while self._queue:
             item = self._queue.popleft()
@@ -255,8 +358,11 @@ class Writer:
             self._on_error(exc)
 
 
-def replay_spill_file(sink: Sink, path: Path) -> int:
-    """Write every batch of a spill file to the sink, then delete the file.
+def replay_spill_file(
+    sink: Sink, path: Path, *, write: Callable[[int, list[Record]], Any] | None = None
+) -> int:
+    """Write every batch of a spill file to the sink (through ``write`` when given), then
+    delete the file.
 
     Returns the number of points replayed. Safe to repeat: writes are idempotent.
     """
@@ -269,7 +375,10 @@ def replay_spill_file(sink: Sink, path: Path) -> int:
                 continue
             doc = json.loads(line)
             records = [(int(s), int(w), items) for s, w, items in doc["records"]]
-            sink.write_metrics(int(doc["run_id"]), records)
+            if write is None:
+                sink.write_metrics(int(doc["run_id"]), records)
+            else:
+                write(int(doc["run_id"]), records)
             total += sum(len(r[2]) for r in records)
     path.unlink()
     return total

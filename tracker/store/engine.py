@@ -152,40 +152,59 @@ def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
             yield conn
 
 
-_UNAVAILABLE_TEXT = (
-    "connection",
-    "server closed",
-    "terminating",
-    "database is locked",
-    "shutting down",
-    "the database system is",
-    "could not connect",
-    "timeout",
-)
+# SQLSTATEs that mean "try again later": a connection exception (class 08), the server
+# shutting down, crashing or starting up (57P01 admin shutdown, 57P02 crash shutdown,
+# 57P03 cannot connect now), out of resources (class 53: too many connections, disk full,
+# out of memory), and a transaction the server rolled back to be retried (40001
+# serialization failure, 40P01 deadlock).
+_RETRY_CLASSES = ("08", "53")
+_RETRY_STATES = frozenset({"57P01", "57P02", "57P03", "40001", "40P01"})
+# sqlite3 has no SQLSTATE: another connection holding the write lock past the busy timeout.
+_SQLITE_BUSY_TEXT = ("database is locked", "database is busy", "database table is locked")
 
 
 def is_unavailable(exc: BaseException) -> bool:
     """True for errors that mean 'try again later' (connection refused, server gone, locked).
 
-    Covers SQLAlchemy-wrapped driver errors and raw driver errors (``raw_connection()``
-    raises psycopg's and sqlite3's own exceptions unwrapped).
+    Covers SQLAlchemy-wrapped driver errors (judged by their ``orig``) and raw driver errors
+    (``raw_connection()`` raises psycopg's and sqlite3's own exceptions unwrapped). A
+    PostgreSQL error is judged by its SQLSTATE (:func:`sqlstate_is_unavailable`); one
+    without a SQLSTATE (raised by psycopg itself: connection refused, lost mid-query,
+    closed) is unavailable when it is a psycopg ``OperationalError`` or ``InterfaceError``.
+    A sqlite3 error is unavailable when the database is locked or busy.
     """
-    if isinstance(exc, StoreUnavailable):
+    if isinstance(exc, StoreUnavailable | ConnectionError):
         return True
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
             return True
-        return _unavailable_text(exc.orig)
-    if type(exc).__module__.split(".")[0] in ("psycopg", "sqlite3"):
-        return type(exc).__name__ in ("OperationalError", "InterfaceError") and _unavailable_text(
-            exc
+        return exc.orig is not None and _driver_unavailable(exc.orig)
+    return _driver_unavailable(exc)
+
+
+def sqlstate_is_unavailable(sqlstate: str) -> bool:
+    """True for a PostgreSQL SQLSTATE that means 'try again later' (see ``_RETRY_STATES``)."""
+    return sqlstate[:2] in _RETRY_CLASSES or sqlstate in _RETRY_STATES
+
+
+def _driver_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, ConnectionError):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        return isinstance(exc, sqlite3.OperationalError) and any(
+            s in text for s in _SQLITE_BUSY_TEXT
         )
-    return isinstance(exc, ConnectionError)
-
-
-def _unavailable_text(exc: BaseException | None) -> bool:
-    text = str(exc).lower()
-    return any(s in text for s in _UNAVAILABLE_TEXT)
+    psycopg_bases = {
+        c.__name__ for c in type(exc).__mro__ if c.__module__.split(".")[0] == "psycopg"
+    }
+    if not psycopg_bases:
+        return False
+    diag = getattr(exc, "diag", None)
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(diag, "sqlstate", None)
+    if sqlstate:
+        return sqlstate_is_unavailable(str(sqlstate))
+    return bool(psycopg_bases & {"OperationalError", "InterfaceError"})
 
 
 # ---------------------------------------------------------------- schema upgrade

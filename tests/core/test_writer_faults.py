@@ -1,0 +1,151 @@
+"""Faults that must not cost accepted points: a PostgreSQL restart under a busy writer, a
+poison record inside a batch, a fatal sink error, and steps past the 64-bit column."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tracker
+from tests.support import pg_cluster
+from tracker.client.sinks import SqlSink
+from tracker.client.writer import Writer
+from tracker.errors import InvalidInput, InvalidMetricValue, WriterError
+from tracker.store import Store
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_postgres_fast_restarts_under_a_busy_writer_lose_nothing(tmp_path_factory: Any) -> None:
+    try:
+        pg_cluster._bindir()
+    except pg_cluster.ClusterError as exc:
+        pytest.skip(str(exc))
+    directory = Path(tempfile.gettempdir()) / f"pgrst-{tmp_path_factory.getbasetemp().name}"
+    url = pg_cluster.start_cluster(directory)
+    try:
+        run = tracker.init(
+            project="restarts", uri=url, system_interval=None, flush_interval=0.02,
+            spill_dir=tmp_path_factory.mktemp("spill"),
+        )  # fmt: skip
+        stop = threading.Event()
+        logged = [0]
+
+        def train() -> None:
+            step = 0
+            while not stop.is_set() or step < 2_000:
+                run.log({f"k{i}": float(step) for i in range(16)}, step=step)
+                step += 1
+                if step % 200 == 0:
+                    time.sleep(0.001)  # a busy loop that still lets the writer run
+            logged[0] = step
+
+        trainer = threading.Thread(target=train)
+        trainer.start()
+        for _ in range(8):
+            time.sleep(0.15)  # writes (COPY) in flight when the server goes down
+            pg_cluster.pause_server(directory)
+            time.sleep(0.2)
+            pg_cluster.resume_server(directory)
+        stop.set()
+        trainer.join()
+        run.flush(timeout=120)
+        assert run._writer.error is None and run._writer._thread.is_alive()
+        assert run._writer.points_rejected == 0  # an outage is never taken for poison
+        store = Store(url)
+        assert store.count_points(run.id) == 16 * logged[0]
+        assert [p.step for p in store.metric_history(run.id, "k0")] == list(range(logged[0]))
+        run.finish()
+    finally:
+        pg_cluster.stop_cluster(directory)
+
+
+def _records(steps: range) -> list[tuple[int, int, dict[str, Any]]]:
+    return [(s, 1_700_000_000_000 + s, {"a": float(s), "b": 1.0}) for s in steps]
+
+
+def test_a_poison_record_is_set_aside_and_its_neighbours_stored(
+    store_url: str, tmp_path: Path
+) -> None:
+    store = Store(store_url)
+    sink = SqlSink(store)
+    run_id = sink.create_run("poison", None, {}, []).id
+    writer = Writer(sink, run_id, spill_dir=tmp_path / "spill", flush_interval=10.0)
+    poison = 2**63  # past the BIGINT step column: the store refuses it, not log()
+    with pytest.warns(RuntimeWarning, match=f"step {poison}"):
+        for step, wall, items in _records(range(1000)):
+            writer.put((step, wall / 1000, items, False))
+        writer.put((poison, time.time(), {"a": 1.0}, False))
+        for step, wall, items in _records(range(1000, 2000)):
+            writer.put((step, wall / 1000, items, False))
+        writer.flush(timeout=60)
+    assert writer.error is None and writer._thread.is_alive()
+    assert store.count_points(run_id) == 4000  # 2,000 records x 2 keys
+    assert writer.points_rejected == 1
+    lines = [json.loads(line) for line in writer.rejected_path.read_text().splitlines()]
+    assert [doc["records"][0][0] for doc in lines] == [poison]
+    assert lines[0]["run_id"] == run_id and lines[0]["error"]
+    writer.close(timeout=10)
+
+
+class BrokenSink(SqlSink):
+    """A real SQL sink whose writes all fail with a non-outage error (a dropped table, say)."""
+
+    def write_metrics(self, run_id: int, records: Any) -> None:
+        raise RuntimeError("relation metric_points does not exist (broken by the test)")
+
+
+def test_a_fatal_sink_error_keeps_every_point_on_disk(store_url: str, tmp_path: Path) -> None:
+    sink = BrokenSink(Store(store_url))
+    run = tracker.init(
+        project="fatal", uri=store_url, sink=sink, system_interval=None,
+        spill_dir=tmp_path / "spill", flush_interval=10.0,
+    )  # fmt: skip
+    for step in range(500):  # the writer wakes at the flush
+        run.log({"a": float(step)}, step=step)
+    with pytest.raises(WriterError, match="tracker db replay") as caught:
+        run.flush(timeout=30)
+    spill = run._writer.spill_path
+    assert str(spill) in str(caught.value)
+    with pytest.raises(WriterError):
+        run.log({"a": 1.0})
+    spilled = [json.loads(line) for line in spill.read_text().splitlines()]
+    rejected_path = run._writer.rejected_path
+    rejected = (
+        [json.loads(line) for line in rejected_path.read_text().splitlines()]
+        if rejected_path.exists()
+        else []
+    )
+    steps = sorted(r[0] for doc in spilled + rejected for r in doc["records"])
+    assert steps == list(range(500))  # none discarded: all on disk, replayable
+    assert not rejected  # a fatal error is not mistaken for poison records
+    with pytest.raises(WriterError):
+        run.finish(timeout=5)
+
+
+@pytest.mark.parametrize("step", [2**63, 2**64, -1])
+def test_log_refuses_a_step_the_column_cannot_hold(tmp_path: Path, step: int) -> None:
+    run = tracker.init(project="steps", uri=f"sqlite:///{tmp_path / 't.db'}", system_interval=None)
+    with pytest.raises(InvalidInput, match=f"step {step}"):
+        run.log({"a": 1.0}, step=step)
+    run.log({"a": 1.0}, step=2**63 - 1)  # the largest step is fine
+    with pytest.raises(InvalidInput, match="largest step"):
+        run.log({"a": 2.0})  # the default step after it would not fit
+    run.finish()
+    assert Store(f"sqlite:///{tmp_path / 't.db'}").count_points(run.id) == 1
+
+
+def test_log_stores_an_int_value_past_64_bits_as_a_float(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    run = tracker.init(project="ints", uri=url, system_interval=None)
+    run.log({"a": 2**70}, step=0)
+    with pytest.raises(InvalidMetricValue, match="'b'"):
+        run.log({"b": 10**400}, step=1)
+    run.finish()
+    assert [p.value for p in Store(url).metric_history(run.id, "a")] == [float(2**70)]
