@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +123,26 @@ def empty_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     url = create_pg_database(server)
     yield url
     drop_pg_database(server, url)
+
+
+@pytest.fixture
+def own_pg_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """(directory, URL) of a throwaway PostgreSQL cluster of this test's own, which it may stop
+    and start (``pg_cluster.pause_server`` / ``resume_server``); stopped afterwards. Skipped
+    without the PostgreSQL server binaries."""
+    from tests.support import pg_cluster
+
+    try:
+        pg_cluster._bindir()
+    except pg_cluster.ClusterError as exc:
+        pytest.skip(str(exc))
+    # A short path: the server's unix socket lives in it (108-byte limit).
+    directory = Path(tempfile.gettempdir()) / f"pgown-{tmp_path_factory.getbasetemp().name}"
+    url = pg_cluster.start_cluster(directory)
+    try:
+        yield directory, url
+    finally:
+        pg_cluster.stop_cluster(directory)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,33 +21,24 @@ from tracker.store import Store
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_postgres_stopped_and_restarted_during_logging(tmp_path_factory: Any) -> None:
-    try:
-        pg_cluster._bindir()
-    except pg_cluster.ClusterError as exc:
-        pytest.skip(str(exc))
-    # A short path: the server's unix socket lives in it (108-byte limit).
-    directory = Path(tempfile.gettempdir()) / f"pgout-{tmp_path_factory.getbasetemp().name}"
-    url = pg_cluster.start_cluster(directory)
-    try:
-        run = tracker.init(project="outage", uri=url, system_interval=None)
-        for step in range(1000):
-            run.log({"a": float(step), "b": 1.0}, step=step)
-        run.flush()
-        pg_cluster.pause_server(directory)
-        for step in range(1000, 3000):  # logged while the database is down
-            run.log({"a": float(step), "b": 1.0}, step=step)
-        pg_cluster.resume_server(directory)
-        for step in range(3000, 4000):
-            run.log({"a": float(step), "b": 1.0}, step=step)
-        run.finish(timeout=60)
-        store = Store(url)
-        assert store.count_points(run.id) == 8000
-        steps = [p.step for p in store.metric_history(run.id, "a")]
-        assert steps == list(range(4000))
-        assert store.get_run(run.id).status == "finished"
-    finally:
-        pg_cluster.stop_cluster(directory)
+def test_postgres_stopped_and_restarted_during_logging(own_pg_cluster: tuple[Path, str]) -> None:
+    directory, url = own_pg_cluster
+    run = tracker.init(project="outage", uri=url, system_interval=None)
+    for step in range(1000):
+        run.log({"a": float(step), "b": 1.0}, step=step)
+    run.flush()
+    pg_cluster.pause_server(directory)
+    for step in range(1000, 3000):  # logged while the database is down
+        run.log({"a": float(step), "b": 1.0}, step=step)
+    pg_cluster.resume_server(directory)
+    for step in range(3000, 4000):
+        run.log({"a": float(step), "b": 1.0}, step=step)
+    run.finish(timeout=60)
+    store = Store(url)
+    assert store.count_points(run.id) == 8000
+    steps = [p.step for p in store.metric_history(run.id, "a")]
+    assert steps == list(range(4000))
+    assert store.get_run(run.id).status == "finished"
 
 
 def test_sqlite_locked_for_a_while_loses_nothing(tmp_path: Path) -> None:
