@@ -109,8 +109,16 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tracker")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print the store each command uses (on stderr).")  # fmt: skip
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
     """Experiment tracker for PyTorch training.
 
-    The store is chosen by TRACKER_URI (default: a SQLite file under ./.tracker/).
+    The store is chosen by --uri or TRACKER_URI (default: a SQLite file under ./.tracker/).
+    SQLite paths: sqlite:///relative/path.db (relative to the current directory) or
+    sqlite:////absolute/path.db. Commands that only read never create a store.
     """
+    from tracker.cli.common import VERBOSE_KEY
+
+    ctx.meta[VERBOSE_KEY] = verbose

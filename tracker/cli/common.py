@@ -1,4 +1,11 @@
-"""Helpers shared by the CLI commands: opening the store, printing tables and JSON."""
+"""Helpers shared by the CLI commands: opening the store, printing tables and JSON.
+
+Opening the store: :func:`open_store` never creates one unless asked (``create=True``, for
+the commands that write: submit, sweep, worker, schedule add, token create), so a read
+command given a mistyped SQLite path fails with NotFound naming the path instead of
+creating an empty database there. With the global ``tracker -v`` every command prints the
+store it opened (password hidden) on stderr.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +24,52 @@ uri_option = click.option(
     "--uri",
     envvar="TRACKER_URI",
     default=None,
-    help="Store URL (default: TRACKER_URI, else ./.tracker/tracker.db).",
+    help="Store URL (default: TRACKER_URI, else ./.tracker/tracker.db). SQLite: "
+    "sqlite:///relative/path.db (relative to the current directory) or "
+    "sqlite:////absolute/path.db.",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def open_store(uri: str | None) -> Any:
-    from tracker.store import Store
+VERBOSE_KEY = "tracker.verbose"
 
-    return Store(uri)
+
+def open_store(uri: str | None, *, create: bool = False) -> Any:
+    """The Store for ``--uri`` / ``TRACKER_URI`` (default ``./.tracker/tracker.db``).
+
+    Raises:
+        NotFound: ``create`` is False and the SQLite file does not exist (nothing created).
+        InvalidInput: a malformed URL (the message shows the SQLite forms).
+        StoreUnavailable, SchemaError: as :class:`tracker.store.Store`.
+    """
+    from tracker.store import Store, resolve_uri
+
+    say_store(resolve_uri(uri))
+    return Store(uri, create=create)
+
+
+def say_store(uri: str) -> None:
+    """Print ``store: URL`` on stderr when the global ``-v`` was given."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get(VERBOSE_KEY):
+        click.echo(f"store: {store_label(uri)}", err=True)
+
+
+def store_label(uri: str) -> str:
+    """``uri`` as shown to the user: password hidden, a relative SQLite path made absolute."""
+    import os
+
+    from tracker.rules.store_uri import sqlite_path
+
+    path = sqlite_path(uri)
+    if path is not None:
+        return f"sqlite:///{os.path.abspath(path)}"
+    if "@" in uri and "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        if ":" in creds:
+            return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+    return uri
 
 
 def echo_json(value: Any) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracker.cli.common import uri_option
+from tracker.cli.common import say_store, uri_option
 
 
 @click.group()
@@ -19,8 +19,9 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True, help="Target revision.")
 def upgrade(uri: str | None, revision: str) -> None:
     """Apply migrations up to REVISION (safe to run from several machines at once)."""
-    from tracker.store import Store
+    from tracker.store import Store, resolve_uri
 
+    say_store(resolve_uri(uri))
     store = Store(uri, upgrade=False)
     before, after = store.upgrade(revision)
     if before == after:
@@ -33,9 +34,10 @@ def upgrade(uri: str | None, revision: str) -> None:
 @uri_option
 def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
-    from tracker.store import SCHEMA_HEAD, Store
+    from tracker.store import SCHEMA_HEAD, Store, resolve_uri
 
-    store = Store(uri, upgrade=False)
+    say_store(resolve_uri(uri))
+    store = Store(uri, upgrade=False, create=False)
     rev = store.schema_revision()
     click.echo(f"database: {rev or '(empty)'}  code: {SCHEMA_HEAD}")
 

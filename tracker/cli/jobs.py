@@ -160,7 +160,7 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
     from tracker.store import queue
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
-    job = queue.enqueue(open_store(uri), spec)
+    job = queue.enqueue(open_store(uri, create=True), spec)
     if as_json:
         echo_json(job)
     else:
@@ -207,7 +207,7 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
         for config in [] if as_json else configs:
             click.echo(str(config))
         return
-    jobs = queue.enqueue_many(open_store(uri), specs)
+    jobs = queue.enqueue_many(open_store(uri, create=True), specs)
     if as_json:
         echo_json({"tag": group, "seed": seed, "jobs": jobs})
         return

@@ -18,6 +18,7 @@ from tracker.cli.common import (
     json_option,
     open_store,
     print_table,
+    store_label,
     uri_option,
 )
 from tracker.entities import RUN_STATUSES, RunInfo
@@ -54,12 +55,13 @@ def ls(
 
     A query that does not parse, or compares impossibly, is an error (exit status 2).
     """
-    found = _search(open_store(uri), query, project, status, tag, limit)
+    store = open_store(uri)
+    found = _search(store, query, project, status, tag, limit)
     if as_json:
         echo_json(found)
         return
     if not found:
-        click.echo("no runs match", err=True)
+        click.echo(f"no runs match in {store_label(store.uri)}", err=True)
         return
     print_table(
         ["id", "project", "name", "status", "started", "duration", "config", "last metrics"],

@@ -53,8 +53,9 @@ def schedule_add(cron: str, command: tuple[str, ...], overrides: tuple[str, ...]
     from tracker.store.schedules import add_schedule
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
+    store = open_store(uri, create=True)
     info = add_schedule(
-        open_store(uri), cron, spec, name=schedule_name, timezone=timezone or _local_timezone()
+        store, cron, spec, name=schedule_name, timezone=timezone or _local_timezone()
     )
     if as_json:
         echo_json(info)
@@ -145,4 +146,4 @@ def scheduler(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run_housekeeping(open_store(uri), options, stop.wait)
+    run_housekeeping(open_store(uri, create=True), options, stop.wait)

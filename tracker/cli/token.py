@@ -29,7 +29,7 @@ def token_create(scope: str, name: str | None, uri: str | None, as_json: bool) -
     """Create a token and print it (the only time it is shown)."""
     from tracker.store.tokens import create_token
 
-    info, secret = create_token(open_store(uri), scope, name)
+    info, secret = create_token(open_store(uri, create=True), scope, name)
     if as_json:
         echo_json({"id": info.id, "name": info.name, "scope": info.scope, "token": secret})
         return

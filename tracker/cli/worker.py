@@ -170,4 +170,4 @@ def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
         log_limit=log_limit,
         job_uri=job_uri,
     )
-    sys.exit(run_worker(open_store(uri), options))
+    sys.exit(run_worker(open_store(uri, create=True), options))

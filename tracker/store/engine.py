@@ -27,7 +27,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tracker.errors import InvalidInput, SchemaError, StoreUnavailable
+from tracker.errors import InvalidInput, NotFound, SchemaError, StoreUnavailable
+from tracker.rules import store_uri
 
 DEFAULT_DIR = ".tracker"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -38,24 +39,49 @@ SCHEMA_HEAD = "0004_auth"
 
 
 def resolve_uri(uri: str | None = None) -> str:
-    """Return the store URL: the argument, else ``TRACKER_URI``, else ``./.tracker/tracker.db``."""
+    """Return the store URL: the argument, else ``TRACKER_URI``, else ``./.tracker/tracker.db``.
+
+    Raises:
+        InvalidInput: an unsupported or malformed URL (see :mod:`tracker.rules.store_uri`).
+    """
     uri = uri or os.environ.get("TRACKER_URI") or ""
     if not uri:
         return "sqlite:///" + str(Path.cwd() / DEFAULT_DIR / "tracker.db")
-    if uri.startswith("postgresql://"):
-        uri = "postgresql+psycopg://" + uri[len("postgresql://") :]
-    if uri.startswith(("sqlite:", "postgresql+psycopg:", "http://", "https://")):
-        return uri
-    raise InvalidInput(
-        f"TRACKER_URI {uri!r} is not supported: use sqlite:///PATH, "
-        "postgresql+psycopg://USER@HOST/DB or http://HOST:PORT",
+    return store_uri.normalize(uri)
+
+
+def require_existing(uri: str) -> None:
+    """Raise NotFound when ``uri`` names a SQLite file that does not exist (nothing is
+    created: no directory, no database, no lock file). Other URLs pass: a PostgreSQL
+    database that does not exist fails when connecting (StoreUnavailable).
+    """
+    path = store_uri.sqlite_path(uri)
+    if path is None or os.path.isfile(path):
+        return
+    where = os.path.abspath(path)
+    relative = "" if os.path.isabs(path) else f" (relative to the current directory {os.getcwd()})"
+    raise NotFound(
+        f"no store at {where}{relative}: {uri} does not exist, and reading does not create one. "
+        f"Check the path: {store_uri.SQLITE_FORMS}; a new store is created by `tracker db "
+        "upgrade`, `tracker submit` or `tracker ui`",
         field="TRACKER_URI",
     )
 
 
 def create_engine(uri: str) -> sa.Engine:
-    """Create an engine for a SQL store URL, configured for concurrent use."""
-    url = sa.make_url(uri)
+    """Create an engine for a SQL store URL, configured for concurrent use.
+
+    Raises:
+        InvalidInput: SQLAlchemy cannot parse the URL (never its own traceback).
+    """
+    try:
+        url = sa.make_url(uri)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise InvalidInput(
+            f"TRACKER_URI {uri!r} is not a valid database URL ({exc}): use "
+            f"{store_uri.SQLITE_FORMS}, or postgresql+psycopg://USER@HOST/DB",
+            field="TRACKER_URI",
+        ) from exc
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
     return sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)

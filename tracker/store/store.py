@@ -34,6 +34,7 @@ from tracker.store.engine import (
     current_revision,
     ensure_schema,
     read_conn,
+    require_existing,
     resolve_uri,
     upgrade,
     write_begin,
@@ -45,18 +46,25 @@ class Store:
     """A SQL store (SQLite file or PostgreSQL). Create one per process and share it.
 
     Raises (constructor):
-        InvalidInput: the URL is not a SQL URL (an ``http://`` URL needs the HTTP sink).
+        InvalidInput: the URL is not a SQL URL (an ``http://`` URL needs the HTTP sink), or
+            is malformed (``sqlite:/x.db``).
+        NotFound: ``create=False`` (what read commands pass) and the SQLite file does not
+            exist; nothing is created.
         StoreUnavailable: the database cannot be opened.
         SchemaError: the schema is newer than this code, or the automatic upgrade failed.
     """
 
-    def __init__(self, uri: str | None = None, *, upgrade: bool = True) -> None:
+    def __init__(
+        self, uri: str | None = None, *, upgrade: bool = True, create: bool = True
+    ) -> None:
         self.uri = resolve_uri(uri)
         if self.uri.startswith(("http://", "https://")):
             raise InvalidInput(
                 f"{self.uri} is a server address, not a database: the Store needs a SQL URL",
                 field="TRACKER_URI",
             )
+        if not create:
+            require_existing(self.uri)
         self.engine = create_engine(self.uri)
         if upgrade:
             ensure_schema(self.engine)
