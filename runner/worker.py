@@ -36,6 +36,7 @@ from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
 from tracker.runner.failure import KILLED_BY_SIGNAL, MISSING_FILE, classify
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.runner.project_root import resolve_job_paths
 from tracker.store import Store, logs, queue, workers
 from tracker.store.jobs import RESERVED_ENV
 
@@ -63,6 +64,7 @@ class WorkerOptions:
     housekeeping_options: HousekeepingOptions = field(default_factory=HousekeepingOptions)
     log_limit: int = 10_000_000
     job_uri: str | None = None
+    project_root: str | None = None  # relative job directories resolve here (default: cwd)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Worker:
         self.store = store
         self.options = options
         self.host = socket.gethostname()
+        self.project_root = os.path.abspath(options.project_root or os.getcwd())
         self.id = options.worker_id or f"{self.host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
         self.nvml = Nvml()
         self.slots = GpuSlots(parse_gpus(options.gpus, self.nvml), self.nvml)
@@ -249,12 +252,11 @@ class Worker:
         if not held:
             r.lost = True
             return
-        argv = wrap_argv(_local_argv(job.argv), job.nproc_per_node)
         try:
-            if job.cwd and not os.path.isdir(job.cwd):
-                raise SpawnError(f"the working directory {job.cwd} does not exist on {self.host}")
+            local, cwd = resolve_job_paths(job.argv, job.cwd, self.project_root, self.host)
+            argv = wrap_argv(_local_argv(local), job.nproc_per_node)
             r.execution = Execution(
-                argv, cwd=job.cwd, env=self._job_env(claim, devices, resume), on_exit=self._wake.set
+                argv, cwd=cwd, env=self._job_env(claim, devices, resume), on_exit=self._wake.set
             )
         except SpawnError as exc:
             self._finish(r, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))

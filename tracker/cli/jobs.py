@@ -24,27 +24,14 @@ from tracker.cli.common import (
     print_table,
     uri_option,
 )
+from tracker.cli.script_args import ScriptCommand
 from tracker.errors import InvalidInput
+from tracker.rules.sweep import DISTRIBUTIONS_HELP
 from tracker.rules.units import parse_duration, parse_size
 
 
 def _size(text: str | None) -> int | None:
     return parse_size(text, field="gpu_memory") if text else None
-
-
-def build_argv(args: Sequence[str], cwd: str) -> list[str]:
-    """``SCRIPT.py ARGS`` runs with this Python; anything else is the argv itself.
-
-    Raises InvalidInput when nothing is given or the script file does not exist.
-    """
-    if not args:
-        raise InvalidInput("give a script (train.py) or a command after --", field="command")
-    first = args[0]
-    if first.endswith(".py"):
-        if not os.path.isfile(os.path.join(cwd, first)):
-            raise InvalidInput(f"script {first} does not exist in {cwd}", field="command")
-        return [sys.executable, first, *args[1:]]
-    return list(args)
 
 
 def parse_env(items: Sequence[str]) -> dict[str, str]:
@@ -100,6 +87,10 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Environment variable for the job; KEY alone copies it from here."),
         click.option("--cwd", type=click.Path(file_okay=False), default=None,
                      help="Working directory of the job (default: the current directory)."),
+        click.option("--project-root", type=click.Path(file_okay=False), default=None,
+                     help="Record the job's directory and script relative to this directory "
+                          "(default: the git work tree holding --cwd, else --cwd itself); a "
+                          "worker runs it under its own --project-root."),
         click.option("--nproc-per-node", type=click.IntRange(1, 1024), default=None,
                      help="Launch through torchrun with this many processes (rank 0 logs)."),
     ]  # fmt: skip
@@ -110,13 +101,17 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) -> Any:
     """A JobSpec from the shared options (``o`` as click passes them)."""
+    from tracker.cli.job_command import build_command
     from tracker.entities import JobSpec
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
+    if not os.path.isdir(cwd):
+        raise InvalidInput(f"--cwd {o['cwd']}: no such directory", field="cwd")
+    recorded = build_command(command, cwd, o.get("project_root"))
     return JobSpec(
-        argv=build_argv(command, cwd),
+        argv=recorded.argv,
         project=o["project"],
-        cwd=cwd,
+        cwd=recorded.cwd,
         config=config,
         priority=o["priority"],
         gpus=o["gpus"],
@@ -132,7 +127,7 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
 
 
 _JOB_KEYS = ("project", "name", "tags", "gpus", "gpu_memory", "priority", "timeout", "retries",
-             "retry_on_failure", "env_items", "cwd", "nproc_per_node")  # fmt: skip
+             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node")  # fmt: skip
 
 
 def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +137,7 @@ def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------- submit, sweep
 
 
-@click.command(context_settings={"allow_interspersed_args": True})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": True})
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @job_options
 @uri_option
@@ -167,7 +162,8 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
         click.echo(f"job {job.id} queued (run {job.run_id}, priority {job.priority})")
 
 
-@click.command(context_settings={"allow_interspersed_args": True})
+@click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": True},
+               epilog=DISTRIBUTIONS_HELP)  # fmt: skip
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @job_options
 @click.option("--random", "samples", type=int, default=None,

@@ -11,6 +11,7 @@ import click
 
 from tracker.cli.common import echo_json, fmt_time, json_option, open_store, print_table, uri_option
 from tracker.cli.jobs import _job_kwargs, job_options, single_overrides, spec_from_options
+from tracker.cli.script_args import ScriptCommand
 from tracker.cli.worker import LOG_FORMAT, housekeeping_options, make_housekeeping_options
 
 
@@ -29,7 +30,7 @@ def schedule() -> None:
     schedulers or workers run)."""
 
 
-@schedule.command("add", context_settings={"allow_interspersed_args": True})
+@schedule.command("add", cls=ScriptCommand, context_settings={"allow_interspersed_args": True})
 @click.argument("cron")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @job_options

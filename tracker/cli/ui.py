@@ -9,23 +9,32 @@ warning). Any other address needs a strong configured token (``--token`` /
 a weak one is accepted on loopback with a warning. A configured token is never printed.
 It is served by gunicorn (``--workers N``, threads per worker); Flask's development server
 only with ``--dev``.
+
+Start-up order (``ui`` and ``up``): the port is checked first (:func:`check_port`: a port in
+use fails at once with "port N is in use: use --port", before anything is stored, queued or
+started); the banner and sign-in link are printed only once the server listens (gunicorn's
+``when_ready``, or after the development server has bound). ``up`` starts its worker at that
+moment too. ``up --demo`` queues the demo sweep once per store: when the store already has
+the demo's runs (project ``digits``, tag ``demo``) it says so and queues nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.cli.common import uri_option
+from tracker.cli.common import say_store, uri_option
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -33,6 +42,8 @@ if TYPE_CHECKING:
 
 DEMO_GRID = {"lr": [3e-3, 1e-3], "model.width": [16, 32]}
 DEMO_CONFIG = {"epochs": 8}
+DEMO_PROJECT = "digits"
+DEMO_TAG = "demo"
 
 
 def _split_hosts(values: Sequence[str]) -> list[str]:
@@ -126,9 +137,50 @@ Use it only on a single-user machine.
 """
 
 
+def check_port(host: str, port: int) -> None:
+    """Fail fast unless ``host:port`` can be listened on (as the server will: SO_REUSEADDR).
+
+    Port 0 (any free port) is not checked.
+
+    Raises:
+        click.ClickException: "port N is in use: use --port" (with a free port to try), or
+            the reason the address cannot be bound (no such address, permission).
+    """
+    if port == 0:
+        return
+    problem = _bind_problem(host, port)
+    if problem is None:
+        return
+    if problem.errno == errno.EADDRINUSE:
+        free = next((p for p in range(port + 1, min(port + 50, 65536))
+                     if _bind_problem(host, p) is None), None)  # fmt: skip
+        hint = f" (e.g. --port {free})" if free is not None else ""
+        raise click.ClickException(f"port {port} is in use on {host}: use --port{hint}")
+    raise click.ClickException(f"cannot listen on {host}:{port}: {problem.strerror or problem}")
+
+
+def _bind_problem(host: str, port: int) -> OSError | None:
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)  # fmt: skip
+    except socket.gaierror as exc:
+        return OSError(errno.EADDRNOTAVAIL, f"unknown address {host!r} ({exc.strerror})")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc
+    return None
+
+
 @contextlib.contextmanager
-def access(config: dict[str, Any], host: str, port: int, banner: str) -> Iterator[None]:
-    """Print where the dashboard is and how to sign in, for as long as it serves.
+def access(
+    config: dict[str, Any], host: str, port: int, banner: str
+) -> Iterator[Callable[[], None]]:
+    """Yield ``announce()``, which prints where the dashboard is and how to sign in; call it
+    once the server listens.
 
     With no token configured (and auth on), an ``admin`` token named ``ui-<time>`` is
     created in the store for this server; the printed sign-in link carries it, and it is
@@ -141,32 +193,38 @@ def access(config: dict[str, Any], host: str, port: int, banner: str) -> Iterato
     from tracker.web.plumbing.security import weak_token_reason
 
     url = _url(host, port)
+    lines: list[str] = []
     if config["NO_AUTH"]:
-        click.echo(NO_AUTH_WARNING.format(url=url), err=True)
-        click.echo(f"{banner}: {url} (no authentication)", err=True)
-        yield
+        lines += [NO_AUTH_WARNING.format(url=url), f"{banner}: {url} (no authentication)"]
+        yield lambda: _echo_lines(lines)
         return
     if config["TOKEN"]:
         reason = weak_token_reason(config["TOKEN"])
         if reason is not None:
             click.echo(f"warning: the access token is weak ({reason}); it would be refused "
                        "on a non-loopback --host", err=True)  # fmt: skip
-        click.echo(f"{banner}: {url} (sign in with the access token)", err=True)
-        yield
+        lines.append(f"{banner}: {url} (sign in with the access token)")
+        yield lambda: _echo_lines(lines)
         return
     from tracker.store import Store
     from tracker.store.tokens import create_token, revoke_token
 
     store = Store(config["STORE_URI"])
     info, secret = create_token(store, "admin", f"ui-{dt.datetime.now():%Y-%m-%dT%H:%M:%S}")
-    click.echo(f"{banner}: {url}", err=True)
-    click.echo(f"sign in with this link (admin token {info.id}, revoked when this server "
-               "stops):", err=True)  # fmt: skip
-    click.echo(f"{url}login?token={secret}", err=True)
+    lines += [
+        f"{banner}: {url}",
+        f"sign in with this link (admin token {info.id}, revoked when this server stops):",
+        f"{url}login?token={secret}",
+    ]
     try:
-        yield
+        yield lambda: _echo_lines(lines)
     finally:
         _revoke_at_exit(store, info.id, revoke_token)
+
+
+def _echo_lines(lines: Sequence[str]) -> None:
+    for line in lines:
+        click.echo(line, err=True)
 
 
 def _revoke_at_exit(store: Store, token_id: int, revoke: Any) -> None:
@@ -182,29 +240,35 @@ def _revoke_at_exit(store: Store, token_id: int, revoke: Any) -> None:
 
 
 def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: int,
-          dev: bool) -> None:  # fmt: skip
-    """Run the dashboard in the foreground until interrupted.
+          dev: bool, on_ready: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+    """Run the dashboard in the foreground until interrupted; ``on_ready()`` runs once the
+    server listens (before it handles a request).
 
     Raises:
         click.UsageError: ``--workers 0`` without ``--dev``.
     """
     from tracker.store import Store
 
-    Store(config["STORE_URI"]).close()  # migrate once, here, before any worker starts
-    if dev:
-        from tracker.web.app import create_app
-
-        create_app(config).run(host=host, port=port, threaded=True, use_reloader=False)
-        return
-    if workers < 1:
+    if not dev and workers < 1:
         raise click.UsageError(
             "--workers 0 means Flask's development server: add --dev to confirm "
             "(use --workers N for gunicorn in production)"
         )
-    _gunicorn(config, host, port, workers, threads)
+    Store(config["STORE_URI"]).close()  # migrate once, here, before any worker starts
+    if dev:
+        from werkzeug.serving import make_server
+
+        from tracker.web.app import create_app
+
+        server = make_server(host, port, create_app(config), threaded=True)
+        on_ready()
+        server.serve_forever()
+        return
+    _gunicorn(config, host, port, workers, threads, on_ready)
 
 
-def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, threads: int) -> None:
+def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, threads: int,
+              on_ready: Callable[[], None]) -> None:  # fmt: skip
     from gunicorn.app.base import BaseApplication
 
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -221,6 +285,7 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
                 "errorlog": "-",
                 "loglevel": "warning",
                 "proc_name": "tracker-ui",
+                "when_ready": lambda _arbiter: on_ready(),  # after bind, before workers
             }
             for key, value in settings.items():
                 self.cfg.set(key, value)
@@ -242,8 +307,12 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth)  # fmt: skip
-    with access(config, host, port, "tracker dashboard"):
-        serve(config, host, port, workers, threads, dev)
+    check_port(host, port)
+    from tracker.store import resolve_uri
+
+    say_store(resolve_uri(uri))
+    with access(config, host, port, "tracker dashboard") as announce:
+        serve(config, host, port, workers, threads, dev, on_ready=announce)
 
 
 # ----------------------------------------------------------------------- up
@@ -270,10 +339,26 @@ def enqueue_demo(store: Store, script: Path) -> list[int]:
     from tracker.store.queue import enqueue_many
 
     template = JobSpec(
-        argv=[sys.executable, str(script)], project="digits", cwd=str(Path.cwd()),
-        config=dict(DEMO_CONFIG), tags=("demo",),
+        argv=[sys.executable, str(script)], project=DEMO_PROJECT, cwd=str(Path.cwd()),
+        config=dict(DEMO_CONFIG), tags=(DEMO_TAG,),
     )  # fmt: skip
     return [job.id for job in enqueue_many(store, clone_specs(template, grid=DEMO_GRID))]
+
+
+def demo_runs(store: Store) -> int:
+    """How many runs of the demo (project ``digits``, tag ``demo``) the store has."""
+    from tracker.store.run_search import RunSearch, search_runs
+
+    spec = RunSearch(project=DEMO_PROJECT, tags=(DEMO_TAG,), limit=1)
+    return search_runs(store, spec).total
+
+
+def ensure_demo(store: Store, script: Path) -> list[int]:
+    """Queue the demo sweep unless this store already has it; the new job ids (empty when
+    it was there already: ``up --demo`` twice queues it once)."""
+    if demo_runs(store):
+        return []
+    return enqueue_demo(store, script)
 
 
 def _start_worker(uri: str) -> subprocess.Popen[bytes]:
@@ -311,16 +396,29 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth)  # fmt: skip
+    check_port(host, port)  # before anything is stored, queued or started
+    script = demo_script() if demo else None
+    say_store(resolved)
     store = Store(resolved)
     try:
-        if demo:
-            ids = enqueue_demo(store, demo_script())
-            click.echo(f"queued {len(ids)} demo jobs (project 'digits')", err=True)
+        if script is not None:
+            ids = ensure_demo(store, script)
+            if ids:
+                click.echo(f"queued {len(ids)} demo jobs (project '{DEMO_PROJECT}')", err=True)
+            else:
+                click.echo(f"the demo is already in this store (project '{DEMO_PROJECT}', tag "
+                           f"'{DEMO_TAG}'): not queued again", err=True)  # fmt: skip
     finally:
         store.close()
-    worker = _start_worker(resolved)
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        with access(config, host, port, "tracker is up (Ctrl-C stops it)"):
-            serve(config, host, port, workers, threads, dev)
+        with access(config, host, port, "tracker is up (Ctrl-C stops it)") as announce:
+
+            def ready() -> None:
+                started.append(_start_worker(resolved))
+                announce()
+
+            serve(config, host, port, workers, threads, dev, on_ready=ready)
     finally:
-        _stop(worker)
+        for worker in started:
+            _stop(worker)

@@ -125,6 +125,13 @@ def make_housekeeping_options(
     help="TRACKER_URI given to jobs (default: this worker's store), e.g. the "
     "dashboard's http://host:port.",
 )
+@click.option(
+    "--project-root",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="This host's copy of the project: jobs submitted with a relative directory "
+    "(the default of `tracker submit`) run under it. Default: the current directory.",
+)
 @click.option("--name", "worker_id", default=None, help="Worker id (default: host-pid-random).")
 @click.option(
     "--no-housekeeping",
@@ -137,7 +144,8 @@ def make_housekeeping_options(
 @housekeeping_options
 @uri_option
 def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
-           grace_seconds: float, log_limit: int, job_uri: str | None, worker_id: str | None,
+           grace_seconds: float, log_limit: int, job_uri: str | None, project_root: str | None,
+           worker_id: str | None,
            no_housekeeping: bool, once: bool, exit_when_idle: bool, quiet: bool,
            reap_interval: float, retry_delay: float, max_retry_delay: float,
            run_stale_seconds: float, uri: str | None) -> None:  # fmt: skip
@@ -169,5 +177,6 @@ def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
         ),
         log_limit=log_limit,
         job_uri=job_uri,
+        project_root=project_root,
     )
     sys.exit(run_worker(open_store(uri, create=True), options))

@@ -1,9 +1,13 @@
 """Config overrides and sweeps from the command line: pure functions, no I/O.
 
 ``-c key=value`` sets a (dotted, nested) config key. Values are read JSON-ish: ``64`` is an
-int, ``3e-4`` and ``0.5`` are floats, ``true``/``false``/``null`` are what they say,
-``"a,b"`` or ``'a,b'`` is a quoted string, ``[1, 2]`` a list, ``{"a": 1}`` a JSON object,
-and anything else is a bare string (``-c optimizer=adam``).
+int, ``3e-4`` and ``0.5`` are floats, ``nan``, ``inf`` and ``-inf`` are the float NaN and
+infinities, ``true``/``false``/``null`` are what they say, ``"a,b"`` or ``'a,b'`` is a
+quoted string, ``[1, 2]`` a list, ``{"a": 1}`` a JSON object, and anything else is a bare
+string (``-c optimizer=adam``). An empty value (``-c lr=``) is refused (write ``-c
+name=''`` for an empty string), and so is ``name(...)`` whose name is not a distribution
+(``logunifrom(1e-5,1e-3)``: the error suggests the closest one); quote such a value to pass
+it as a string.
 
 A value with top-level commas is a list of choices: ``-c lr=1e-4,3e-4,1e-3 -c
 model.width=64,128`` is a grid of 6 configs (the cartesian product, in the order the
@@ -18,6 +22,7 @@ Random search (``--random N``) draws every override per sample from a passed-in
 from __future__ import annotations
 
 import copy
+import difflib
 import itertools
 import json
 import math
@@ -30,6 +35,8 @@ from typing import Any, Literal
 from tracker.errors import InvalidInput
 
 __all__ = [
+    "DISTRIBUTIONS",
+    "DISTRIBUTIONS_HELP",
     "MAX_CONFIGS",
     "Choices",
     "Distribution",
@@ -45,6 +52,18 @@ __all__ = [
 ]
 
 MAX_CONFIGS = 1000  # the most jobs one sweep makes: `tracker sweep` and the dashboard's grid
+
+# name -> how it is written and what it draws (listed by `tracker sweep --help`).
+DISTRIBUTIONS = {
+    "choice": "choice(a, b, c): one of the values, uniformly (a comma list a,b,c is the same)",
+    "uniform": "uniform(low, high): a float, uniform on [low, high]",
+    "loguniform": "loguniform(low, high): a float, log-uniform on [low, high], 0 < low < high",
+    "randint": "randint(low, high): an integer from low to high, both ends included",
+}
+DISTRIBUTIONS_HELP = (
+    "\b\nDistributions for --random N (a grid takes comma lists only):\n"
+    + "\n".join(f"  {text}" for text in DISTRIBUTIONS.values())
+)
 
 
 class SweepSpecError(InvalidInput):
@@ -99,6 +118,9 @@ _INT = re.compile(r"-?(?:0|[1-9]\d*)")
 _FLOAT = re.compile(r"-?(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)")
 _KEY = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
 _DIST = re.compile(r"(loguniform|uniform|randint|choice)\((.*)\)", re.DOTALL)
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)", re.DOTALL)
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf,
+               "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}  # fmt: skip
 _CLOSERS = {"[": "]", "{": "}", "(": ")"}
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t"}
 
@@ -179,6 +201,8 @@ def _value(text: str) -> Any:
         return lowered == "true"
     if lowered in ("null", "none"):
         return None
+    if lowered in _NON_FINITE:
+        return _NON_FINITE[lowered]
     if _INT.fullmatch(s):
         return int(s)
     if _FLOAT.fullmatch(s):
@@ -240,12 +264,25 @@ def _spec(raw: str) -> Spec:
     m = _DIST.fullmatch(raw.strip())
     if m:
         return _distribution(m.group(1), m.group(2))
+    call = _CALL.fullmatch(raw.strip())
+    if call:
+        raise _Syntax(_unknown_distribution(call.group(1)))
     parts = _split_top(raw)
     if len(parts) == 1:
         return Choices((_value(raw),))
     if any(not p.strip() for p in parts):
         raise _Syntax("a comma list has an empty entry; quote the value to keep its commas")
     return Choices(tuple(_value(p) for p in parts))
+
+
+def _unknown_distribution(name: str) -> str:
+    close = difflib.get_close_matches(name.lower(), DISTRIBUTIONS, n=1, cutoff=0.6)
+    guess = f"did you mean {close[0]}(...)? " if close else ""
+    names = ", ".join(f"{n}(...)" for n in DISTRIBUTIONS)
+    return (
+        f"unknown distribution '{name}': {guess}the distributions are {names}; "
+        "quote the value to pass it as a string"
+    )
 
 
 def parse_override(text: str) -> Override:
@@ -264,6 +301,12 @@ def parse_override(text: str) -> Override:
         raise SweepSpecError(
             f"-c {text}: key '{key}' must be dotted names of letters, digits, '_' and '-' "
             "with no empty part (e.g. model.width)",
+            field="config",
+        )
+    if not raw.strip():
+        raise SweepSpecError(
+            f"-c {text}: the value is empty: give one (-c {key}=VALUE), or write -c {key}='' "
+            "for an empty string",
             field="config",
         )
     try:
