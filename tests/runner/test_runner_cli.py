@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +40,9 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
     ))  # fmt: skip
     job = json.loads(done.output)
     stored = store_jobs.get_job(store, job["id"])
-    assert stored.argv == [sys.executable, "train.py", "--epochs", "3"]
-    assert stored.cwd == str(tmp_path)
+    # recorded relative to the project root (here the submit directory): see job_command
+    assert stored.argv == ["python", "train.py", "--epochs", "3"]
+    assert stored.cwd == "."
     assert stored.config == {"lr": 3e-4, "model": {"width": 128}}
     assert (stored.gpus, stored.gpu_memory_bytes) == (1, 20 * 1024**3)
     assert (stored.priority, stored.timeout_s, stored.max_retries) == (5, 7200.0, 2)

@@ -43,7 +43,7 @@ from tracker.rules.sweep import (
         ("007e1", 70.0),
         ("1e3", 1000.0),
         ("-.5e-1", -0.05),
-        ("inf", "inf"),
+        ("'inf'", "inf"),  # quoted; bare inf is a float (test_override_traps)
         ("data/train.csv", "data/train.csv"),
         ('"64"', "64"),
         ("'a,b'", "a,b"),
@@ -92,7 +92,7 @@ def test_parse_value_errors(text: str, fragment: str) -> None:
         ('name="a,b"', "name", Choices(("a,b",))),
         ("layers=[1,2],[3,4]", "layers", Choices(([1, 2], [3, 4]))),
         ("layers=[1,2]", "layers", Choices(([1, 2],))),
-        ("tag=", "tag", Choices(("",))),
+        ("tag=''", "tag", Choices(("",))),  # a bare "tag=" is refused (test_override_traps)
         ("expr=a=b", "expr", Choices(("a=b",))),
         ("lr=loguniform(1e-5, 1e-2)", "lr", Distribution("loguniform", 1e-5, 1e-2)),
         ("p=uniform(-1, 1)", "p", Distribution("uniform", -1, 1)),
