@@ -38,7 +38,7 @@ def refused(procs: Procs, *args: str) -> str:
         (("submit", "--", "README.md"), "tracker submit -- bash README.md"),
         (("submit", "--", "./nope.sh"), "./nope.sh: no such file (looked in "),
         (("submit", "--", "nope-program"), "no program of that name on PATH"),
-        (("submit", "missing.py"), "script missing.py: no such file in "),
+        (("submit", "missing.py"), "script missing.py does not exist in "),
         (("submit", "--", "data"), "is a directory, not a program"),
         (("submit", "train.py", "-c", "lr="), "-c lr=: the value is empty"),
         (("sweep", "train.py", "--random", "2", "-c", "lr=logunifrom(1e-5,1e-3)"),
@@ -66,8 +66,12 @@ def test_script_options_before_double_dash_get_the_fix(procs: Procs, project: Pa
 
 
 def test_runnable_commands_are_accepted(procs: Procs, project: Path, store: Store) -> None:
-    for args in (("submit", "--", "./run.sh"), ("submit", "--", "run.sh"),
-                 ("submit", "--", "bash", "README.md"), ("submit", "train.py", "-c", "lr=0.1")):
+    for args in (
+        ("submit", "--", "./run.sh"),
+        ("submit", "--", "run.sh"),
+        ("submit", "--", "bash", "README.md"),
+        ("submit", "train.py", "-c", "lr=0.1"),
+    ):
         result = procs.run(*args)
         assert result.returncode == 0, (args, result.stderr)
     argvs = [j.argv for j in reversed(list_jobs(store))]

@@ -113,11 +113,14 @@ class Procs:
     def scheduler(self, *args: str) -> Proc:
         return self.tracker("scheduler", *REAP, *args, name="scheduler")
 
-    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run a short ``tracker`` command to completion."""
+    def run(
+        self, *args: str, timeout: float = 60, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a short ``tracker`` command to completion (in ``cwd``, default the test's
+        directory)."""
         return subprocess.run(
-            [*TRACKER, *args], capture_output=True, text=True, env=self.env(), cwd=self.tmp,
-            timeout=timeout, check=False,
+            [*TRACKER, *args], capture_output=True, text=True, env=self.env(),
+            cwd=cwd or self.tmp, timeout=timeout, check=False,
         )  # fmt: skip
 
     def close(self) -> None:

@@ -59,7 +59,7 @@ def build_command(args: Sequence[str], cwd: str, project_root: str | None = None
 def _check_script(script: str, cwd: str) -> None:
     path = os.path.join(cwd, script)
     if not os.path.exists(path):
-        raise InvalidInput(f"script {script}: no such file in {cwd}", field="command")
+        raise InvalidInput(f"script {script} does not exist in {cwd}", field="command")
     if not os.path.isfile(path):
         raise InvalidInput(f"script {script}: {path} is not a file", field="command")
 
