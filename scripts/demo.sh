@@ -7,5 +7,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-./scripts/install.sh
+# Only what the demo needs: the dashboard (server) and the worker (runner) extras, and torch
+# (the CPU wheel of the version pinned in constraints.txt; install.sh installs it first).
+# scripts/test.sh installs the dev extra instead.
+TRACKER_EXTRAS=server,runner ./scripts/install.sh
 exec .venv/bin/tracker up --demo "$@"

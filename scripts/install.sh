@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its dev extras, torch first.
+# Create .venv and install the project with the extras asked for, torch first.
 #
 # Versions are pinned in constraints.txt (the only place), passed to every pip install with
-# -c. torch is installed before the project so that resolving the project's `torch>=...`
-# requirement finds it already satisfied instead of pulling another build.
-# A stamp in .venv records what was installed; when pyproject.toml, constraints.txt and the
-# interpreter are unchanged, the second run does nothing.
+# -c. torch is installed before the project, from the CPU wheel index (TORCH_INDEX_URL), so
+# that a stock machine gets the CPU build of the pinned version instead of PyPI's CUDA one,
+# and resolving the project's `torch>=...` requirement finds it already satisfied.
+# A stamp in .venv records what was installed; when pyproject.toml, constraints.txt, the
+# extras and the interpreter are unchanged, the second run does nothing.
 #
 # Env: PYTHON (default python3) picks the interpreter used to create .venv.
+#      TRACKER_EXTRAS (default dev): the project's extras, comma-separated; scripts/demo.sh
+#        asks for server,runner only (no pytest, mypy, playwright or mlflow).
+#      TORCH_INDEX_URL (default https://download.pytorch.org/whl/cpu): where torch comes
+#        from; e.g. https://download.pytorch.org/whl/cu124 for a CUDA build.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 constraints="constraints.txt"
+extras="${TRACKER_EXTRAS:-dev}"
+torch_index="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
 TORCH_VERSION="$(sed -n 's/^torch==\([^[:space:]#;]*\).*/\1/p' "$constraints")"
 if [[ -z "$TORCH_VERSION" ]]; then
     echo "error: $constraints has no 'torch==VERSION' line" >&2
@@ -39,7 +46,7 @@ if [[ ! -x "$py" ]]; then
     fi
 fi
 
-want="$(sha256sum pyproject.toml "$constraints" | cut -d' ' -f1 | tr '\n' ' ')$("$py" -c 'import sys; print(sys.version.split()[0])')"
+want="$(sha256sum pyproject.toml "$constraints" | cut -d' ' -f1 | tr '\n' ' ')$("$py" -c 'import sys; print(sys.version.split()[0])') [$extras] $torch_index"
 
 installed_ok() {
     [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
@@ -62,9 +69,9 @@ rm -f "$stamp"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 echo "==> upgrading pip"
 "$py" -m pip install --quiet --upgrade pip
-echo "==> installing torch $TORCH_VERSION (CPU)"
-"$py" -m pip install --quiet -c "$constraints" torch
-echo "==> installing the project: pip install -c $constraints -e '.[dev]'"
-"$py" -m pip install --quiet -c "$constraints" -e '.[dev]'
+echo "==> installing torch $TORCH_VERSION from $torch_index"
+"$py" -m pip install --quiet -c "$constraints" --index-url "$torch_index" torch
+echo "==> installing the project: pip install -c $constraints -e '.[$extras]'"
+"$py" -m pip install --quiet -c "$constraints" -e ".[$extras]"
 echo "$want" >"$stamp"
 echo "==> install done"
