@@ -53,7 +53,9 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     """
     from tracker.client.sinks import SqlSink
     from tracker.client.writer import replay_spill_file
+    from tracker.store import resolve_uri
 
+    say_store(resolve_uri(uri))
     sink = SqlSink.from_uri(uri)
     for name in files:
         count = replay_spill_file(sink, Path(name))
