@@ -137,6 +137,15 @@ Use it only on a single-user machine.
 """
 
 
+def check_workers(workers: int, dev: bool) -> None:
+    """Raises click.UsageError for ``--workers 0`` without ``--dev``."""
+    if not dev and workers < 1:
+        raise click.UsageError(
+            "--workers 0 means Flask's development server: add --dev to confirm "
+            "(use --workers N for gunicorn in production)"
+        )
+
+
 def check_port(host: str, port: int) -> None:
     """Fail fast unless ``host:port`` can be listened on (as the server will: SO_REUSEADDR).
 
@@ -249,11 +258,7 @@ def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: i
     """
     from tracker.store import Store
 
-    if not dev and workers < 1:
-        raise click.UsageError(
-            "--workers 0 means Flask's development server: add --dev to confirm "
-            "(use --workers N for gunicorn in production)"
-        )
+    check_workers(workers, dev)
     Store(config["STORE_URI"]).close()  # migrate once, here, before any worker starts
     if dev:
         from werkzeug.serving import make_server
@@ -304,12 +309,16 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
        secure_cookie: bool) -> None:  # fmt: skip
-    """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
-    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth)  # fmt: skip
-    check_port(host, port)
+    """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
+
+    A port in use is an error at once (pick another with --port).
+    """
     from tracker.store import resolve_uri
 
+    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
+                        secure_cookie, no_auth)  # fmt: skip
+    check_workers(workers, dev)
+    check_port(host, port)
     say_store(resolve_uri(uri))
     with access(config, host, port, "tracker dashboard") as announce:
         serve(config, host, port, workers, threads, dev, on_ready=announce)
@@ -381,21 +390,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @click.command()
 @server_options
-@click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py.")
+@click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py (once per store).")
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
        demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
-    With --demo, queue a small sweep of the example training script first, so live runs
-    appear within seconds; open the printed sign-in link. Ctrl-C stops both.
+    With --demo, queue a small sweep of the example training script first (once per
+    store: run again, it is not queued twice), so live runs appear within seconds; open the
+    printed sign-in link. A port in use stops it before anything is queued or started (pick
+    another with --port). Ctrl-C stops both.
     """
     from tracker.store import Store, resolve_uri
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth)  # fmt: skip
+    check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None
     say_store(resolved)
