@@ -390,7 +390,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @click.command()
 @server_options
-@click.option("--demo", is_flag=True, help="Queue a small sweep of examples/train_digits.py (once per store).")
+@click.option("--demo", is_flag=True,
+              help="Queue a small sweep of examples/train_digits.py (once per store).")  # fmt: skip
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
