@@ -59,6 +59,9 @@ def test_script_options_before_double_dash_get_the_fix(procs: Procs, project: Pa
     assert "No such option '--epochs'" in err
     assert "arguments for the script go after '--'" in err
     assert "tracker submit train.py -- --epochs 3" in err
+    mixed = refused(procs, "submit", "train.py", "--epochs=3", "-c", "lr=1", "--lr", "3",
+                    "--gpus", "1")  # fmt: skip
+    assert "tracker submit train.py -c lr=1 --gpus 1 -- --epochs=3 --lr 3" in mixed
     assert list_jobs(store) == []
     done = procs.run("submit", "train.py", "--", "--epochs", "3")
     assert done.returncode == 0, done.stderr

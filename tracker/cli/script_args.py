@@ -31,12 +31,37 @@ class ScriptCommand(click.Command):
         message = exc.format_message()
         if at is None or "--" in args[:at]:
             return message
-        fixed = [*args[:at], "--", *args[at:]]
+        fixed = self._script_args_last(args, at)
         path = _command_path(exc.ctx)
         return (
-            f"{message}\n{option} is not an option of `{path}`: arguments for the script go "
-            f"after '--', e.g.\n    {path} {shlex.join(fixed)}"
+            f"{message}\n{option} is not an option of `{path}`; if it is meant for the "
+            f"script, arguments for the script go after '--', e.g.\n    {path} "
+            f"{shlex.join(fixed)}"
         )
+
+    def _script_args_last(self, args: list[str], at: int) -> list[str]:
+        """``args`` with every token from ``at`` on that is not one of this command's
+        options (or an option's value) moved after ``--``."""
+        takes_value = {
+            name: not p.is_flag
+            for p in self.params
+            if isinstance(p, click.Option)
+            for name in (*p.opts, *p.secondary_opts)
+        }
+        ours, script = list(args[:at]), []
+        i = at
+        while i < len(args):
+            token = args[i]
+            name = token.split("=", 1)[0]
+            if name in takes_value:
+                ours.append(token)
+                if takes_value[name] and "=" not in token and i + 1 < len(args):
+                    ours.append(args[i + 1])
+                    i += 1
+            else:
+                script.append(token)
+            i += 1
+        return [*ours, "--", *script]
 
 
 def _command_path(ctx: Any) -> str:
