@@ -43,9 +43,7 @@ def _rename_duplicates() -> None:
             new = name[: 200 - len(suffix)] + suffix
         taken.add(new)
         seen.add(new)
-        conn.execute(
-            sa.update(_schedules).where(_schedules.c.id == schedule_id).values(name=new)
-        )
+        conn.execute(sa.update(_schedules).where(_schedules.c.id == schedule_id).values(name=new))
 
 
 def upgrade() -> None:

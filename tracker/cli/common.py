@@ -23,7 +23,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 
 def open_store(uri: str | None) -> Any:
+    from tracker.cli.remote import refuse_http
     from tracker.store import Store
+
+    refuse_http(uri)  # a dashboard's http:// address: say which commands read over HTTP
 
     return Store(uri)
 
@@ -71,9 +74,12 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned text table (columns as wide as their widest cell, capped at 60)."""
-    cells = [[str(h) for h in headers]] + [[_cell(c) for c in row] for row in rows]
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, cap: int | None = 60
+) -> None:
+    """A plain aligned text table (columns as wide as their widest cell, cut at ``cap``
+    characters; ``cap=None`` never cuts, for cells such as paths)."""
+    cells = [[str(h) for h in headers]] + [[_cell(c, cap) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for i, row in enumerate(cells):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -81,6 +87,6 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             click.echo("  ".join("-" * w for w in widths))
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, cap: int | None = 60) -> str:
     text = fmt_value(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if cap is None or len(text) <= cap else text[: cap - 3] + "..."

@@ -21,7 +21,11 @@ __all__ = [
     "CronError",
     "TimezoneError",
     "check_timezone",
-    "crontab_weekday", "latest_fire_time", "next_fire_time", "trigger_for"]
+    "crontab_weekday",
+    "latest_fire_time",
+    "next_fire_time",
+    "trigger_for",
+]
 
 _DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 # Look back this far (growing) for the latest fire time, so a per-second schedule does not

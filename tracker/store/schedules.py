@@ -146,11 +146,8 @@ def _default_name(conn: sa.Connection, spec: JobSpec, cron: str) -> str:
     """``<script> <cron>``, or with `` (2)``, `` (3)``... when a schedule already has it."""
     script = next((a for a in spec.argv[1:] if a.endswith(".py")), spec.argv[0])
     base = f"{script.rsplit('/', 1)[-1]} {cron}"[:190]
-    taken = set(
-        conn.execute(
-            sa.select(m.ScheduleRow.name).where(m.ScheduleRow.name.startswith(base, autoescape=True))
-        ).scalars()
-    )
+    similar = m.ScheduleRow.name.startswith(base, autoescape=True)
+    taken = set(conn.execute(sa.select(m.ScheduleRow.name).where(similar)).scalars())
     name, n = base, 1
     while name in taken:
         n += 1
