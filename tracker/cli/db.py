@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracker.cli.common import uri_option
+from tracker.cli.remote import refuse_http
 
 
 @click.group()
@@ -21,6 +22,7 @@ def upgrade(uri: str | None, revision: str) -> None:
     """Apply migrations up to REVISION (safe to run from several machines at once)."""
     from tracker.store import Store
 
+    refuse_http(uri)
     store = Store(uri, upgrade=False)
     before, after = store.upgrade(revision)
     if before == after:
@@ -35,6 +37,7 @@ def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
     from tracker.store import SCHEMA_HEAD, Store
 
+    refuse_http(uri)
     store = Store(uri, upgrade=False)
     rev = store.schema_revision()
     click.echo(f"database: {rev or '(empty)'}  code: {SCHEMA_HEAD}")
