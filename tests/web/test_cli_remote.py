@@ -103,6 +103,9 @@ READS = [
     ("jobs", "ls", "--json"),
     ("jobs", "ls", "--status", "failed"),
     ("jobs", "ls", "--status", "queued", "--status", "running", "--json"),
+    ("jobs", "show", "1"),
+    ("jobs", "show", "2", "--json"),
+    ("jobs", "show", "3"),
     ("jobs", "logs", "1"),
     ("jobs", "logs", "1", "--stream", "stderr"),
     ("jobs", "logs", "1", "--attempt", "2"),
@@ -240,7 +243,7 @@ def test_commands_that_need_the_database_say_so(
     (tmp_path / "train.py").write_text("print(1)\n")
     for args in (
         ("jobs", "cancel", str(ids["running_job"])),
-        ("jobs", "show", "1"),
+        ("jobs", "requeue", "1"),
         ("submit", "train.py"),
         ("db", "upgrade"),
     ):
@@ -248,7 +251,7 @@ def test_commands_that_need_the_database_say_so(
         assert result.exit_code != 0, args
         name = " ".join(args[:2] if args[0] in ("jobs", "db") else args[:1])
         assert f"`tracker {name}` needs the database, and {url} is a dashboard" in result.output
-        assert "runs ls, runs show, runs export, jobs ls, jobs logs, workers ls" in result.output
+        assert "runs ls, runs show, runs export, jobs ls, jobs show, jobs logs, workers ls" in result.output
     running = json.loads(ok(local(store_url, "jobs", "ls", "--json")).stdout)
     assert {j["id"]: j["cancel_requested"] for j in running}[ids["running_job"]] is False
 

@@ -283,20 +283,21 @@ def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str
 
 @jobs.command("show")
 @click.argument("job_id", type=int)
-@uri_option
+@reader_options
 @json_option
-def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
-    """Everything about one job: state, why it waits, attempts, failure and hint."""
-    from tracker.runner.pending import explain_pending
-    from tracker.store.jobs import attempts, get_job
-    from tracker.store.workers import list_workers
+def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) -> None:
+    """Everything about one job: state, why it waits, attempts, failure and hint.
 
-    store = open_store(uri)
-    job = get_job(store, job_id)
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    from tracker.runner.pending import explain_pending
+
+    reader = open_reader(uri, token)
+    job = reader.job(job_id)
     reason = job.pending_reason
     if job.status == "queued" and reason is None:
-        reason = explain_pending(job.gpus, job.gpu_memory_bytes, list_workers(store))
-    tries = attempts(store, job_id)
+        reason = explain_pending(job.gpus, job.gpu_memory_bytes, reader.workers(False, True))
+    tries = reader.attempts(job_id)
     if as_json:
         echo_json({"job": job, "pending_reason": reason, "attempts": tries})
         return

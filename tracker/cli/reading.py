@@ -1,7 +1,7 @@
 """The reads the CLI's read commands make, behind one small interface, from a database or
 from a dashboard.
 
-``runs ls|show|export``, ``jobs ls|logs`` and ``workers ls`` take ``--uri`` (or
+``runs ls|show|export``, ``jobs ls|show|logs`` and ``workers ls`` take ``--uri`` (or
 ``TRACKER_URI``): a database URL (``sqlite:///...``, ``postgresql+psycopg://...``) is read
 through the store (:class:`StoreReader`); a dashboard's ``http://host:port`` is read over its
 JSON API (:class:`tracker.cli.remote.HttpReader`, with ``--token`` / ``TRACKER_TOKEN``: a
@@ -25,6 +25,7 @@ import click
 from tracker.cli.common import open_store, uri_option
 from tracker.entities import (
     CheckpointInfo,
+    JobAttemptInfo,
     JobInfo,
     LogChunk,
     MetricPoint,
@@ -80,6 +81,8 @@ class Reader(Protocol):
     def jobs(self, statuses: Sequence[str], project: str | None, limit: int) -> list[JobInfo]: ...
 
     def job(self, job_id: int) -> JobInfo: ...
+
+    def attempts(self, job_id: int) -> list[JobAttemptInfo]: ...
 
     def logs_after(
         self, job_id: int, after: int, attempt: int | None, stream: str | None, limit: int
@@ -152,6 +155,11 @@ class StoreReader:
         from tracker.store.jobs import get_job
 
         return get_job(self.store, job_id)
+
+    def attempts(self, job_id: int) -> list[JobAttemptInfo]:
+        from tracker.store.jobs import attempts
+
+        return attempts(self.store, job_id)
 
     def logs_after(
         self, job_id: int, after: int, attempt: int | None, stream: str | None, limit: int

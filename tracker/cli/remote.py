@@ -31,6 +31,7 @@ import click
 
 from tracker.entities import (
     CheckpointInfo,
+    JobAttemptInfo,
     JobInfo,
     LogChunk,
     MetricPoint,
@@ -48,6 +49,7 @@ HTTP_READ_COMMANDS = (
     "runs show",
     "runs export",
     "jobs ls",
+    "jobs show",
     "jobs logs",
     "workers ls",
 )
@@ -242,6 +244,13 @@ class HttpReader:
 
     def job(self, job_id: int) -> JobInfo:
         return _job(self._get(f"/jobs/{job_id}"))
+
+    def attempts(self, job_id: int) -> list[JobAttemptInfo]:
+        doc = self._get(f"/jobs/{job_id}")
+        return [
+            JobAttemptInfo(job_id=job_id, worker_id=a.get("worker"), **_fields(JobAttemptInfo, a))
+            for a in doc["attempts"]
+        ]
 
     def logs_after(
         self, job_id: int, after: int, attempt: int | None, stream: str | None, limit: int
