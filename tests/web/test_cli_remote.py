@@ -251,7 +251,10 @@ def test_commands_that_need_the_database_say_so(
         assert result.exit_code != 0, args
         name = " ".join(args[:2] if args[0] in ("jobs", "db") else args[:1])
         assert f"`tracker {name}` needs the database, and {url} is a dashboard" in result.output
-        assert "runs ls, runs show, runs export, jobs ls, jobs show, jobs logs, workers ls" in result.output
+        assert (
+            "runs ls, runs show, runs export, jobs ls, jobs show, jobs logs, workers ls"
+            in result.output
+        )
     running = json.loads(ok(local(store_url, "jobs", "ls", "--json")).stdout)
     assert {j["id"]: j["cancel_requested"] for j in running}[ids["running_job"]] is False
 
