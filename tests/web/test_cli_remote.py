@@ -40,7 +40,7 @@ def _seed(store: Store, tmp_path: Path) -> dict[str, int]:
     store.add_event(run.id, "diagnosis", "loss is NaN at step 1")
     store.finish_run(run.id, "failed", exit_code=1, failure_class="nan_loss", failure_hint="h")
     other = store.create_run("nlp", "r2", {"lr": 0.1}, [])
-    store.log_metrics(other.id, 0, {"val/acc": 0.5})
+    store.log_metrics(other.id, 0, {"val/acc": 0.5, "io/read_bytes": 2 * 1024**3})
 
     argv = [sys.executable, "train.py"]
     sweep = queue.enqueue_many(
@@ -162,6 +162,14 @@ def test_runs_show_prints_bytes_with_units_and_whole_paths(
     assert LONG_PATH in shown and "..." not in shown
     assert "3 GiB" in shown and "val/acc=0.93" in shown
     assert "exit code: 1" in shown and "train/loss = nan" in shown
+
+
+def test_runs_ls_prints_byte_metrics_with_units(
+    dashboard: tuple[str, str, dict[str, int]],
+) -> None:
+    _, url, _ = dashboard
+    listed = ok(remote(url, "runs", "ls", "--project", "nlp")).stdout
+    assert "io/read_bytes=2 GiB" in listed and "val/acc=0.5" in listed
 
 
 def test_jobs_ls_shows_the_config_of_each_sweep_job(

@@ -88,7 +88,7 @@ def _flat_summary(config: dict[str, Any]) -> str:
 
 def _metrics_summary(metrics: dict[str, float]) -> str:
     shown = {k: v for k, v in sorted(metrics.items()) if not k.startswith("sys/")}
-    return " ".join(f"{k}={fmt_value(v)}" for k, v in shown.items())
+    return " ".join(f"{k}={format_metric(k, v)}" for k, v in shown.items())
 
 
 @runs.command()
