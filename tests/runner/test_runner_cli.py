@@ -121,7 +121,7 @@ def test_jobs_ls_show_cancel_requeue(cli: Any, store: Store) -> None:
     missing = cli("jobs", "show", "99")
     assert missing.exit_code == 2 and "job 99 does not exist" in missing.output
     bad = cli("jobs", "ls", "--status", "done")
-    assert bad.exit_code == 2 and "not a job status" in bad.output
+    assert bad.exit_code == 2 and "'done' is not one of 'queued', 'running'" in bad.output
     assert ok(cli("jobs", "logs", "2")).output == ""
 
 

@@ -232,7 +232,8 @@ def test_output_is_streamed_trimmed_and_followable(store: Store, procs: Procs, o
     follow = procs.tracker("jobs", "logs", str(job.id), "--follow", "--interval", "0.1",
                            name="follow")  # fmt: skip
     assert follow.wait(60, "jobs logs --follow to end with the job") == 0
-    assert follow.output().endswith("out 4999\ndone\n")
+    # the output, then the final status (stderr) once the job ended
+    assert follow.output().endswith(f"out 4999\ndone\njob {job.id} succeeded: exit code 0\n")
     chunks = logs.logs_after(store, job.id, limit=100_000)
     assert chunks[0].stream == "meta" and "older output were trimmed" in chunks[0].text
     assert sum(len(c.text) for c in chunks if c.stream != "meta") <= 20000

@@ -42,8 +42,10 @@ def open_store(uri: str | None, *, create: bool = False) -> Any:
         InvalidInput: a malformed URL (the message shows the SQLite forms).
         StoreUnavailable, SchemaError: as :class:`tracker.store.Store`.
     """
+    from tracker.cli.remote import refuse_http
     from tracker.store import Store, resolve_uri
 
+    refuse_http(uri)  # a dashboard's http:// address: say which commands read over HTTP
     say_store(resolve_uri(uri))
     return Store(uri, create=create)
 
@@ -115,9 +117,12 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned text table (columns as wide as their widest cell, capped at 60)."""
-    cells = [[str(h) for h in headers]] + [[_cell(c) for c in row] for row in rows]
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, cap: int | None = 60
+) -> None:
+    """A plain aligned text table (columns as wide as their widest cell, cut at ``cap``
+    characters; ``cap=None`` never cuts, for cells such as paths)."""
+    cells = [[str(h) for h in headers]] + [[_cell(c, cap) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for i, row in enumerate(cells):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -125,6 +130,6 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             click.echo("  ".join("-" * w for w in widths))
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, cap: int | None = 60) -> str:
     text = fmt_value(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if cap is None or len(text) <= cap else text[: cap - 3] + "..."

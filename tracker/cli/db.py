@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tracker.cli.common import say_store, uri_option
+from tracker.cli.remote import refuse_http
 
 
 @click.group()
@@ -21,6 +22,7 @@ def upgrade(uri: str | None, revision: str) -> None:
     """Apply migrations up to REVISION (safe to run from several machines at once)."""
     from tracker.store import Store, resolve_uri
 
+    refuse_http(uri)
     say_store(resolve_uri(uri))
     store = Store(uri, upgrade=False)
     before, after = store.upgrade(revision)
@@ -36,6 +38,7 @@ def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
     from tracker.store import SCHEMA_HEAD, Store, resolve_uri
 
+    refuse_http(uri)
     say_store(resolve_uri(uri))
     store = Store(uri, upgrade=False, create=False)
     rev = store.schema_revision()

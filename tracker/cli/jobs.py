@@ -19,12 +19,15 @@ from tracker.cli.common import (
     echo_json,
     fmt_duration,
     fmt_time,
+    fmt_value,
     json_option,
     open_store,
     print_table,
     uri_option,
 )
+from tracker.cli.reading import Reader, open_reader, reader_options
 from tracker.cli.script_args import ScriptCommand
+from tracker.entities import JOB_STATUSES, JobInfo
 from tracker.errors import InvalidInput
 from tracker.rules.sweep import DISTRIBUTIONS_HELP
 from tracker.rules.units import parse_duration, parse_size
@@ -234,50 +237,63 @@ def _note(job: Any) -> str:
     return job.failure_class or ""
 
 
+def _config_text(config: dict[str, Any]) -> str:
+    """A job's config overrides, flattened: ``lr=0.001 model.width=64`` (``-`` for none)."""
+    from tracker.rules.config import flatten
+
+    return " ".join(f"{k}={fmt_value(v)}" for k, v in flatten(config).items()) or "-"
+
+
 @jobs.command("ls")
-@click.option("--status", "statuses", multiple=True, help="Only jobs in this state; repeatable.")
+@click.option("--status", "statuses", multiple=True, type=click.Choice(JOB_STATUSES),
+              help="Only jobs in this state; repeat for several (--status failed "
+                   "--status crashed).")  # fmt: skip
 @click.option("--project", help="Only jobs of this project.")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True,
               help="At most this many jobs, newest first.")  # fmt: skip
-@uri_option
+@reader_options
 @json_option
 def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str | None,
-            as_json: bool) -> None:  # fmt: skip
-    """List jobs, newest first; POS is a queued job's place in the claim order."""
-    from tracker.store.jobs import list_jobs
+            token: str | None, as_json: bool) -> None:  # fmt: skip
+    """List jobs, newest first. POS is a queued job's place in the claim order; CONFIG its
+    config overrides (what tells the jobs of a sweep apart).
 
-    found = list_jobs(open_store(uri), status=list(statuses) or None, project=project, limit=limit)
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    found = open_reader(uri, token).jobs(statuses, project, limit)
     if as_json:
         echo_json(found)
         return
     now = time.time()
     rows = [
         (j.id, j.status, j.position or "-", j.priority, j.project, _command_text(j.argv),
-         j.gpus, j.attempt, j.run_id or "-", j.lease_owner or "-", fmt_time(j.created_at),
+         _config_text(j.config), j.gpus, j.attempt, j.run_id or "-", j.lease_owner or "-",
+         fmt_time(j.created_at),
          fmt_duration(((j.ended_at or now) - j.started_at) if j.started_at else None), _note(j))
         for j in found
     ]  # fmt: skip
-    headers = ("ID", "STATUS", "POS", "PRI", "PROJECT", "COMMAND", "GPUS", "TRY", "RUN", "WORKER",
-               "CREATED", "TOOK", "NOTE")  # fmt: skip
+    headers = ("ID", "STATUS", "POS", "PRI", "PROJECT", "COMMAND", "CONFIG", "GPUS", "TRY", "RUN",
+               "WORKER", "CREATED", "TOOK", "NOTE")  # fmt: skip
     print_table(headers, rows)
 
 
 @jobs.command("show")
 @click.argument("job_id", type=int)
-@uri_option
+@reader_options
 @json_option
-def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
-    """Everything about one job: state, why it waits, attempts, failure and hint."""
-    from tracker.runner.pending import explain_pending
-    from tracker.store.jobs import attempts, get_job
-    from tracker.store.workers import list_workers
+def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) -> None:
+    """Everything about one job: state, why it waits, attempts, failure and hint.
 
-    store = open_store(uri)
-    job = get_job(store, job_id)
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    from tracker.runner.pending import explain_pending
+
+    reader = open_reader(uri, token)
+    job = reader.job(job_id)
     reason = job.pending_reason
     if job.status == "queued" and reason is None:
-        reason = explain_pending(job.gpus, job.gpu_memory_bytes, list_workers(store))
-    tries = attempts(store, job_id)
+        reason = explain_pending(job.gpus, job.gpu_memory_bytes, reader.workers(False, True))
+    tries = reader.attempts(job_id)
     if as_json:
         echo_json({"job": job, "pending_reason": reason, "attempts": tries})
         return
@@ -319,41 +335,75 @@ def jobs_show(job_id: int, uri: str | None, as_json: bool) -> None:
         )  # fmt: skip
 
 
+LOG_PAGE = 1000
+
+
 @jobs.command("logs")
 @click.argument("job_id", type=int)
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the job ends.")
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Keep printing new output until the job ends, then its final status.",
+)
 @click.option("--attempt", type=int, default=None, help="Only this attempt's output.")
 @click.option("--stream", type=click.Choice(["stdout", "stderr"]), default=None,
               help="Only this stream.")  # fmt: skip
 @click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="Seconds between polls with --follow.")  # fmt: skip
-@uri_option
+@reader_options
 def jobs_logs(job_id: int, follow: bool, attempt: int | None, stream: str | None,
-              interval: float, uri: str | None) -> None:  # fmt: skip
-    """Print a job's stored output (stdout and stderr, in order)."""
-    from tracker.store import logs
-    from tracker.store.jobs import get_job
+              interval: float, uri: str | None, token: str | None) -> None:  # fmt: skip
+    """Print a job's stored output (stdout and stderr, in order).
 
-    store = open_store(uri)
-    get_job(store, job_id)  # NotFound for a bad id
+    With --follow, waits for the job to end, prints its final status on stderr
+    ("job 7 failed: exit code 1, failure oom: <hint>") and exits with status 0 when the job
+    succeeded, 1 when it ended otherwise (failed, crashed, timed_out, cancelled). Exit
+    status 2 is an error of this command (no such job, store unreachable).
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    reader = open_reader(uri, token)
+    reader.job(job_id)  # NotFound for a bad id
     last = 0
     while True:
-        chunks = logs.logs_after(
-            store, job_id, after=last, attempt=attempt, stream=stream, limit=1000
-        )
+        last = _print_logs(reader, job_id, last, attempt, stream)
+        if not follow:
+            return
+        job = reader.job(job_id)
+        if job.is_final:
+            _print_logs(reader, job_id, last, attempt, stream)  # written just before the end
+            click.echo(final_status_line(job), err=True)
+            sys.exit(0 if job.status == "succeeded" else 1)
+        time.sleep(interval)
+
+
+def _print_logs(
+    reader: Reader, job_id: int, after: int, attempt: int | None, stream: str | None
+) -> int:
+    """Print every chunk after ``after``; returns the id of the last one printed."""
+    while True:
+        chunks = reader.logs_after(job_id, after, attempt, stream, LOG_PAGE)
         for chunk in chunks:
             click.echo(chunk.text, nl=False)
-            last = chunk.id
+            after = chunk.id
         sys.stdout.flush()
-        if len(chunks) == 1000:
-            continue
-        if not follow or get_job(store, job_id).is_final:
-            if follow:  # output written just before the end
-                for chunk in logs.logs_after(store, job_id, after=last, attempt=attempt,
-                                             stream=stream, limit=1_000_000):  # fmt: skip
-                    click.echo(chunk.text, nl=False)
-            return
-        time.sleep(interval)
+        if len(chunks) < LOG_PAGE:
+            return after
+
+
+def final_status_line(job: JobInfo) -> str:
+    """``job 7 succeeded`` or ``job 7 failed: exit code 1, failure oom: <hint>``."""
+    details = []
+    if job.exit_code is not None:
+        details.append(f"exit code {job.exit_code}")
+    if job.failure_class and job.failure_class != job.status:
+        details.append(f"failure {job.failure_class}")
+    text = f"job {job.id} {job.status}"
+    if details:
+        text += ": " + ", ".join(details)
+    if job.failure_hint:
+        text += f" ({job.failure_hint})"
+    return text
 
 
 @jobs.command("cancel")
@@ -403,19 +453,24 @@ def workers() -> None:
 @workers.command("ls")
 @click.option("--all", "include_stopped", is_flag=True, help="Include stopped workers.")
 @click.option("--live", is_flag=True, help="Leave out lost workers (no heartbeat for 60 s).")
-@uri_option
+@reader_options
 @json_option
-def workers_ls(include_stopped: bool, live: bool, uri: str | None, as_json: bool) -> None:
-    """List workers (lost ones with status 'lost'): host, GPUs, running jobs, last heartbeat."""
-    from tracker.store.workers import list_workers
+def workers_ls(include_stopped: bool, live: bool, uri: str | None, token: str | None,
+               as_json: bool) -> None:  # fmt: skip
+    """List workers (lost ones with status 'lost'): host, GPUs, how many jobs each runs
+    (RUNNING, of at most MAX) and which (JOBS, as #id), last heartbeat.
 
-    found = list_workers(open_store(uri), include_stopped=include_stopped, include_lost=not live)
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    found = open_reader(uri, token).workers(include_stopped, not live)
     if as_json:
         echo_json(found)
         return
     rows = [
         (w.id, w.host, w.pid, ",".join(str(g["index"]) for g in w.gpus) or "none", w.max_jobs,
-         w.status, ",".join(map(str, w.running_jobs)) or "-", fmt_time(w.heartbeat_at))
+         w.status, len(w.running_jobs), ", ".join(f"#{j}" for j in w.running_jobs) or "-",
+         fmt_time(w.heartbeat_at))
         for w in found
     ]  # fmt: skip
-    print_table(("ID", "HOST", "PID", "GPUS", "MAX", "STATUS", "JOBS", "HEARTBEAT"), rows)
+    headers = ("ID", "HOST", "PID", "GPUS", "MAX", "STATUS", "RUNNING", "JOBS", "HEARTBEAT")
+    print_table(headers, rows)

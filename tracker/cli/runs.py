@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -16,15 +15,14 @@ from tracker.cli.common import (
     fmt_time,
     fmt_value,
     json_option,
-    open_store,
     print_table,
     store_label,
-    uri_option,
 )
+from tracker.cli.reading import open_reader, reader_options
 from tracker.entities import RUN_STATUSES, RunInfo
-
-if TYPE_CHECKING:  # the store (and SQLAlchemy) load only when a command runs
-    from tracker.store import Store
+from tracker.errors import InvalidInput
+from tracker.rules.display import format_metric
+from tracker.rules.units import format_bytes
 
 
 @click.group()
@@ -33,7 +31,7 @@ def runs() -> None:
 
 
 @runs.command("ls")
-@uri_option
+@reader_options
 @click.option(
     "--filter",
     "-f",
@@ -48,45 +46,26 @@ def runs() -> None:
 @click.option("--limit", "-n", default=50, show_default=True, help="At most this many runs.")
 @json_option
 def ls(
-    uri: str | None, query: str, project: str | None, status: str | None, tag: str | None,
-    limit: int, as_json: bool,
+    uri: str | None, token: str | None, query: str, project: str | None, status: str | None,
+    tag: str | None, limit: int, as_json: bool,
 ) -> None:  # fmt: skip
     """List runs, newest first, with their config and last metric values.
 
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
     A query that does not parse, or compares impossibly, is an error (exit status 2).
     """
-    store = open_store(uri)
-    found = _search(store, query, project, status, tag, limit)
+    reader = open_reader(uri, token)
+    found = reader.search_runs(query, project, status, tag, limit)
     if as_json:
         echo_json(found)
         return
     if not found:
-        click.echo(f"no runs match in {store_label(store.uri)}", err=True)
+        click.echo(f"no runs match in {store_label(reader.where)}", err=True)
         return
     print_table(
         ["id", "project", "name", "status", "started", "duration", "config", "last metrics"],
         [_row(r) for r in found],
     )
-
-
-def _search(
-    store: Store, query: str, project: str | None, status: str | None, tag: str | None,
-    limit: int,
-) -> list[RunInfo]:  # fmt: skip
-    """Up to ``limit`` runs, newest first, found by the dashboard's runs search a page (at
-    most MAX_LIMIT runs) at a time."""
-    from tracker.store.run_reads import runs_by_ids
-    from tracker.store.run_search import MAX_LIMIT, RunSearch, search_runs
-
-    spec = RunSearch(query, project, status, (tag,) if tag else (), sort="id", order="desc")
-    ids: list[int] = []
-    while len(ids) < limit:
-        size = min(MAX_LIMIT, limit - len(ids))
-        page = search_runs(store, dataclasses.replace(spec, limit=size, offset=len(ids)))
-        ids.extend(r.id for r in page.runs)
-        if len(page.runs) < size:
-            break
-    return runs_by_ids(store, ids)
 
 
 def _row(run: RunInfo) -> list[Any]:
@@ -111,19 +90,23 @@ def _flat_summary(config: dict[str, Any]) -> str:
 
 def _metrics_summary(metrics: dict[str, float]) -> str:
     shown = {k: v for k, v in sorted(metrics.items()) if not k.startswith("sys/")}
-    return " ".join(f"{k}={fmt_value(v)}" for k, v in shown.items())
+    return " ".join(f"{k}={format_metric(k, v)}" for k, v in shown.items())
 
 
 @runs.command()
-@uri_option
+@reader_options
 @click.argument("run_id", type=int)
 @json_option
-def show(uri: str | None, run_id: int, as_json: bool) -> None:
-    """Show one run: status, config, last metrics, checkpoints and events."""
-    store = open_store(uri)
-    run = store.get_run(run_id)
-    checkpoints = store.list_checkpoints(run_id)
-    events = store.list_events(run_id)
+def show(uri: str | None, token: str | None, run_id: int, as_json: bool) -> None:
+    """Show one run: status, config, last metrics, checkpoints and events.
+
+    Metrics named *_bytes read with units (499 MiB); paths and commands are never cut.
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
+    """
+    reader = open_reader(uri, token)
+    run = reader.run(run_id)
+    checkpoints = reader.checkpoints(run_id)
+    events = reader.events(run_id)
     if as_json:
         echo_json({"run": run, "checkpoints": checkpoints, "events": events})
         return
@@ -133,6 +116,7 @@ def show(uri: str | None, run_id: int, as_json: bool) -> None:
     for label, value in [
         ("run", f"{run.id}  {run.project}/{run.name}"),
         ("status", status),
+        ("exit code", "-" if run.exit_code is None else str(run.exit_code)),
         ("error", run.error or "-"),
         ("started", fmt_time(run.started_at)),
         ("ended", fmt_time(run.ended_at)),
@@ -146,39 +130,56 @@ def show(uri: str | None, run_id: int, as_json: bool) -> None:
     click.echo("\nconfig:")
     click.echo(json.dumps(run.config, indent=2, sort_keys=True))
     click.echo("\nlast metrics:")
-    for key, value in sorted(run.last_metrics.items()):
-        click.echo(f"  {key} = {fmt_value(value)}")
+    for metric, number in sorted(run.last_metrics.items()):
+        click.echo(f"  {metric} = {format_metric(metric, number)}")
     if checkpoints:
         click.echo("\ncheckpoints:")
         print_table(
-            ["step", "bytes", "state", "sha256", "metrics", "path"],
-            [[c.step, c.bytes, c.state, c.sha256[:12], c.metrics, c.path] for c in checkpoints],
-        )
+            ["step", "size", "state", "sha256", "metrics", "path"],
+            [[c.step, format_bytes(c.bytes), c.state, c.sha256[:12],
+              _metrics_text(c.metrics), c.path] for c in checkpoints],
+            cap=None,
+        )  # fmt: skip
     if events:
         click.echo("\nevents:")
         for event in events:
             click.echo(f"  {fmt_time(event.at)}  {event.kind}: {event.message}")
 
 
+def _metrics_text(metrics: dict[str, Any]) -> str:
+    return " ".join(f"{k}={format_metric(k, v)}" for k, v in sorted(metrics.items())) or "-"
+
+
 @runs.command()
-@uri_option
+@reader_options
 @click.argument("run_id", type=int)
 @click.option("--format", "fmt", type=click.Choice(["csv"]), default="csv", show_default=True)
 @click.option("--key", "keys", multiple=True, help="Only these metric keys (repeatable).")
 @click.option("--output", "-o", type=click.File("w"), default="-", help="File (default stdout).")
-def export(uri: str | None, run_id: int, fmt: str, keys: tuple[str, ...], output: Any) -> None:
+def export(uri: str | None, token: str | None, run_id: int, fmt: str, keys: tuple[str, ...],
+           output: Any) -> None:  # fmt: skip
     """Export every metric point of a run as CSV: key, step, wall_time, value.
 
-    NaN and infinities are written as nan, inf and -inf.
+    NaN and infinities are written as nan, inf and -inf. A --key the run does not have is
+    an error (exit status 2) that lists the keys it has; nothing is written then.
+    --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
     """
-    store = open_store(uri)
-    store.get_run(run_id)  # NotFound with a clear message
-    wanted = list(keys) or store.metric_keys(run_id)
+    reader = open_reader(uri, token)
+    reader.run(run_id)  # NotFound with a clear message
+    have = reader.metric_keys(run_id)
+    missing = [k for k in dict.fromkeys(keys) if k not in have]
+    if missing:
+        listed = ", ".join(have) if have else "none: it has logged no metrics"
+        raise InvalidInput(
+            f"run {run_id} has no metric {', '.join(map(repr, missing))}; its metrics: {listed}",
+            field="key",
+        )
+    wanted = list(dict.fromkeys(keys)) or have
     writer = csv.writer(output, lineterminator="\n")
     writer.writerow(["key", "step", "wall_time", "value"])
     count = 0
     for key in wanted:
-        for point in store.metric_history(run_id, key):
+        for point in reader.metric_points(run_id, key):
             writer.writerow([key, point.step, f"{point.wall_time:.3f}", repr(point.value)])
             count += 1
     if output is not sys.stdout:

@@ -17,7 +17,15 @@ from tracker.errors import InvalidInput
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
-__all__ = ["CronError", "crontab_weekday", "latest_fire_time", "next_fire_time", "trigger_for"]
+__all__ = [
+    "CronError",
+    "TimezoneError",
+    "check_timezone",
+    "crontab_weekday",
+    "latest_fire_time",
+    "next_fire_time",
+    "trigger_for",
+]
 
 _DOW_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 # Look back this far (growing) for the latest fire time, so a per-second schedule does not
@@ -27,6 +35,35 @@ _WINDOWS = (60.0, 3600.0, 86400.0, 31 * 86400.0, 366 * 86400.0, 5 * 366 * 86400.
 
 class CronError(InvalidInput):
     code = "invalid_cron"
+
+
+class TimezoneError(CronError):
+    """A schedule's time zone is not an IANA zone name this machine knows (field ``timezone``).
+
+    A subclass of CronError, so code that skips unreadable schedules skips these too; its
+    code tells the two apart."""
+
+    code = "invalid_timezone"
+
+
+def check_timezone(timezone: object) -> str:
+    """``timezone`` if it names an IANA time zone (``UTC``, ``Europe/Berlin``).
+
+    Raises:
+        TimezoneError: not a string, or no such zone in this machine's time zone database.
+    """
+    import zoneinfo
+
+    hint = "use an IANA zone name such as UTC, Europe/Berlin or America/New_York"
+    if not isinstance(timezone, str) or not timezone:
+        raise TimezoneError(f"time zone {timezone!r} is not a zone name: {hint}", field="timezone")
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise TimezoneError(
+            f"time zone {timezone!r} is not a known time zone: {hint}", field="timezone"
+        ) from exc
+    return timezone
 
 
 def _dow_part(part: str) -> set[int]:
@@ -64,10 +101,12 @@ def trigger_for(cron: str, timezone: str = "UTC") -> CronTrigger:
     """Build the trigger for a 5-field crontab (or 6 fields, seconds first).
 
     Raises:
-        CronError: the expression or the time zone is invalid.
+        TimezoneError: ``timezone`` is not a known zone name (code ``invalid_timezone``).
+        CronError: the expression is invalid.
     """
     from apscheduler.triggers.cron import CronTrigger
 
+    check_timezone(timezone)
     fields = cron.split() if isinstance(cron, str) else []
     if len(fields) not in (5, 6):
         raise CronError(

@@ -245,7 +245,8 @@ class JobLogChunkRow(Base):
 class ScheduleRow(Base):
     __tablename__ = "schedules"
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(200))
+    # unique: a name tells schedules apart in `tracker schedule ls` and the dashboard
+    name: Mapped[str] = mapped_column(sa.String(200), unique=True)
     cron: Mapped[str] = mapped_column(sa.String(120))
     timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
     spec: Mapped[Any] = mapped_column(JsonType)

@@ -23,8 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import sqlalchemy as sa
 
 from tracker.entities import JobSpec, ScheduleInfo
-from tracker.errors import InvalidInput, NotFound
-from tracker.rules.cron import CronError, latest_fire_time, next_fire_time, trigger_for
+from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.rules.cron import (
+    CronError,
+    TimezoneError,
+    latest_fire_time,
+    next_fire_time,
+    trigger_for,
+)
 from tracker.store import models as m
 from tracker.store.clone import clone_specs, spec_from_job, spec_from_run
 from tracker.store.engine import read_conn, write_begin
@@ -90,16 +96,23 @@ def add_schedule(
     now: float | None = None,
 ) -> ScheduleInfo:
     """Store a schedule that enqueues ``spec`` at every cron time; its first fire is the
-    first cron time after ``now``. The name defaults to ``<script> <cron>``.
+    first cron time after ``now``. The name defaults to ``<script> <cron>`` (made unique).
 
     Raises:
-        CronError: a bad cron expression or time zone (field ``cron`` or ``timezone``).
+        TimezoneError: an unknown time zone (code ``invalid_timezone``, field ``timezone``).
+        CronError: a bad cron expression (code ``invalid_cron``, field ``cron``).
         InvalidInput: a name that is not 1 to 200 characters, or a bad job field
             (``check_spec``).
+        Conflict: another schedule already has this name (field ``name``); names are
+            unique (a default name gets `` (2)``, `` (3)``... instead).
         StoreUnavailable: the database cannot be reached.
     """
     if not isinstance(timezone, str) or not _TIMEZONE.fullmatch(timezone):
-        raise CronError(f"timezone {timezone!r} is not a time zone name", field="timezone")
+        raise TimezoneError(
+            f"time zone {timezone!r} is not a time zone name: use an IANA zone name such as "
+            "UTC or Europe/Berlin",
+            field="timezone",
+        )
     if not isinstance(cron, str):
         raise CronError(f"cron {cron!r}: must be a crontab string", field="cron")
     trigger_for(cron, timezone)
@@ -107,13 +120,13 @@ def add_schedule(
         raise InvalidInput("name must be 1 to 200 characters", field="name")
     spec = check_spec(spec)
     now = time.time() if now is None else now
-    script = next((a for a in spec.argv[1:] if a.endswith(".py")), spec.argv[0])
-    name = name or f"{script.rsplit('/', 1)[-1]} {cron}"[:200]
     with write_begin(store.engine) as conn:
+        chosen = name if name is not None else _default_name(conn, spec, cron)
+        # ON CONFLICT DO NOTHING: a name taken by a concurrent add is refused like any other
         schedule_id = conn.execute(
-            sa.insert(m.ScheduleRow)
+            dialect_insert(conn)(m.ScheduleRow)
             .values(
-                name=name,
+                name=chosen,
                 cron=cron,
                 timezone=timezone,
                 spec=spec_to_dict(spec),
@@ -121,9 +134,34 @@ def add_schedule(
                 created_at=now,
                 last_fire_at=None,
             )
+            .on_conflict_do_nothing()
             .returning(m.ScheduleRow.id)
-        ).scalar_one()
+        ).scalar()
+        if schedule_id is None:
+            raise _name_taken(conn, chosen)
     return get_schedule(store, int(schedule_id), now=now)
+
+
+def _default_name(conn: sa.Connection, spec: JobSpec, cron: str) -> str:
+    """``<script> <cron>``, or with `` (2)``, `` (3)``... when a schedule already has it."""
+    script = next((a for a in spec.argv[1:] if a.endswith(".py")), spec.argv[0])
+    base = f"{script.rsplit('/', 1)[-1]} {cron}"[:190]
+    similar = m.ScheduleRow.name.startswith(base, autoescape=True)
+    taken = set(conn.execute(sa.select(m.ScheduleRow.name).where(similar)).scalars())
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base} ({n})"
+    return name
+
+
+def _name_taken(conn: sa.Connection, name: str) -> Conflict:
+    other = conn.execute(sa.select(m.ScheduleRow.id).where(m.ScheduleRow.name == name)).scalar()
+    return Conflict(
+        f"a schedule named {name!r} already exists (schedule {other}): schedule names are "
+        "unique; choose another name, or delete that schedule first",
+        field="name",
+    )
 
 
 def add_schedule_from(

@@ -359,9 +359,16 @@ class Store:
             return list(conn.execute(query).scalars())
 
     def metric_history(
-        self, run_id: int, key: str, *, lo: int | None = None, hi: int | None = None
+        self,
+        run_id: int,
+        key: str,
+        *,
+        lo: int | None = None,
+        hi: int | None = None,
+        limit: int | None = None,
     ) -> list[MetricPoint]:
-        """Every point of one metric, by step, optionally within [lo, hi]."""
+        """Every point of one metric, by step, optionally within [lo, hi]; with ``limit``,
+        the first ``limit`` of them (page on with ``lo`` = the last step + 1)."""
         query = (
             sa.select(m.MetricPointRow.step, m.MetricPointRow.wall_ms, m.MetricPointRow.value)
             .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricPointRow.key_id)
@@ -372,6 +379,8 @@ class Store:
             query = query.where(m.MetricPointRow.step >= lo)
         if hi is not None:
             query = query.where(m.MetricPointRow.step <= hi)
+        if limit is not None:
+            query = query.limit(limit)
         with read_conn(self.engine) as conn:
             return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
 

@@ -99,6 +99,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.run_detail": LOG,
     "api.run_metrics": LOG,
     "api.run_series": LOG,
+    "api.run_points": LOG,
     "api.multi_run_series": LOG,
     "api.compare": LOG,
     "api.run_events": LOG,

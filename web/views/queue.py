@@ -25,7 +25,7 @@ from tracker.store import schedules as store_schedules
 from tracker.store.workers import list_workers
 from tracker.web.core.fields import body_field, clone_edits
 from tracker.web.plumbing.context import state
-from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg
+from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg, optional_int_arg
 from tracker.web.views.runs import attempt_json, job_json, logs_json, schedule_json
 
 bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
@@ -77,6 +77,7 @@ def job_logs(job_id: int) -> Any:
         after=after,
         limit=int_arg("limit", 500, 1, 5000),
         stream=request.args.get("stream") or None,
+        attempt=optional_int_arg("attempt"),
         tail=bool_arg("tail"),
     )
     return logs_json(job_id, chunks, after)

@@ -68,7 +68,7 @@ def checkpoint_json(c: CheckpointInfo) -> dict[str, Any]:
     return out
 
 
-_JOB_HIDDEN = ("lease_owner", "retry_on_failure")
+_JOB_HIDDEN = ("lease_owner",)
 
 
 def job_json(job: JobInfo) -> dict[str, Any]:
@@ -185,6 +185,29 @@ def run_series(run_id: int) -> Any:
     run_reads.runs_by_ids(store, [run_id])  # 404 for an unknown run
     found = read_many(store, [(run_id, k) for k in keys], **_series_window())
     return {"run_id": run_id, "series": [series_json(s) for s in found]}
+
+
+MAX_POINTS = 100_000
+
+
+@bp.get("/runs/<int:run_id>/points")
+def run_points(run_id: int) -> Any:
+    """Raw points of one metric, by step, a page at a time (what ``tracker runs export``
+    reads over HTTP): ``[[step, wall_time, value], ...]``, ``next_after_step`` to page on."""
+    key = request.args.get("key")
+    if not key:
+        raise InvalidInput("key is required: the metric to read", field="key")
+    after = int_arg("after_step", -1, -1, 2**63 - 2)
+    limit = int_arg("limit", 10_000, 1, MAX_POINTS)
+    store = state().store
+    run_reads.runs_by_ids(store, [run_id])  # 404 for an unknown run
+    points = store.metric_history(run_id, key, lo=after + 1, limit=limit)
+    return {
+        "run_id": run_id,
+        "key": key,
+        "points": [[p.step, p.wall_time, p.value] for p in points],
+        "next_after_step": points[-1].step if points else after,
+    }
 
 
 @bp.get("/series")
