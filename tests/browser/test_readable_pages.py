@@ -213,3 +213,144 @@ def test_an_empty_active_tab_says_what_the_other_tabs_hold(
     text = empty.inner_text()
     assert text != "No jobs." and "2 cancelled" in text and "Finished tab" in text, text
     screenshot(page, "queue-empty-active")
+
+
+# ------------------------------------------------------------------------ run page (item 7)
+
+MIB = 1024**2
+CONTRAST_JS = """sel => {
+    const rgb = (c) => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    const lum = (c) => { const [r, g, b] = rgb(c).map((v) => { v /= 255;
+        return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+    const el = document.querySelector(sel);
+    let bg = 'rgb(255, 255, 255)';
+    for (let n = el; n; n = n.parentElement) {
+        const c = getComputedStyle(n).backgroundColor;
+        if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') { bg = c; break; }
+    }
+    const [a, b] = [lum(getComputedStyle(el).color), lum(bg)].sort((x, y) => y - x);
+    return {ratio: (a + 0.05) / (b + 0.05), opacity: Number(getComputedStyle(el).opacity)};
+}"""
+
+
+@pytest.fixture(scope="module")
+def short_runs(dashboard: Dashboard) -> dict[str, int]:
+    """A five-step run (constant lr, byte counts, RSS), a run that failed with neither hint
+    nor error, a cancelled run and a finished run that logged nothing."""
+    store = dashboard.store
+    five = store.create_run("short", "five-steps", {"lr": 1e-3})
+    for step in range(5):
+        store.log_metrics(five.id, step, {
+            "train/loss": 1.0 / (step + 1), "train/lr": 1e-3, "data/read_bytes": 4.2e8 + step * MIB,
+            "sys/rss_bytes": 300 * MIB + step * 1000, "sys/cpu_percent": 50.0 + step,
+        })  # fmt: skip
+    store.finish_run(five.id, "finished", exit_code=0)
+    bare = store.create_run("short", "failed-bare", {})
+    store.finish_run(bare.id, "failed", failure_class="cuda_oom")
+    stopped = store.create_run("short", "cancelled", {})
+    store.log_metrics(stopped.id, 0, {"train/loss": 1.0})
+    store.finish_run(stopped.id, "killed", failure_class="cancelled",
+                     failure_hint="The job was cancelled.")  # fmt: skip
+    empty = store.create_run("short", "no-metrics", {})
+    store.finish_run(empty.id, "finished", exit_code=0)
+    return {"five": five.id, "bare": bare.id, "cancelled": stopped.id, "empty": empty.id}
+
+
+def chart_js(page: Any, key: str, expr: str) -> Any:
+    """Evaluate ``expr`` with ``el`` bound to the plot of the chart card of ``key``."""
+    return page.evaluate(
+        f"key => {{ const el = document.querySelector(`.chart-card[data-key='${{key}}'] .chart`);"
+        f" return {expr}; }}",
+        key,
+    )
+
+
+def wait_all_charts(page: Any) -> None:
+    """Every chart card drawn, without scrolling: nothing below the fold stays blank."""
+    page.wait_for_function(
+        "() => { const c = [...document.querySelectorAll('.chart-card .chart')];"
+        " return c.length > 0 && c.every(x => x.querySelector('.main-svg')); }"
+    )
+
+
+def test_a_short_run_is_readable(
+    page: Any, dashboard: Dashboard, short_runs: dict[str, int], screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/runs/{short_runs['five']}")
+    wait_all_charts(page)
+    # Five points: markers, whole-number step ticks.
+    mode = chart_js(page, "train/loss", "el.data.find(t => t.meta && t.meta.role === 'last').mode")
+    assert "markers" in mode
+    ticks = chart_js(page, "train/loss", "[...el.querySelectorAll('.xtick text')].map(t => t.textContent)")
+    assert ticks and all(t.isdigit() for t in ticks), ticks
+    # A constant lr is drawn at its value, on an axis around it.
+    lo, hi = chart_js(page, "train/lr", "el._fullLayout.yaxis.range")
+    assert 0 <= lo < 1e-3 < hi <= 2e-3, (lo, hi)
+    # Bytes: a unit on the axis, in the hover text; never 4.2e+8.
+    assert chart_js(page, "data/read_bytes", "el._fullLayout.yaxis.title.text") == "MiB"
+    yticks = chart_js(page, "data/read_bytes", "[...el.querySelectorAll('.ytick text')].map(t => t.textContent)")
+    assert yticks and not any("e+" in t for t in yticks), yticks
+    hover = chart_js(page, "data/read_bytes", "el.data.find(t => t.meta && t.meta.role === 'last').customdata[0][5]")
+    assert hover.endswith("MiB"), hover
+    # CPU and RSS: RSS in GiB on an axis that never goes below zero, markers for 5 points.
+    cpu = '.chart-card[data-kind="cpu"] .chart'
+    rss_range = page.evaluate(f"() => document.querySelector('{cpu}')._fullLayout.yaxis2.range")
+    cpu_range = page.evaluate(f"() => document.querySelector('{cpu}')._fullLayout.yaxis.range")
+    assert rss_range[0] >= 0 and cpu_range[0] >= 0, (rss_range, cpu_range)
+    # The summary of final metrics: last, min, max per key, bytes with units.
+    summary = page.locator("#metric-summary")
+    assert summary.is_visible()
+    loss = summary.locator('tr[data-key="train/loss"] td').all_inner_texts()
+    assert loss == ["0.2", "0.2", "1", "4"], loss
+    read = summary.locator('tr[data-key="data/read_bytes"] td').all_inner_texts()
+    assert all("MiB" in v for v in read[:3]), read
+    assert "GiB" not in read[0] and "e+" not in "".join(read)
+    keys = summary.locator("tbody tr").evaluate_all("rs => rs.map(r => r.dataset.key)")
+    assert keys[-2:] == ["sys/cpu_percent", "sys/rss_bytes"]  # sys/ last
+    screenshot(page, "run-short")
+
+
+def test_charts_below_the_fold_are_drawn_without_scrolling(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/runs/{dashboard.seeded.runs['adam-lr3e-4']}")
+    wait_all_charts(page)
+    assert page.evaluate("() => window.scrollY") == 0
+    below = page.evaluate(
+        "() => [...document.querySelectorAll('.chart-card')]"
+        ".filter(c => c.getBoundingClientRect().top > window.innerHeight).length"
+    )
+    assert below > 0  # the page is long enough for this to mean something
+    screenshot(page, "run-full-page")
+
+
+def test_the_live_indicator_is_readable(page: Any, dashboard: Dashboard) -> None:
+    page.goto(f"{dashboard.url}/runs/{dashboard.seeded.runs['adam-live']}")
+    page.wait_for_selector("#live-indicator:not([hidden])")
+    found = page.evaluate(CONTRAST_JS, "#live-indicator")
+    assert found["ratio"] >= 4.5 and found["opacity"] == 1, found
+
+
+def test_failure_boxes_never_say_null_and_cancelled_is_not_a_failure(
+    page: Any, dashboard: Dashboard, short_runs: dict[str, int], screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/runs/{short_runs['bare']}")
+    box = page.locator("#run-failure")
+    box.wait_for(state="visible")
+    assert box.inner_text().strip() == "cuda_oom" and "null" not in box.inner_text()
+    red = page.evaluate("() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor")
+    page.goto(f"{dashboard.url}/runs/{short_runs['cancelled']}")
+    box.wait_for(state="visible")
+    assert "cancelled" in box.inner_text() and "null" not in box.inner_text()
+    assert "neutral" in (box.get_attribute("class") or "")
+    grey = page.evaluate("() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor")
+    assert grey != red
+    badge = page.locator("#run-status .badge")
+    assert badge.inner_text() == "killed · cancelled"
+    assert "cancelled" in (badge.get_attribute("class") or "")
+    screenshot(page, "run-cancelled")
+    page.goto(f"{dashboard.url}/runs/{short_runs['empty']}")
+    empty = page.locator("#no-metrics")
+    empty.wait_for(state="visible")
+    assert "no metrics" in empty.inner_text().lower() and "yet" not in empty.inner_text()
