@@ -293,8 +293,10 @@ def test_a_short_run_is_readable(
     assert yticks and not any("e+" in t for t in yticks), yticks
     hover = chart_js(page, "data/read_bytes", "el.data.find(t => t.meta && t.meta.role === 'last').customdata[0][5]")
     assert hover.endswith("MiB"), hover
-    # CPU and RSS: RSS in GiB on an axis that never goes below zero, markers for 5 points.
+    # CPU and RSS: RSS in MiB (300 MiB) on an axis that never goes below zero.
     cpu = '.chart-card[data-kind="cpu"] .chart'
+    title = page.evaluate(f"() => document.querySelector('{cpu}')._fullLayout.yaxis2.title.text")
+    assert title == "RSS (MiB)"
     rss_range = page.evaluate(f"() => document.querySelector('{cpu}')._fullLayout.yaxis2.range")
     cpu_range = page.evaluate(f"() => document.querySelector('{cpu}')._fullLayout.yaxis.range")
     assert rss_range[0] >= 0 and cpu_range[0] >= 0, (rss_range, cpu_range)
@@ -354,3 +356,65 @@ def test_failure_boxes_never_say_null_and_cancelled_is_not_a_failure(
     empty = page.locator("#no-metrics")
     empty.wait_for(state="visible")
     assert "no metrics" in empty.inner_text().lower() and "yet" not in empty.inner_text()
+
+
+# ---------------------------------------------------------------------- runs table (item 9)
+
+WIDE = "?config=optimizer,lr,model.width,data.name&metrics=val/acc,train/loss,sys/rss_bytes"
+
+
+def test_runs_table_fits_1440px_and_labels_config_and_metric_columns(
+    page: Any, dashboard: Dashboard, short_runs: dict[str, int], screenshot: Any
+) -> None:
+    assert page.viewport_size["width"] == 1440
+    page.goto(f"{dashboard.url}/{WIDE}")
+    page.wait_for_selector("#runs-body tr")
+    overflow = page.evaluate(
+        "() => { const w = document.querySelector('#runs-table').parentElement;"
+        " const right = w.getBoundingClientRect().right;"
+        " const cells = [...document.querySelectorAll('#runs-table th, #runs-table td')];"
+        " return {scroll: w.scrollWidth - w.clientWidth,"
+        "  clipped: cells.filter(c => c.getBoundingClientRect().right > right + 1).length}; }"
+    )
+    assert overflow == {"scroll": 0, "clipped": 0}, overflow
+    groups = page.locator("#runs-groups th")
+    assert groups.all_inner_texts()[1:] == ["CONFIG", "METRICS (LAST VALUE)"]
+    spans = groups.evaluate_all("ths => ths.map(t => t.colSpan)")
+    assert spans[1:] == [4, 3]
+    rss = page.locator(f'tr[data-run-id="{dashboard.seeded.runs["adam-lr3e-4"]}"] td.col-metric').last
+    assert rss.inner_text().endswith("GiB"), rss.inner_text()
+    screenshot(page, "runs-wide")
+
+
+def test_select_all_follows_the_rows(page: Any, dashboard: Dashboard) -> None:
+    page.goto(f"{dashboard.url}/?project=short&config=&metrics=")
+    page.wait_for_selector("#runs-body tr")
+    boxes = page.locator("#runs-body input[type=checkbox]")
+    select_all = page.locator("#runs-head input[type=checkbox]")
+    for i in range(boxes.count()):
+        assert not select_all.is_checked()
+        boxes.nth(i).check()
+    assert select_all.is_checked()
+    boxes.first.uncheck()
+    assert not select_all.is_checked()
+    assert page.evaluate("() => document.querySelector('#runs-head input').indeterminate")
+
+
+def test_cancelled_runs_do_not_look_like_failures(
+    page: Any, dashboard: Dashboard, short_runs: dict[str, int], screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/?project=short&config=&metrics=train/loss")
+    page.wait_for_selector("#runs-body tr")
+
+    def background(run_id: int) -> str:
+        badge = page.locator(f'tr[data-run-id="{run_id}"] .badge')
+        return str(badge.evaluate("b => getComputedStyle(b).backgroundColor"))
+
+    cancelled = page.locator(f'tr[data-run-id="{short_runs["cancelled"]}"] .badge')
+    assert "cancelled" in (cancelled.get_attribute("class") or "")
+    failed = background(short_runs["bare"])
+    neutral = background(short_runs["cancelled"])
+    assert neutral != failed
+    red, green, blue = (int(v) for v in neutral[neutral.index("(") + 1 : -1].split(",")[:3])
+    assert max(red, green, blue) - min(red, green, blue) < 16, neutral  # grey, not red
+    screenshot(page, "runs-cancelled")

@@ -168,9 +168,10 @@ const RunCharts = (() => {
         const rssExt = rss ? Charts.extent([rss]) : null;
         const cpu = this.payloads.get("sys/cpu_percent");
         Object.assign(lay.yaxis, Charts.yRange(cpu ? Charts.extent([cpu]) : null, { zero: true }));
+        const unit = this.rssUnit();
         lay.yaxis2 = {
-          title: { text: "RSS (GiB)", font: { size: 11 } }, overlaying: "y", side: "right", showgrid: false, zeroline: false,
-          ...Charts.yRange(rssExt && [rssExt[0] / GIB, rssExt[1] / GIB], { zero: true }),
+          title: { text: `RSS (${unit.name})`, font: { size: 11 } }, overlaying: "y", side: "right", showgrid: false, zeroline: false,
+          ...Charts.yRange(rssExt && [rssExt[0] / unit.factor, rssExt[1] / unit.factor], { zero: true }),
         };
         lay.margin.r = 58;
       }
@@ -198,16 +199,24 @@ const RunCharts = (() => {
       });
     }
 
+    /** RSS in the unit its largest value reaches (MiB for a small process, GiB else). */
+    rssUnit() {
+      const rss = this.payloads.get("sys/rss_bytes");
+      const ext = rss ? Charts.extent([rss]) : null;
+      return Charts.bytesUnit(ext ? Math.max(Math.abs(ext[0]), Math.abs(ext[1])) : GIB);
+    }
+
     cpuTraces(axis) {
+      const unit = this.rssUnit();
       return this.keys.map((key, i) => {
         const p = this.payloads.get(key);
         const rss = key === "sys/rss_bytes";
         return {
           type: "scatter", mode: p.last_step.length < Charts.MARKERS_BELOW ? "lines+markers" : "lines",
           marker: { size: 5 }, name: rss ? "RSS" : "CPU", yaxis: rss ? "y2" : "y",
-          x: Charts.xValues(p, axis), y: rss ? p.max.map((v) => (v === null ? null : v / GIB)) : p.last,
+          x: Charts.xValues(p, axis), y: rss ? p.max.map((v) => (v === null ? null : v / unit.factor)) : p.last,
           line: { color: Charts.color(i, 2), width: 1.6 },
-          hovertemplate: rss ? "RSS %{y:.3f} GiB<extra></extra>" : "CPU %{y:.1f} %<extra></extra>",
+          hovertemplate: rss ? `RSS %{y:.3f} ${unit.name}<extra></extra>` : "CPU %{y:.1f} %<extra></extra>",
         };
       });
     }
