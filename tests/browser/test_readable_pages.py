@@ -418,3 +418,78 @@ def test_cancelled_runs_do_not_look_like_failures(
     red, green, blue = (int(v) for v in neutral[neutral.index("(") + 1 : -1].split(",")[:3])
     assert max(red, green, blue) - min(red, green, blue) < 16, neutral  # grey, not red
     screenshot(page, "runs-cancelled")
+
+
+# ------------------------------------------------------------------------- compare (item 8)
+
+LONG_KEYS = [f"optimizer.scheduler.param_group_{i}.warmup_steps" for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def wide_compare(dashboard: Dashboard) -> list[int]:
+    """Three runs with eight long config keys that differ and one that does not; a key only
+    the first run has (sorted first) and a metric only the second run has (sorted first)."""
+    store = dashboard.store
+    ids = []
+    for i in range(3):
+        config: dict[str, Any] = {key: (i + 1) * (j + 1) for j, key in enumerate(LONG_KEYS)}
+        config["data"] = {"name": "digits"}  # the same for all: no axis
+        if i == 0:
+            config["a_rare"] = 0.5
+        run = store.create_run("wide", f"wide-{i}", config)
+        metrics = {"val/acc": 0.5 + 0.1 * i, "train/loss": 1.0 - 0.2 * i}
+        if i == 1:
+            metrics["val/aaa"] = 3.0
+        store.log_metrics(run.id, 0, metrics)
+        store.finish_run(run.id, "finished", exit_code=0)
+        ids.append(run.id)
+    return ids
+
+
+def test_parcoords_labels_do_not_overlap_and_constant_axes_are_hidden(
+    page: Any, dashboard: Dashboard, wide_compare: list[int], screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/compare?runs={','.join(map(str, wide_compare))}")
+    page.locator("#parcoords-chart svg polyline").first.wait_for(state="attached")
+    labels = page.eval_on_selector_all("#parcoords-chart .pc-label", "ls => ls.map(l => l.dataset.key)")
+    assert "data.name" not in labels  # constant: hidden
+    assert set(LONG_KEYS) <= set(labels) and labels[-1] == "val/acc"
+    boxes = page.eval_on_selector_all(
+        "#parcoords-chart .pc-label",
+        "ls => ls.map(l => { const r = l.getBoundingClientRect();"
+        " return [r.left, r.right, r.top, r.bottom]; })",
+    )
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = a[1] <= b[0] or b[1] <= a[0] or a[3] <= b[2] or b[3] <= a[2]
+            assert apart, (a, b)
+    chart = page.evaluate("() => document.querySelector('#parcoords-chart').getBoundingClientRect().right")
+    assert max(b[1] for b in boxes) <= chart
+    screenshot(page, "compare-wide")
+
+
+def test_scatter_defaults_to_keys_most_runs_have_and_says_when_none_has_them(
+    page: Any, dashboard: Dashboard, wide_compare: list[int], screenshot: Any
+) -> None:
+    page.goto(f"{dashboard.url}/compare?runs={','.join(map(str, wide_compare))}")
+    page.wait_for_function("() => document.querySelector('#scatter-chart').dataset.points === '3'")
+    assert page.locator("#scatter-y").input_value() == "val/acc"
+    assert page.locator("#metric-select").input_value() == "val/acc"
+    assert page.locator("#scatter-x").input_value() in LONG_KEYS
+    page.select_option("#scatter-x", "a_rare")
+    page.select_option("#scatter-y", "val/aaa")
+    message = page.locator("#scatter-chart .scatter-empty")
+    message.wait_for()
+    assert "None of these 3 runs has both a_rare and a finite val/aaa" in message.inner_text()
+    screenshot(page, "compare-scatter-empty")
+
+
+def test_compare_without_runs_says_what_to_do(page: Any, dashboard: Dashboard, screenshot: Any) -> None:
+    page.goto(f"{dashboard.url}/compare")
+    error = page.locator("#compare-error")
+    error.wait_for(state="visible")
+    assert "No runs are selected" in error.inner_text()
+    assert error.locator("a").get_attribute("href") == "/"
+    assert page.locator("#compare-body").is_hidden()
+    assert not page.locator("select").first.is_visible()
+    screenshot(page, "compare-no-runs")

@@ -17,7 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 # scripts/refresh_tour.py copies the README's tour images from here into docs/screenshots.
 SCREENSHOTS = Path(os.environ.get("TRACKER_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
 VIEWPORT = {"width": 1440, "height": 1000}
-WAIT_MS = 15_000  # bounded waits for the page: generous, since CI machines can be slow
+# Bounded waits for the page: generous, since CI machines can be slow; a machine under heavy
+# load (the first page that loads plotly.js compiles it: tens of seconds at load 20) may set
+# TRACKER_BROWSER_WAIT_MS higher.
+WAIT_MS = int(os.environ.get("TRACKER_BROWSER_WAIT_MS") or 15_000)
 
 
 @dataclass
