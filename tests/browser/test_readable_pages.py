@@ -463,6 +463,9 @@ def test_parcoords_labels_do_not_overlap_and_constant_axes_are_hidden(
         for b in boxes[i + 1 :]:
             apart = a[1] <= b[0] or b[1] <= a[0] or a[3] <= b[2] or b[3] <= a[2]
             assert apart, (a, b)
+    shown = page.eval_on_selector_all("#parcoords-chart .pc-label-text", "ts => ts.map(t => t.textContent)")
+    assert len(set(shown)) == len(shown), shown  # cut, but still told apart
+    assert all(f"group_{i}" in text for i, text in enumerate(shown[1:9])), shown
     chart = page.evaluate("() => document.querySelector('#parcoords-chart').getBoundingClientRect().right")
     assert max(b[1] for b in boxes) <= chart
     screenshot(page, "compare-wide")

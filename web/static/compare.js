@@ -133,6 +133,9 @@
       return Charts.seriesTraces(p, { axis, c: colors.get(run.id), name: `${run.name} #${run.id}`, smoothing, band, legend: runs.length <= 20 });
     });
     const lay = Charts.layout({ axis, logY: el("cmp-log-y").checked, height: 380, yTitle: key, legend: runs.length <= 20, revision: key });
+    const drawn = runs.map((run) => doc.series[String(run.id)]).filter((p) => p && p.last_step.length);
+    Object.assign(lay.xaxis, Charts.stepTicks(axis, drawn));
+    Object.assign(lay.yaxis, Charts.yRange(Charts.extent(drawn), { logY: el("cmp-log-y").checked }));
     lay.legend = { orientation: "v", x: 1.02, y: 1, font: { size: 10 } };
     lay.margin.r = runs.length <= 20 ? 180 : 14;
     target.dataset.traces = String(traces.length);

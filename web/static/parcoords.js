@@ -83,16 +83,34 @@ const ParCoords = (() => {
 
   const LABEL_ROW = 17; // px between the two rows of staggered labels
 
+  /** Shorter forms of a dotted key, each shorter than the one before: the key; the shortest
+   * dotted suffix no other label ends with ("…param_group_0.warmup_steps"); the part that
+   * tells it apart alone ("…param_group_0.…"); then that part cut from the left. */
+  function shortForms(key, others) {
+    const parts = key.split(".");
+    const forms = [key];
+    let k = parts.length - 1;
+    const ends = (o, suffix) => o === suffix || o.endsWith(`.${suffix}`);
+    while (k > 0 && others.some((o) => o !== key && ends(o, parts.slice(k).join(".")))) k -= 1;
+    if (k > 0) forms.push(`…${parts.slice(k).join(".")}`);
+    const part = parts[k];
+    const tail = k < parts.length - 1 ? ".…" : "";
+    if (k > 0 || tail) forms.push(`${k > 0 ? "…" : ""}${part}${tail}`);
+    for (let n = part.length - 1; n >= 2; n -= 1) forms.push(`…${part.slice(-n)}${tail}`);
+    return forms;
+  }
+
   /**
    * Axis labels never overlap: when one is wider than the gap between axes they alternate
-   * between two rows (twice the room), and any still too wide is cut from the left ("…width",
-   * the end of a dotted key says most); the full key stays in its tooltip. Measured in the
-   * page, so it holds for any font.
+   * between two rows (twice the room), and any still too wide takes the first of its short
+   * forms that fits (shortForms: the part of a dotted key that tells it apart survives);
+   * the full key stays in its tooltip. Measured in the page, so it holds for any font.
    */
   function fitLabels(root, xs) {
     const labels = [...root.querySelectorAll(".pc-label")];
     if (labels.length < 2) return;
     const gap = xs[1] - xs[0];
+    const keys = labels.map((l) => l.dataset.key);
     const texts = labels.map((l) => l.querySelector(".pc-label-text"));
     const stagger = texts.some((t) => t.getComputedTextLength() > gap - 8);
     const room = stagger ? 2 * gap - 8 : gap - 8;
@@ -101,10 +119,9 @@ const ParCoords = (() => {
       const text = texts[i];
       const edge = i === 0 ? 2 * MARGIN.left - 8 : i === labels.length - 1 ? 2 * MARGIN.right - 8 : Infinity;
       const max = Math.min(room, edge);
-      let full = label.dataset.key;
-      while (text.getComputedTextLength() > max && full.length > 2) {
-        full = full.slice(1);
-        text.textContent = `…${full}`;
+      for (const form of shortForms(keys[i], keys)) {
+        text.textContent = form;
+        if (text.getComputedTextLength() <= max) break;
       }
     });
   }
