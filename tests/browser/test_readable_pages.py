@@ -209,7 +209,9 @@ def test_an_empty_active_tab_says_what_the_other_tabs_hold(
     page.goto(f"{finished_only.url}/jobs")
     empty = page.locator("#jobs-empty")
     empty.wait_for(state="visible")
-    page.wait_for_function("() => document.querySelector('#jobs-empty').textContent.includes('Finished')")
+    page.wait_for_function(
+        "() => document.querySelector('#jobs-empty').textContent.includes('Finished')"
+    )
     text = empty.inner_text()
     assert text != "No jobs." and "2 cancelled" in text and "Finished tab" in text, text
     screenshot(page, "queue-empty-active")
@@ -282,16 +284,24 @@ def test_a_short_run_is_readable(
     # Five points: markers, whole-number step ticks.
     mode = chart_js(page, "train/loss", "el.data.find(t => t.meta && t.meta.role === 'last').mode")
     assert "markers" in mode
-    ticks = chart_js(page, "train/loss", "[...el.querySelectorAll('.xtick text')].map(t => t.textContent)")
+    ticks = chart_js(
+        page, "train/loss", "[...el.querySelectorAll('.xtick text')].map(t => t.textContent)"
+    )
     assert ticks and all(t.isdigit() for t in ticks), ticks
     # A constant lr is drawn at its value, on an axis around it.
     lo, hi = chart_js(page, "train/lr", "el._fullLayout.yaxis.range")
     assert 0 <= lo < 1e-3 < hi <= 2e-3, (lo, hi)
     # Bytes: a unit on the axis, in the hover text; never 4.2e+8.
     assert chart_js(page, "data/read_bytes", "el._fullLayout.yaxis.title.text") == "MiB"
-    yticks = chart_js(page, "data/read_bytes", "[...el.querySelectorAll('.ytick text')].map(t => t.textContent)")
+    yticks = chart_js(
+        page, "data/read_bytes", "[...el.querySelectorAll('.ytick text')].map(t => t.textContent)"
+    )
     assert yticks and not any("e+" in t for t in yticks), yticks
-    hover = chart_js(page, "data/read_bytes", "el.data.find(t => t.meta && t.meta.role === 'last').customdata[0][5]")
+    hover = chart_js(
+        page,
+        "data/read_bytes",
+        "el.data.find(t => t.meta && t.meta.role === 'last').customdata[0][5]",
+    )
     assert hover.endswith("MiB"), hover
     # CPU and RSS: RSS in MiB (300 MiB) on an axis that never goes below zero.
     cpu = '.chart-card[data-kind="cpu"] .chart'
@@ -341,12 +351,16 @@ def test_failure_boxes_never_say_null_and_cancelled_is_not_a_failure(
     box = page.locator("#run-failure")
     box.wait_for(state="visible")
     assert box.inner_text().strip() == "cuda_oom" and "null" not in box.inner_text()
-    red = page.evaluate("() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor")
+    red = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor"
+    )
     page.goto(f"{dashboard.url}/runs/{short_runs['cancelled']}")
     box.wait_for(state="visible")
     assert "cancelled" in box.inner_text() and "null" not in box.inner_text()
     assert "neutral" in (box.get_attribute("class") or "")
-    grey = page.evaluate("() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor")
+    grey = page.evaluate(
+        "() => getComputedStyle(document.querySelector('#run-failure')).borderLeftColor"
+    )
     assert grey != red
     badge = page.locator("#run-status .badge")
     assert badge.inner_text() == "killed · cancelled"
@@ -381,7 +395,9 @@ def test_runs_table_fits_1440px_and_labels_config_and_metric_columns(
     assert groups.all_inner_texts()[1:] == ["CONFIG", "METRICS (LAST VALUE)"]
     spans = groups.evaluate_all("ths => ths.map(t => t.colSpan)")
     assert spans[1:] == [4, 3]
-    rss = page.locator(f'tr[data-run-id="{dashboard.seeded.runs["adam-lr3e-4"]}"] td.col-metric').last
+    rss = page.locator(
+        f'tr[data-run-id="{dashboard.seeded.runs["adam-lr3e-4"]}"] td.col-metric'
+    ).last
     assert rss.inner_text().endswith("GiB"), rss.inner_text()
     screenshot(page, "runs-wide")
 
@@ -451,7 +467,9 @@ def test_parcoords_labels_do_not_overlap_and_constant_axes_are_hidden(
 ) -> None:
     page.goto(f"{dashboard.url}/compare?runs={','.join(map(str, wide_compare))}")
     page.locator("#parcoords-chart svg polyline").first.wait_for(state="attached")
-    labels = page.eval_on_selector_all("#parcoords-chart .pc-label", "ls => ls.map(l => l.dataset.key)")
+    labels = page.eval_on_selector_all(
+        "#parcoords-chart .pc-label", "ls => ls.map(l => l.dataset.key)"
+    )
     assert "data.name" not in labels  # constant: hidden
     assert set(LONG_KEYS) <= set(labels) and labels[-1] == "val/acc"
     boxes = page.eval_on_selector_all(
@@ -463,10 +481,14 @@ def test_parcoords_labels_do_not_overlap_and_constant_axes_are_hidden(
         for b in boxes[i + 1 :]:
             apart = a[1] <= b[0] or b[1] <= a[0] or a[3] <= b[2] or b[3] <= a[2]
             assert apart, (a, b)
-    shown = page.eval_on_selector_all("#parcoords-chart .pc-label-text", "ts => ts.map(t => t.textContent)")
+    shown = page.eval_on_selector_all(
+        "#parcoords-chart .pc-label-text", "ts => ts.map(t => t.textContent)"
+    )
     assert len(set(shown)) == len(shown), shown  # cut, but still told apart
     assert all(f"group_{i}" in text for i, text in enumerate(shown[1:9])), shown
-    chart = page.evaluate("() => document.querySelector('#parcoords-chart').getBoundingClientRect().right")
+    chart = page.evaluate(
+        "() => document.querySelector('#parcoords-chart').getBoundingClientRect().right"
+    )
     assert max(b[1] for b in boxes) <= chart
     screenshot(page, "compare-wide")
 
@@ -487,7 +509,9 @@ def test_scatter_defaults_to_keys_most_runs_have_and_says_when_none_has_them(
     screenshot(page, "compare-scatter-empty")
 
 
-def test_compare_without_runs_says_what_to_do(page: Any, dashboard: Dashboard, screenshot: Any) -> None:
+def test_compare_without_runs_says_what_to_do(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
     page.goto(f"{dashboard.url}/compare")
     error = page.locator("#compare-error")
     error.wait_for(state="visible")
