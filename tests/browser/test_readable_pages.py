@@ -520,3 +520,51 @@ def test_compare_without_runs_says_what_to_do(
     assert page.locator("#compare-body").is_hidden()
     assert not page.locator("select").first.is_visible()
     screenshot(page, "compare-no-runs")
+
+
+# ------------------------------------------------------------- the pages' pure helpers (JS)
+
+COMMANDS = [
+    (["/home/ada/proj/.venv/bin/python", "examples/train.py", "--epochs", "3"],
+     "examples/train.py --epochs 3"),
+    (["python3.11", "-u", "train.py"], "train.py"),
+    (["/usr/bin/python", "-m", "pkg.train", "--fast"], "-m pkg.train --fast"),
+    (["python", "/srv/jobs/proj/examples/train.py"], "…/examples/train.py"),
+    (["./run.sh", "a"], "./run.sh a"),
+    (["torchrun", "--nproc-per-node", "2", "train.py"], "torchrun --nproc-per-node 2 train.py"),
+]  # fmt: skip
+METRICS = [
+    ("sys/rss_bytes", 4.2e8, "400.5 MiB"),
+    ("sys/gpu0/allocated_bytes", 2 * 1024**3, "2.00 GiB"),
+    ("train/loss", 4.2e8, "420000000"),  # not a byte count: no unit
+    ("bytes", 512, "512 B"),
+    ("train/lr", 1e-3, "0.001"),
+]
+JSON_TYPES = [
+    ('{"a": 0.0, "b": 1, "c": 1e-4, "d": [1, 2.0]}',
+     {"a": "float", "b": "int", "c": "float", "d": "list"}),
+    ('{"m": {"x": -2.5E3, "s": "0.0", "t": true, "n": null, "e": {}}}',
+     {"m": {"x": "float", "s": "string", "t": "boolean", "n": "null", "e": "object"}}),
+    ('{"a.b": 3, "q": "\\"}"}', {"a.b": "int", "q": "string"}),
+]  # fmt: skip
+
+
+def test_the_pages_formatting_helpers(page: Any, dashboard: Dashboard) -> None:
+    page.goto(f"{dashboard.url}/jobs")
+    page.wait_for_function("() => typeof CloneEditor === 'object'")
+    for argv, shown in COMMANDS:
+        assert page.evaluate("a => T.commandSummary(a)", argv) == shown, argv
+    for key, value, shown in METRICS:
+        assert page.evaluate("([k, v]) => T.fmtMetric(k, v)", [key, value]) == shown, key
+    assert page.evaluate("() => T.configPairs({lr: 0.1, m: {w: 2, d: {}}, t: [1]})") == [
+        "lr=0.1", "m.w=2", "m.d={}", "t=[1]",
+    ]  # fmt: skip
+    for text, types in JSON_TYPES:
+        assert page.evaluate("t => CloneEditor.jsonTypes(t)", text) == types, text
+    typed = page.evaluate(
+        "() => CloneEditor.typedJson({a: 0, b: 3, c: [1, 2], d: {e: 1e21}},"
+        " {a: 'float', b: 'int', c: 'float', d: {e: 'float'}})"
+    )
+    assert typed == '{"a":0.0,"b":3,"c":[1.0,2.0],"d":{"e":1e+21}}'
+    badge = page.evaluate("() => T.statusBadge('cancelled', 'cancelled').textContent")
+    assert badge == "cancelled"
