@@ -33,7 +33,7 @@ TOUR = {
     "run-diverged.png": "run-diverged",
     "compare.png": "compare",
     "queue.png": "queue-active",
-    "clone-editor.png": "clone-json-float-sweep",
+    "clone-editor.png": "clone-form-float-sweep",
 }
 
 

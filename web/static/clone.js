@@ -93,7 +93,12 @@ const CloneEditor = (() => {
     const sep = step ? ": " : ":";
     if (Array.isArray(value)) {
       if (!value.length) return "[]";
-      const items = value.map((v) => inner + typedJson(v, typeof types === "string" ? types : undefined, step, inner));
+      const itemType = typeof types === "string" ? types : undefined;
+      if (value.every((v) => v === null || typeof v !== "object")) {
+        // A list of plain values stays on one line: [0.1, 0.01] reads as a sweep.
+        return `[${value.map((v) => typedJson(v, itemType)).join(step ? ", " : ",")}]`;
+      }
+      const items = value.map((v) => inner + typedJson(v, itemType, step, inner));
       return `[${nl}${items.join(`,${nl}`)}${nl}${indent}]`;
     }
     if (value && typeof value === "object") {
