@@ -559,6 +559,9 @@ def test_the_pages_formatting_helpers(page: Any, dashboard: Dashboard) -> None:
     assert page.evaluate("() => T.configPairs({lr: 0.1, m: {w: 2, d: {}}, t: [1]})") == [
         "lr=0.1", "m.w=2", "m.d={}", "t=[1]",
     ]  # fmt: skip
+    assert page.evaluate(
+        "() => T.configPairs({wd: 0, m: {s: 2, n: 2}}, {wd: 'float', m: {s: 'float', n: 'int'}})"
+    ) == ["wd=0.0", "m.s=2.0", "m.n=2"]
     for text, types in JSON_TYPES:
         assert page.evaluate("t => CloneEditor.jsonTypes(t)", text) == types, text
     typed = page.evaluate(

@@ -34,6 +34,7 @@ def test_run_and_job_details_carry_config_types(client: FlaskClient, store: Stor
     job = queue.enqueue(store, JobSpec(["python", "train.py"], "digits", config=config))
     expected = {"wd": "float", "epochs": "int", "model": {"scale": "float"}}
     assert client.get(f"/api/v1/jobs/{job.id}").json["config_types"] == expected
+    assert client.get("/api/v1/jobs").json["jobs"][0]["config_types"] == expected
     run = client.get(f"/api/v1/runs/{job.run_id}").json
     assert run["config_types"] == expected and run["config"] == config
 

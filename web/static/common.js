@@ -185,12 +185,16 @@ const T = (() => {
     return rest.join(" ") || args.join(" ");
   }
 
-  /** A config as `key=value` pairs with dotted keys (`lr=0.001 model.width=96`). */
-  function configPairs(config, prefix = "") {
+  /** A config as `key=value` pairs with dotted keys (`lr=0.001 model.width=96`); with the
+   *  server's `config_types`, a float keeps its point (`wd=0.0`). */
+  function configPairs(config, types, prefix = "") {
     const out = [];
     for (const [key, value] of Object.entries(config || {})) {
+      const type = types && typeof types === "object" ? types[key] : undefined;
       if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
-        out.push(...configPairs(value, `${prefix}${key}.`));
+        out.push(...configPairs(value, type, `${prefix}${key}.`));
+      } else if (type === "float" && Number.isInteger(value) && !/e/i.test(String(value))) {
+        out.push(`${prefix}${key}=${value}.0`);
       } else {
         out.push(`${prefix}${key}=${fmtConfig(value)}`);
       }

@@ -47,9 +47,9 @@
 
   /** The script with its arguments, and the config as key=value pairs (full text in the
    * tooltip): jobs running different scripts or configs look different. */
-  function commandCell(argv, config) {
+  function commandCell(argv, config, types) {
     const full = (argv || []).join(" ");
-    const pairs = T.configPairs(config);
+    const pairs = T.configPairs(config, types);
     return h("td", { class: "cmd" },
       h("code", { class: "command", title: full }, shorten(T.commandSummary(argv), 70)),
       pairs.length ? h("div", {}, h("code", { class: "config", title: pairs.join("\n") }, shorten(pairs.join(" "), 70))) : null);
@@ -68,7 +68,7 @@
       h("td", { class: "num" }, job.position ?? ""),
       h("td", {}, status, h("div", { class: "muted small worker" }, where.join(" · "))),
       h("td", { class: "num" }, job.priority),
-      commandCell(job.argv, job.config),
+      commandCell(job.argv, job.config, job.config_types),
       h("td", {}, resources(job)),
       h("td", { class: "reason" }, job.pending_reason || ""),
       h("td", { class: "nowrap", title: T.fmtTime(job.created_at) }, T.fmtAge(job.created_at)),

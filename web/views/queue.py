@@ -23,7 +23,7 @@ from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
 from tracker.store import schedules as store_schedules
 from tracker.store.workers import list_workers
-from tracker.web.core.fields import body_field, clone_edits, config_types
+from tracker.web.core.fields import body_field, clone_edits
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg
 from tracker.web.views.runs import attempt_json, job_json, logs_json, schedule_json
@@ -46,9 +46,7 @@ def jobs() -> Any:
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> Any:
     store = state().store
-    found = store_jobs.get_job(store, job_id)
-    out = job_json(found)
-    out["config_types"] = config_types(found.config)
+    out = job_json(store_jobs.get_job(store, job_id))
     out["attempts"] = [attempt_json(a) for a in store_jobs.attempts(store, job_id)]
     return out
 

@@ -74,11 +74,13 @@ _JOB_HIDDEN = ("lease_owner", "retry_on_failure")
 def job_json(job: JobInfo) -> dict[str, Any]:
     """A job for the API: ``env`` values are never shown (they may hold secrets), only
     ``env_keys`` (``tracker.rules.secrets``); ``worker`` holds the lease; ``position`` is the
-    1-based place in the claim order while queued."""
+    1-based place in the claim order while queued; ``config_types`` tells 0.0 from 0
+    (``tracker.web.core.fields.config_types``)."""
     out = env_keys_only(dataclasses.asdict(job))
     for hidden in _JOB_HIDDEN:
         del out[hidden]
     out["worker"] = job.lease_owner
+    out["config_types"] = config_types(job.config)
     return out
 
 
