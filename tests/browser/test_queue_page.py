@@ -80,7 +80,7 @@ def test_clone_a_run_with_an_edited_config_into_the_queue(
     row.wait_for()
     assert "highlight" in (row.get_attribute("class") or "")
     assert row.get_attribute("data-status") == "queued"
-    assert '"lr":0.005' in row.inner_text()
+    assert "lr=0.005" in row.inner_text()
     expected = copy.deepcopy(run.config)
     expected["lr"] = 0.005
     expected["model"]["width"] = 96

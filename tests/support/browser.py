@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,9 +13,14 @@ from tests.support.polling import wait_for
 from tracker.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+# Every page state a browser test looks at is saved here (TRACKER_SCREENSHOTS overrides it);
+# scripts/refresh_tour.py copies the README's tour images from here into docs/screenshots.
+SCREENSHOTS = Path(os.environ.get("TRACKER_SCREENSHOTS") or REPO / "test-artifacts" / "screenshots")
 VIEWPORT = {"width": 1440, "height": 1000}
-WAIT_MS = 15_000  # bounded waits for the page: generous, since CI machines can be slow
+# Bounded waits for the page: generous, since CI machines can be slow; a machine under heavy
+# load (the first page that loads plotly.js compiles it: tens of seconds at load 20) may set
+# TRACKER_BROWSER_WAIT_MS higher.
+WAIT_MS = int(os.environ.get("TRACKER_BROWSER_WAIT_MS") or 15_000)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from tracker.errors import InvalidInput
 
-__all__ = ["LAUNCH_FIELDS", "body_field", "clone_edits"]
+__all__ = ["LAUNCH_FIELDS", "body_field", "clone_edits", "config_types"]
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
                list: "a list", bool: "true or false"}  # fmt: skip
@@ -53,3 +53,30 @@ def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
                 field=name,
             )
     return {name: body.get(name) for name in ("config", "grid", "priority")}
+
+
+def _type_name(value: Any) -> Any:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return config_types(value) if value else "object"
+    return type(value).__name__
+
+
+def config_types(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The Python type of every value of ``config``, nested as the config is: each leaf is
+    ``int``, ``float``, ``boolean``, ``string``, ``null``, ``list`` or ``object`` (an empty
+    mapping). JSON drops the difference between ``0.0`` and ``0`` once a browser parses it,
+    so the clone editor reads a key's type from here: a float stays a float (``1e-4`` is
+    accepted where the source had ``0.0``) and is sent back as a float."""
+    return {str(key): _type_name(value) for key, value in config.items()}

@@ -16,6 +16,7 @@ const Charts = (() => {
     "first_step", "last_step", "min", "max", "last", "last_kind",
     "count", "nan", "posinf", "neginf", "wall_time",
   ];
+  const MARKERS_BELOW = 50; // points: fewer than this, each one gets a marker (lines alone vanish)
   const PLOT_CONFIG = {
     displaylogo: false,
     responsive: true,
@@ -158,32 +159,36 @@ const Charts = (() => {
    * Traces for one series: band (min trace + max trace filled to it), the last-value line,
    * the smoothed line when smoothing > 0, and the NaN/Inf markers when there are any.
    */
-  function seriesTraces(p, { axis, c, name: rawName = p.key, smoothing = 0, band = true, legend = false }) {
+  function seriesTraces(p, { axis, c, name: rawName = p.key, smoothing = 0, band = true, legend = false, unit = null }) {
     const x = xValues(p, axis);
     const name = T.plotText(rawName);
+    const fmt = (v) => T.fmtMetric(p.key, v);
+    const scaled = (ys) => (unit ? ys.map((v) => (v === null ? null : v / unit.factor)) : ys);
     const hover = p.last.map((v, i) => [
-      p.min[i] === null ? "–" : T.fmtValue(p.min[i]),
-      p.max[i] === null ? "–" : T.fmtValue(p.max[i]),
+      p.min[i] === null ? "–" : fmt(p.min[i]),
+      p.max[i] === null ? "–" : fmt(p.max[i]),
       p.first_step[i], p.last_step[i], p.count[i],
-      v === null ? KIND_NAMES[p.last_kind[i]] || "–" : T.fmtValue(v),
+      v === null ? KIND_NAMES[p.last_kind[i]] || "–" : fmt(v),
     ]);
+    const few = x.length < MARKERS_BELOW;
     const traces = [];
     if (band) {
       // Thin, faint edges: a one-bucket spike is a sliver of band, but its edge line shows.
       const edge = { type: "scatter", mode: "lines", x, line: { width: 0.8, color: withAlpha(c, 0.45) }, hoverinfo: "skip", showlegend: false };
-      traces.push({ ...edge, y: p.min, name: `${name} min`, meta: { role: "band-min" } });
-      traces.push({ ...edge, y: p.max, name: `${name} max`, fill: "tonexty", fillcolor: withAlpha(c, 0.2), meta: { role: "band-max" } });
+      traces.push({ ...edge, y: scaled(p.min), name: `${name} min`, meta: { role: "band-min" } });
+      traces.push({ ...edge, y: scaled(p.max), name: `${name} max`, fill: "tonexty", fillcolor: withAlpha(c, 0.2), meta: { role: "band-max" } });
     }
     traces.push({
-      type: "scatter", mode: "lines", x, y: p.last, name, customdata: hover,
+      type: "scatter", mode: few ? "lines+markers" : "lines", x, y: scaled(p.last), name, customdata: hover,
       line: { color: c, width: smoothing ? 1 : 1.6 }, opacity: smoothing ? 0.3 : 1,
+      marker: { color: c, size: 6 },
       showlegend: legend && !smoothing, legendgroup: name, meta: { role: "last" },
       hovertemplate: `<b>${name}</b> %{customdata[5]}<br>` +
         "min %{customdata[0]} · max %{customdata[1]}<br>steps %{customdata[2]}–%{customdata[3]} (%{customdata[4]} points)<extra></extra>",
     });
     if (smoothing) {
       traces.push({
-        type: "scatter", mode: "lines", x, y: ema(p.last, smoothing), name: `${name} (smoothed)`,
+        type: "scatter", mode: "lines", x, y: scaled(ema(p.last, smoothing)), name: `${name} (smoothed)`,
         line: { color: c, width: 2 }, showlegend: legend, legendgroup: name, hoverinfo: "skip",
         meta: { role: "smoothed" },
       });
@@ -191,6 +196,64 @@ const Charts = (() => {
     const marks = nonFiniteTrace(p, x, rawName);
     if (marks) traces.push(marks);
     return traces;
+  }
+
+  const BYTE_UNITS = [["B", 1], ["KiB", 1024], ["MiB", 1024 ** 2], ["GiB", 1024 ** 3], ["TiB", 1024 ** 4]];
+
+  /** The unit to draw byte counts in: the largest one the biggest value reaches. */
+  function bytesUnit(maxAbs) {
+    let unit = BYTE_UNITS[0];
+    for (const u of BYTE_UNITS) if (maxAbs >= u[1]) unit = u;
+    return { name: unit[0], factor: unit[1] };
+  }
+
+  /** Finite [min, max] over the buckets of some payloads, or null when there is none. */
+  function extent(payloads) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const p of payloads) {
+      for (const arr of [p.min, p.max, p.last]) {
+        for (const v of arr) {
+          if (v === null || !Number.isFinite(v)) continue;
+          lo = Math.min(lo, v);
+          hi = Math.max(hi, v);
+        }
+      }
+    }
+    return lo <= hi ? [lo, hi] : null;
+  }
+
+  /**
+   * The y axis settings that keep a chart honest: a series that never goes below zero gets an
+   * axis that never does either (RSS at -0.3 GiB is nonsense), and a constant series gets a
+   * range around its value (plotly draws lr = 1e-3 at "0" on a -1..1 axis otherwise).
+   * `ext`: the finite [min, max] in the units drawn.
+   */
+  function yRange(ext, { logY = false, zero = false } = {}) {
+    if (!ext) return {};
+    const [lo, hi] = ext;
+    if (lo === hi) {
+      if (logY && lo > 0) return { range: [Math.log10(lo) - 0.5, Math.log10(lo) + 0.5] };
+      if (logY) return {};
+      const d = Math.abs(lo) * 0.5 || 1;
+      return { range: lo >= 0 && zero ? [0, lo + d] : [lo - d, lo + d] };
+    }
+    if (logY) return {};
+    if (lo >= 0) return { rangemode: zero ? "tozero" : "nonnegative" };
+    return {};
+  }
+
+  /** Step ticks are whole numbers: a short run (<= 10 steps) gets one tick per step. */
+  function stepTicks(axis, payloads) {
+    if (axis.mode !== "step") return {};
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const p of payloads) {
+      if (!p.last_step.length) continue;
+      lo = Math.min(lo, p.first_step[0]);
+      hi = Math.max(hi, p.last_step[p.last_step.length - 1]);
+    }
+    return { tickformat: "d", ...(hi - lo <= 10 ? { dtick: 1, tick0: 0 } : {}) };
   }
 
   function layout({ axis, logY = false, height = 260, yTitle = "", legend = false, revision = "" }) {
@@ -217,7 +280,7 @@ const Charts = (() => {
   }
 
   return {
-    PLOT_CONFIG, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, stepWindow,
-    seriesTraces, layout,
+    PLOT_CONFIG, MARKERS_BELOW, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, stepWindow,
+    seriesTraces, layout, bytesUnit, extent, yRange, stepTicks,
   };
 })();

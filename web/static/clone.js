@@ -15,6 +15,7 @@ const CloneEditor = (() => {
   };
   let source = null; // {kind, id, onDone, argv}: argv null when there is no job to copy
   let fields = []; // [{key, path, type, input, sweep}]
+  let types = {}; // the config's types tree (see typeAt)
   let mode = "form";
 
   function typeOf(value) {
@@ -23,6 +24,99 @@ const CloneEditor = (() => {
     if (typeof value === "number") return Number.isInteger(value) ? "int" : "float";
     if (typeof value === "object") return "object";
     return typeof value; // string, boolean
+  }
+
+  /** The type of the leaf at `path` in a types tree (the server's `config_types`, or
+   * jsonTypes of the JSON text); falls back to what the parsed value looks like. JSON
+   * parsing turns 0.0 into 0, so only the types tree knows that a key is a float. */
+  function typeAt(types, path, value) {
+    let node = types;
+    for (const part of path) node = node && typeof node === "object" ? node[part] : undefined;
+    const guess = typeOf(value);
+    if (node === "float" && guess === "int") return "float";
+    return typeof node === "string" && node === guess ? node : guess;
+  }
+
+  /** The types tree of a JSON text that JSON.parse accepted: the shape of the value with a
+   * type at each leaf; a number written with "." or an exponent is a float (as Python reads
+   * it), else an int. */
+  function jsonTypes(text) {
+    let i = 0;
+    const space = () => { while (i < text.length && " \t\n\r".includes(text[i])) i += 1; };
+    const token = (re) => { re.lastIndex = i; const m = re.exec(text); i = re.lastIndex; return m; };
+    const STRING = /"(?:[^"\\]|\\.)*"/y;
+    const SCALAR = /-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null/y;
+    function value() {
+      space();
+      if (text[i] === "{") {
+        i += 1;
+        const out = {};
+        space();
+        if (text[i] === "}") { i += 1; return "object"; }
+        for (;;) {
+          space();
+          const key = JSON.parse(token(STRING)[0]);
+          space();
+          i += 1; // ':'
+          out[key] = value();
+          space();
+          if (text[i++] === "}") return out;
+        }
+      }
+      if (text[i] === "[") {
+        i += 1;
+        space();
+        if (text[i] === "]") { i += 1; return "list"; }
+        for (;;) { value(); space(); if (text[i++] === "]") return "list"; }
+      }
+      if (text[i] === '"') { token(STRING); return "string"; }
+      const m = token(SCALAR);
+      if (m[0] === "true" || m[0] === "false") return "boolean";
+      if (m[0] === "null") return "null";
+      return m[1] || m[2] ? "float" : "int";
+    }
+    return value();
+  }
+
+  /** A number as its type writes it: a float keeps its point (0.0, 3.0), as Python would. */
+  function numberText(value, type) {
+    const text = JSON.stringify(value);
+    return type === "float" && Number.isInteger(value) && !/[.eE]/.test(text) ? `${text}.0` : text;
+  }
+
+  /** JSON text of `value` with the number types of `types` kept (floats written with a
+   * point); a string type on a list applies to its items. Indented by `step` when given. */
+  function typedJson(value, types, step = "", indent = "") {
+    if (typeof value === "number") return numberText(value, types);
+    const inner = indent + step;
+    const nl = step ? "\n" : "";
+    const sep = step ? ": " : ":";
+    if (Array.isArray(value)) {
+      if (!value.length) return "[]";
+      const itemType = typeof types === "string" ? types : undefined;
+      if (value.every((v) => v === null || typeof v !== "object")) {
+        // A list of plain values stays on one line: [0.1, 0.01] reads as a sweep.
+        return `[${value.map((v) => typedJson(v, itemType)).join(step ? ", " : ",")}]`;
+      }
+      const items = value.map((v) => inner + typedJson(v, itemType, step, inner));
+      return `[${nl}${items.join(`,${nl}`)}${nl}${indent}]`;
+    }
+    if (value && typeof value === "object") {
+      const entries = Object.entries(value);
+      if (!entries.length) return "{}";
+      const items = entries.map(([k, v]) => `${inner}${JSON.stringify(k)}${sep}` +
+        typedJson(v, types && typeof types === "object" ? types[k] : undefined, step, inner));
+      return `{${nl}${items.join(`,${nl}`)}${nl}${indent}}`;
+    }
+    return JSON.stringify(value);
+  }
+
+  /** A value as the form shows it: floats keep their point. */
+  function formText(value, type) {
+    if (type === "list" || type === "object") return JSON.stringify(value);
+    if (value === null) return "null";
+    if (typeof value === "number") return numberText(value, type);
+    return String(value);
   }
 
   /** Leaves of a nested config with their paths (a key may itself contain dots). */
@@ -100,15 +194,15 @@ const CloneEditor = (() => {
       select.value = String(value);
       return select;
     }
-    const text = ["list", "object"].includes(field.type) ? JSON.stringify(value)
-      : value === null ? "null" : String(value);
+    const text = formText(value, field.type);
     return h("input", { type: "text", value: text, name: field.key, "aria-label": field.key,
       spellcheck: "false", class: `t-${field.type}`, oninput: summarize });
   }
 
-  function buildForm(config) {
-    const oldSweeps = new Map(fields.map((f) => [f.key, f.sweep ? f.sweep.value : ""]));
-    fields = leaves(config).map(({ key, path, value }) => ({ key, path, type: typeOf(value) }));
+  function buildForm(config, configTypes, sweeps) {
+    types = configTypes || {};
+    const oldSweeps = sweeps || new Map(fields.map((f) => [f.key, f.sweep ? f.sweep.value : ""]));
+    fields = leaves(config).map(({ key, path, value }) => ({ key, path, type: typeAt(types, path, value) }));
     const body = clear(el("clone-rows"));
     for (const [i, field] of fields.entries()) {
       const value = leaves(config)[i].value;
@@ -123,26 +217,45 @@ const CloneEditor = (() => {
     if (!fields.length) body.append(h("tr", {}, h("td", { colspan: 3, class: "muted" }, "empty config: use the JSON editor to add keys")));
   }
 
-  /** The edited config and the sweep grid, validated; throws Error with a clear message. */
+  /** The edited config and the sweep grid, validated, with their JSON texts (floats keep
+   * their point); throws Error with a clear message naming the key and the rule. */
   function collect() {
     if (mode === "json") {
+      const configText = el("clone-json").value.trim() || "{}";
       let config;
-      try { config = JSON.parse(el("clone-json").value || "{}"); } catch (exc) {
+      try { config = JSON.parse(configText); } catch (exc) {
         throw new Error(`config JSON: ${exc.message}`);
       }
       if (!config || typeof config !== "object" || Array.isArray(config)) throw new Error("config JSON must be an object");
-      return { config, grid: collectGrid(true) };
+      const gridText = el("clone-sweep-json").value.trim() || "{}";
+      let grid;
+      try { grid = JSON.parse(gridText); } catch (exc) {
+        throw new Error(`sweep JSON: ${exc.message}`);
+      }
+      if (!grid || typeof grid !== "object" || Array.isArray(grid)) throw new Error("sweep JSON must be an object: {\"key\": [values]}");
+      for (const [key, values] of Object.entries(grid)) {
+        if (!Array.isArray(values) || !values.length) throw new Error(`sweep ${key}: expected a non-empty list of values`);
+      }
+      return { config, grid, configText, gridText };
     }
     const config = {};
-    for (const field of fields) setPath(config, field.path, parseValue(field, field.input.value));
-    return { config, grid: collectGrid(false) };
+    const configTypes = {};
+    for (const field of fields) {
+      setPath(config, field.path, parseValue(field, field.input.value));
+      setPath(configTypes, field.path, field.type);
+    }
+    const grid = collectGrid();
+    const gridTypes = Object.fromEntries(fields.filter((f) => grid[f.key]).map((f) => [f.key, f.type]));
+    return {
+      config, grid, configTypes, gridTypes,
+      configText: typedJson(config, configTypes), gridText: typedJson(grid, gridTypes),
+    };
   }
 
-  function collectGrid(fromJsonMode) {
+  function collectGrid() {
     const grid = {};
     for (const field of fields) {
       if (!field.sweep || !field.sweep.value.trim()) continue;
-      if (fromJsonMode) continue;
       const parts = field.sweep.value.split(",").map((s) => s.trim()).filter(Boolean);
       grid[field.key] = parts.map((p) => parseValue(field, p));
     }
@@ -171,26 +284,39 @@ const CloneEditor = (() => {
     }
   }
 
+  /** Switch between the form and the JSON editor; both hold the same spec: the config and
+   * the sweep (in JSON, `{"key": [values]}`). */
   function setMode(next) {
     if (next === mode) return;
+    let dropped = [];
     if (next === "json") {
-      let config;
-      try { ({ config } = collect()); } catch (exc) { summarize(); return; }
-      el("clone-json").value = JSON.stringify(config, null, 2);
+      let spec;
+      try { spec = collect(); } catch (exc) { summarize(); return; }
+      el("clone-json").value = typedJson(spec.config, spec.configTypes, "  ");
+      el("clone-sweep-json").value = Object.keys(spec.grid).length ? typedJson(spec.grid, spec.gridTypes, "  ") : "";
     } else {
-      let config;
-      try { config = JSON.parse(el("clone-json").value || "{}"); } catch (exc) {
-        el("clone-error").textContent = `config JSON: ${exc.message}`;
+      let spec;
+      try { spec = collect(); } catch (exc) {
+        el("clone-error").textContent = exc.message;
         el("clone-error").hidden = false;
         return;
       }
-      buildForm(config);
+      const configTypes = jsonTypes(spec.configText);
+      buildForm(spec.config, typeof configTypes === "object" ? configTypes : {}, new Map());
+      for (const field of fields) {
+        const values = spec.grid[field.key];
+        if (field.sweep && values) field.sweep.value = values.map((v) => formText(v, field.type)).join(", ");
+      }
+      dropped = Object.keys(spec.grid).filter((k) => !fields.some((f) => f.key === k && f.sweep));
     }
     mode = next;
     for (const b of document.querySelectorAll("#clone-form .seg")) b.classList.toggle("active", b.dataset.mode === mode);
     el("clone-form-editor").hidden = mode !== "form";
     el("clone-json-editor").hidden = mode !== "json";
-    summarize();
+    if (summarize() && dropped.length) {
+      el("clone-error").textContent = `sweep ${dropped.join(", ")}: not a key of the config, left out (add the key to the config first)`;
+      el("clone-error").hidden = false;
+    }
   }
 
   /** Open the editor on a run ({kind: "run", id}) or a job ({kind: "job", id}). */
@@ -199,14 +325,16 @@ const CloneEditor = (() => {
     const argv = kind === "run" ? (doc.job ? doc.job.argv : null) : doc.argv;
     source = { kind, id, onDone, argv };
     const config = doc.config;
+    const configTypes = doc.config_types || {};
     el("clone-title").textContent = kind === "run" ? `Clone run ${doc.name} #${id}` : `Clone job #${id}`;
     el("clone-command").textContent = argv ? argv.join(" ")
       : `run ${id} was not submitted as a job: only submitted jobs can be cloned; use \`tracker submit\``;
     el("clone-priority").value = String(kind === "job" ? doc.priority : (doc.job ? doc.job.priority : 0));
     mode = "form";
     fields = [];
-    buildForm(config || {});
-    el("clone-json").value = JSON.stringify(config || {}, null, 2);
+    buildForm(config || {}, configTypes, new Map());
+    el("clone-json").value = typedJson(config || {}, configTypes, "  ");
+    el("clone-sweep-json").value = "";
     el("clone-form-editor").hidden = false;
     el("clone-json-editor").hidden = true;
     for (const b of document.querySelectorAll("#clone-form .seg")) b.classList.toggle("active", b.dataset.mode === "form");
@@ -219,19 +347,21 @@ const CloneEditor = (() => {
   async function submit(ev) {
     ev.preventDefault();
     if (!summarize()) return;
-    const { config, grid } = collect();
+    const { grid, configText, gridText } = collect();
     const priority = Number(el("clone-priority").value || 0);
     if (!Number.isInteger(priority)) {
       el("clone-error").textContent = "priority: expected an integer";
       el("clone-error").hidden = false;
       return;
     }
-    const body = { config, priority };
-    if (Object.keys(grid).length) body.grid = grid;
+    // Written by hand so that floats keep their point: {"wd": 0.0} stays a float.
+    let text = `{"config":${configText},"priority":${JSON.stringify(priority)}`;
+    if (Object.keys(grid).length) text += `,"grid":${gridText}`;
+    text += "}";
     const button = el("clone-submit");
     button.disabled = true;
     try {
-      const doc = await api(`/api/v1/${source.kind}s/${source.id}/clone`, { method: "POST", body });
+      const doc = await api(`/api/v1/${source.kind}s/${source.id}/clone`, { method: "POST", text });
       el("clone-dialog").close();
       T.toast(`Queued ${doc.job_ids.length === 1 ? "job" : "jobs"} ${doc.job_ids.map((i) => `#${i}`).join(", ")}`, "ok");
       if (source.onDone) source.onDone(doc.job_ids);
@@ -248,8 +378,9 @@ const CloneEditor = (() => {
     el("clone-close").addEventListener("click", () => el("clone-dialog").close());
     el("clone-cancel").addEventListener("click", () => el("clone-dialog").close());
     el("clone-json").addEventListener("input", summarize);
+    el("clone-sweep-json").addEventListener("input", summarize);
     for (const b of document.querySelectorAll("#clone-form .seg")) b.addEventListener("click", () => setMode(b.dataset.mode));
   }
 
-  return { open, init, parseValue, leaves };
+  return { open, init, parseValue, leaves, jsonTypes, typedJson };
 })();

@@ -15,11 +15,13 @@ const T = (() => {
   }
 
   /** fetch a JSON endpoint; state changes send a JSON body (the server refuses anything else). */
-  async function api(path, { method = "GET", body, signal } = {}) {
+  /*  `text`: a body already written as JSON (the clone editor writes 0.0 as 0.0, which
+   *  JSON.stringify cannot). */
+  async function api(path, { method = "GET", body, text: bodyText, signal } = {}) {
     const init = { method, signal, credentials: "same-origin", headers: { Accept: "application/json" } };
     if (method !== "GET") {
       init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body === undefined ? {} : body);
+      init.body = bodyText !== undefined ? bodyText : JSON.stringify(body === undefined ? {} : body);
     }
     let response;
     try {
@@ -150,6 +152,56 @@ const T = (() => {
     return `${i ? value.toFixed(value < 10 ? 2 : 1) : value} ${units[i]}`;
   }
 
+  /** A metric key whose values are byte counts (sys/rss_bytes, sys/gpu0/allocated_bytes). */
+  function isBytesKey(key) {
+    return /(^|[/_.])bytes$/.test(String(key || ""));
+  }
+
+  /** A metric value as the key means it: byte counts with units, the rest as fmtValue. */
+  function fmtMetric(key, value) {
+    if (typeof value === "number" && isBytesKey(key)) return fmtBytes(value);
+    return fmtValue(value);
+  }
+
+  const PYTHON = /(^|\/)python[\d.]*$/;
+
+  /**
+   * What a job runs, in a few words: the script (or `-m module`) and its arguments, without
+   * the interpreter's path (`/home/me/proj/.venv/bin/python train.py --epochs 3` is
+   * `train.py --epochs 3`). An absolute script path keeps its last two parts.
+   */
+  function commandSummary(argv) {
+    const args = (argv || []).map(String);
+    let i = 0;
+    if (args.length && PYTHON.test(args[0])) {
+      i = 1;
+      while (i < args.length && args[i].startsWith("-") && args[i] !== "-m" && args[i] !== "-c") i += 1;
+    }
+    const rest = args.slice(i);
+    if (rest.length && rest[0] !== "-m" && rest[0].startsWith("/")) {
+      const parts = rest[0].split("/").filter(Boolean);
+      if (parts.length > 2) rest[0] = `…/${parts.slice(-2).join("/")}`;
+    }
+    return rest.join(" ") || args.join(" ");
+  }
+
+  /** A config as `key=value` pairs with dotted keys (`lr=0.001 model.width=96`); with the
+   *  server's `config_types`, a float keeps its point (`wd=0.0`). */
+  function configPairs(config, types, prefix = "") {
+    const out = [];
+    for (const [key, value] of Object.entries(config || {})) {
+      const type = types && typeof types === "object" ? types[key] : undefined;
+      if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
+        out.push(...configPairs(value, type, `${prefix}${key}.`));
+      } else if (type === "float" && Number.isInteger(value) && !/e/i.test(String(value))) {
+        out.push(`${prefix}${key}=${value}.0`);
+      } else {
+        out.push(`${prefix}${key}=${fmtConfig(value)}`);
+      }
+    }
+    return out;
+  }
+
   const STATUS_TITLES = {
     running: "running now",
     finished: "finished normally",
@@ -164,9 +216,12 @@ const T = (() => {
 
   /** A status badge; a failure class and hint are shown in it and in its tooltip. */
   function statusBadge(status, failureClass, hint) {
-    const label = failureClass && status !== "finished" ? `${status} · ${failureClass}` : status;
+    const label = failureClass && status !== "finished" && failureClass !== status
+      ? `${status} · ${failureClass}` : status;
     const title = [STATUS_TITLES[status] || status, hint].filter(Boolean).join(": ");
-    return h("span", { class: `badge status-${status}`, title, dataset: { status } }, label);
+    // A run stopped on purpose (a cancelled job, Ctrl-C) is not a failure: neutral style.
+    const cancelled = failureClass === "cancelled" ? " cancelled" : "";
+    return h("span", { class: `badge status-${status}${cancelled}`, title, dataset: { status } }, label);
   }
 
   function toast(message, kind = "error") {
@@ -239,6 +294,6 @@ const T = (() => {
 
   return {
     ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
-    fmtBytes, runDuration, statusBadge, toast, poll, params, listParam, runLink, plotText,
+    fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, statusBadge, toast, poll, params, listParam, runLink, plotText,
   };
 })();

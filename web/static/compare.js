@@ -49,12 +49,43 @@
 
   // ---------------------------------------------------------------- metrics
 
+  const COUNTED_METRICS = 60; // metric keys whose presence is counted to pick the defaults
+
+  /** How many of the compared runs have a finite last value of each metric (one search). */
+  async function metricCounts(keys) {
+    const counted = keys.slice(0, COUNTED_METRICS);
+    if (!counted.length) return new Map();
+    const params = new URLSearchParams({ q: `id in (${ids.join(", ")})`, metrics: counted.join(","), limit: 500 });
+    const doc = await api(`/api/v1/runs?${params}`);
+    const counts = new Map(counted.map((k) => [k, 0]));
+    for (const key of counted) {
+      const values = new Map();
+      for (const r of doc.runs) {
+        const v = (r.metrics || {})[key];
+        if (typeof v === "number") values.set(r.id, v);
+      }
+      lastValues.set(key, values);
+      counts.set(key, values.size);
+    }
+    return counts;
+  }
+
+  /** The metric most compared runs have (val/ first among equals, sys/ last). */
+  function preferredMetric(keys, counts) {
+    const score = (k) => [counts.get(k) || 0, k.startsWith("sys/") ? 0 : 1, k.startsWith("val/") ? 1 : 0];
+    return [...keys].sort((a, b) => {
+      const [x, y] = [score(a), score(b)];
+      return y[0] - x[0] || y[1] - x[1] || y[2] - x[2] || a.localeCompare(b);
+    })[0];
+  }
+
   async function loadMetricKeys() {
     const projects = [...new Set(runs.map((r) => r.project))];
     const docs = await Promise.all(projects.map((p) => api(`/api/v1/runs/columns?project=${encodeURIComponent(p)}`)));
     metricKeys = [...new Set(docs.flatMap((d) => d.metrics))].sort();
     const nonSys = metricKeys.filter((k) => !k.startsWith("sys/"));
-    const preferred = nonSys.find((k) => k.startsWith("val/")) || nonSys[0] || metricKeys[0];
+    const counts = await metricCounts([...nonSys, ...metricKeys.filter((k) => k.startsWith("sys/"))]);
+    const preferred = preferredMetric(metricKeys, counts);
     for (const select of [el("metric-select"), el("scatter-y")]) {
       clear(select).append(...metricKeys.map((k) => h("option", { value: k }, k)));
       if (preferred) select.value = preferred;
@@ -62,8 +93,13 @@
     const configKeys = rows.map((r) => r.key);
     const scatterX = el("scatter-x");
     clear(scatterX).append(...configKeys.map((k) => h("option", { value: k }, k)));
-    const firstNumeric = rows.find((r) => r.differs && r.values.some((v) => typeof v === "number"));
-    if (firstNumeric) scatterX.value = firstNumeric.key;
+    // The differing numeric key that most runs have (a key only one run has plots one dot).
+    const present = (r) => r.missing.filter((m) => !m).length;
+    const numeric = rows.filter((r) => r.differs && r.values.some((v) => typeof v === "number"))
+      .sort((a, b) => present(b) - present(a));
+    const fallback = rows.filter((r) => r.differs).sort((a, b) => present(b) - present(a));
+    const pick = numeric[0] || fallback[0];
+    if (pick) scatterX.value = pick.key;
   }
 
   /** Last value of `metric` for every compared run (one search request; NaN/missing left out). */
@@ -93,12 +129,24 @@
     const traces = runs.flatMap((run) => {
       const p = doc.series[String(run.id)];
       if (!p || !p.last_step.length) return [];
+      p.key = key;
       return Charts.seriesTraces(p, { axis, c: colors.get(run.id), name: `${run.name} #${run.id}`, smoothing, band, legend: runs.length <= 20 });
     });
     const lay = Charts.layout({ axis, logY: el("cmp-log-y").checked, height: 380, yTitle: key, legend: runs.length <= 20, revision: key });
+    const drawn = runs.map((run) => doc.series[String(run.id)]).filter((p) => p && p.last_step.length);
+    Object.assign(lay.xaxis, Charts.stepTicks(axis, drawn));
+    Object.assign(lay.yaxis, Charts.yRange(Charts.extent(drawn), { logY: el("cmp-log-y").checked }));
     lay.legend = { orientation: "v", x: 1.02, y: 1, font: { size: 10 } };
     lay.margin.r = runs.length <= 20 ? 180 : 14;
     target.dataset.traces = String(traces.length);
+    if (!traces.length) {
+      Plotly.purge(target);
+      clear(target).append(h("p", { class: "empty" }, `None of these runs logged ${key}: pick another metric.`));
+      delete target.dataset.listening;
+      return;
+    }
+    const note = target.querySelector(":scope > p.empty");
+    if (note) note.remove();
     await Plotly.react(target, traces, lay, Charts.PLOT_CONFIG);
     if (!target.dataset.listening) {
       target.dataset.listening = "1";
@@ -134,12 +182,15 @@
     const target = el("parcoords-chart");
     const values = metric ? await metricValues(metric) : new Map();
     const runIndex = runs.map((r, i) => [r, i]).filter(([r]) => values.has(r.id)).map(([, i]) => i);
-    let keys = rows.filter((r) => r.differs);
-    if (!keys.length) keys = rows;
-    keys = keys.filter((r) => !r.values.some((v) => v !== null && typeof v === "object")).slice(0, MAX_PARCOORDS_DIMS);
+    // Only keys whose values differ among the runs drawn: a constant axis says nothing.
+    const distinct = (row) => new Set(runIndex.map((i) => (row.missing[i] ? "\u0000missing" : JSON.stringify(row.values[i])))).size;
+    const keys = rows.filter((r) => !r.values.some((v) => v !== null && typeof v === "object"))
+      .filter((r) => distinct(r) > 1).slice(0, MAX_PARCOORDS_DIMS);
     if (runIndex.length < 2 || !keys.length) {
-      clear(target).append(h("p", { class: "empty" }, metric
-        ? `Fewer than two of these runs have a finite ${metric}.` : "No metric to plot."));
+      clear(target).append(h("p", { class: "empty" }, !metric ? "No metric to plot."
+        : runIndex.length < 2 ? `Fewer than two of these runs have a finite ${metric}.`
+          : `The runs with a ${metric} have the same config: no axis to draw.`));
+      delete target.dataset.lines;
       return;
     }
     const dims = keys.map((row) => dimension(row, runIndex));
@@ -158,13 +209,21 @@
     const numeric = row.values.every((v, i) => row.missing[i] || v === null || typeof v === "number");
     const points = runs.map((run, i) => ({ run, x: row.missing[i] ? null : row.values[i], y: values.get(run.id) }))
       .filter((p) => p.y !== undefined && p.x !== null && p.x !== undefined);
+    if (!points.length) {
+      Plotly.purge(target);
+      clear(target).append(h("p", { class: "empty scatter-empty" },
+        `None of these ${runs.length} runs has both ${key} and a finite ${metric}: pick another config key or metric.`));
+      target.dataset.points = "0";
+      return;
+    }
     const trace = {
       type: "scatter", mode: "markers",
       x: points.map((p) => (numeric ? p.x : T.plotText(T.fmtConfig(p.x)))),
       y: points.map((p) => p.y),
       text: points.map((p) => T.plotText(`${p.run.name} #${p.run.id}`)),
+      customdata: points.map((p) => T.fmtMetric(metric, p.y)),
       marker: { size: 11, color: points.map((p) => colors.get(p.run.id)), line: { width: 1, color: "#fff" } },
-      hovertemplate: `%{text}<br>${T.plotText(key)} = %{x}<br>${T.plotText(metric)} = %{y}<extra></extra>`,
+      hovertemplate: `%{text}<br>${T.plotText(key)} = %{x}<br>${T.plotText(metric)} = %{customdata}<extra></extra>`,
     };
     const axis = { title: key, type: numeric ? "linear" : "category" };
     const lay = Charts.layout({ axis, height: 380, yTitle: metric, revision: `${key}|${metric}` });
@@ -181,13 +240,20 @@
 
   async function start() {
     if (ids.length < 2) {
-      fail("Select 2 to 200 runs on the Runs page and press Compare.");
+      // No empty cards with blank selects: only what to do.
+      el("compare-body").hidden = true;
+      const box = el("compare-error");
+      clear(box).append(ids.length ? `Only one run (#${ids[0]}) is selected. ` : "No runs are selected. ",
+        "Select 2 to 200 runs on the ", h("a", { href: "/" }, "Runs page"),
+        " (tick the box of each run) and press Compare.");
+      box.hidden = false;
       return;
     }
     let doc;
     try {
       doc = await api(`/api/v1/compare?runs=${ids.join(",")}&all=1`);
     } catch (exc) {
+      el("compare-body").hidden = true;
       fail(exc.message);
       return;
     }

@@ -36,27 +36,60 @@
     return h("td", { class: "actions" }, buttons);
   }
 
+  /** "attempt 1/3"; nothing before the first; a manual requeue past the retries allowed
+   * says so instead of "attempt 2/1". */
+  function attemptText(job) {
+    const tries = job.max_retries + 1;
+    if (!job.attempt) return tries > 1 ? `up to ${tries} attempts` : "";
+    if (job.attempt > tries) return `attempt ${job.attempt} (requeued by hand)`;
+    return `attempt ${job.attempt}/${tries}`;
+  }
+
+  /** The script with its arguments, and the config as key=value pairs (full text in the
+   * tooltip): jobs running different scripts or configs look different. */
+  function commandCell(argv, config, types) {
+    const full = (argv || []).join(" ");
+    const pairs = T.configPairs(config, types);
+    return h("td", { class: "cmd" },
+      h("code", { class: "command", title: full }, shorten(T.commandSummary(argv), 70)),
+      pairs.length ? h("div", {}, h("code", { class: "config", title: pairs.join("\n") }, shorten(pairs.join(" "), 70))) : null);
+  }
+
   function jobRow(job) {
-    const config = JSON.stringify(job.config || {});
-    const command = (job.argv || []).join(" ");
-    const status = [T.statusBadge(job.status, job.failure_class, job.failure_hint)];
+    // A requeued job keeps its last attempt's failure until it ends again: not shown while active.
+    const done = !ACTIVE.has(job.status);
+    const status = [T.statusBadge(job.status, done ? job.failure_class : null, done ? job.failure_hint : null)];
     if (job.cancel_requested && ACTIVE.has(job.status)) status.push(h("span", { class: "muted small" }, " stopping"));
     const where = [];
     if (job.worker) where.push(`on ${job.worker}`);
-    where.push(`attempt ${job.attempt}/${job.max_retries + 1}`);
+    if (attemptText(job)) where.push(attemptText(job));
     return h("tr", { id: `job-${job.id}`, class: highlight.has(job.id) ? "highlight" : null, dataset: { jobId: job.id, status: job.status } },
       h("td", {}, h("strong", {}, `#${job.id}`), h("div", { class: "muted small" }, job.project)),
       h("td", { class: "num" }, job.position ?? ""),
       h("td", {}, status, h("div", { class: "muted small worker" }, where.join(" · "))),
       h("td", { class: "num" }, job.priority),
-      h("td", { class: "cmd" },
-        h("code", { class: "command", title: command }, shorten(command, 70)),
-        h("div", {}, h("code", { class: "config", title: config }, shorten(config, 70)))),
+      commandCell(job.argv, job.config, job.config_types),
       h("td", {}, resources(job)),
       h("td", { class: "reason" }, job.pending_reason || ""),
       h("td", { class: "nowrap", title: T.fmtTime(job.created_at) }, T.fmtAge(job.created_at)),
       h("td", {}, job.run_id ? h("a", { href: `/runs/${job.run_id}` }, `#${job.run_id}`) : ""),
       jobActions(job));
+  }
+
+  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "crashed"];
+
+  /** What an empty tab says: what this tab would hold, and what the other tabs hold. */
+  function emptyText(counts) {
+    const list = (names) => names.filter((s) => counts[s]).map((s) => `${counts[s]} ${s.replace("_", " ")}`).join(", ");
+    const finished = list(FINISHED);
+    if (statuses === "queued,running") {
+      return `No queued or running jobs. ${finished ? `Finished: ${finished} (see the Finished tab).` : "Submit one with `tracker submit train.py`."}`;
+    }
+    if (statuses) {
+      const active = list(["queued", "running"]);
+      return `No finished jobs yet.${active ? ` Active: ${active} (see the Active tab).` : ""}`;
+    }
+    return "No jobs yet. Submit one with `tracker submit train.py`, or clone a run from its page.";
   }
 
   async function loadJobs() {
@@ -65,6 +98,8 @@
     const doc = await api(`/api/v1/jobs?${params}`);
     clear(document.querySelector("#jobs-table tbody")).append(...doc.jobs.map(jobRow));
     el("jobs-empty").hidden = doc.jobs.length > 0;
+    el("jobs-table").hidden = doc.jobs.length === 0;
+    el("jobs-empty").textContent = emptyText(doc.counts || {});
     const counts = Object.entries(doc.counts || {}).sort();
     clear(el("job-counts")).append(...counts.map(([s, n]) => h("span", { class: `count-chip status-${s}` }, `${n} ${s}`)));
   }
@@ -95,13 +130,15 @@
     const doc = await api(`/api/v1/workers?all=${all}`);
     const body = clear(document.querySelector("#workers-table tbody"));
     for (const w of doc.workers) {
-      const jobs = w.running_jobs.map((id) => h("a", { href: `#job-${id}` }, `#${id}`));
+      const jobs = w.running_jobs.flatMap((id, i) => [i ? ", " : "", h("a", { href: `#job-${id}`, title: `job ${id}` }, `#${id}`)]);
       body.append(h("tr", { dataset: { workerId: w.id } },
         h("td", {}, h("strong", {}, w.host), h("span", { class: "muted" }, ` pid ${w.pid}`),
           h("div", { class: "muted small" }, w.id)),
         h("td", {}, h("span", { class: `badge worker-${w.status}` }, w.status)),
         h("td", {}, gpuList(w)),
-        h("td", {}, `${w.running_jobs.length}/${w.max_jobs} `, jobs),
+        h("td", { class: "worker-jobs" },
+          h("span", { title: "jobs running / jobs this worker runs at once" }, `${w.running_jobs.length}/${w.max_jobs} busy`),
+          jobs.length ? h("div", { class: "muted small" }, "jobs ", jobs) : null),
         h("td", { class: w.status === "lost" ? "bad nowrap" : "nowrap", title: T.fmtTime(w.heartbeat_at) }, T.fmtAge(w.heartbeat_at)),
         h("td", { class: "nowrap" }, T.fmtTime(w.started_at))));
     }
@@ -115,12 +152,12 @@
     const doc = await api("/api/v1/schedules");
     const body = clear(document.querySelector("#schedules-table tbody"));
     for (const s of doc.schedules) {
-      const argv = ((s.spec && s.spec.argv) || []).join(" ");
+      const spec = s.spec || {};
       body.append(h("tr", { dataset: { scheduleId: s.id } },
         h("td", {}, s.name || `schedule ${s.id}`),
         h("td", {}, h("code", {}, s.cron)),
         h("td", {}, s.timezone),
-        h("td", { title: argv }, h("code", { class: "command" }, shorten(argv, 50))),
+        commandCell(spec.argv, spec.config),
         h("td", { class: "nowrap" }, s.paused ? "" : T.fmtTime(s.next_fire_at)),
         h("td", { class: "nowrap" }, T.fmtTime(s.last_fire_at)),
         h("td", {}, h("span", { class: `badge ${s.paused ? "status-killed" : "status-running"}` }, s.paused ? "paused" : "active")),

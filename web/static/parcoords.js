@@ -6,7 +6,7 @@
 const ParCoords = (() => {
   const NS = "http://www.w3.org/2000/svg";
   const VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"];
-  const MARGIN = { top: 44, right: 86, bottom: 22, left: 70 };
+  const MARGIN = { top: 50, right: 86, bottom: 22, left: 70 };
 
   function svg(tag, attrs, ...children) {
     const el = document.createElementNS(NS, tag);
@@ -78,6 +78,52 @@ const ParCoords = (() => {
     dims.forEach((d, i) => root.append(axis(d, scales[i], xs[i], plotH, i === dims.length - 1)));
     root.append(colorbar(colorScale, width - MARGIN.right + 34, plotH));
     T.clear(container).append(root);
+    fitLabels(root, xs);
+  }
+
+  const LABEL_ROW = 17; // px between the two rows of staggered labels
+
+  /** Shorter forms of a dotted key, each shorter than the one before: the key; the shortest
+   * dotted suffix no other label ends with ("…param_group_0.warmup_steps"); the part that
+   * tells it apart alone ("…param_group_0.…"); then that part cut from the left. */
+  function shortForms(key, others) {
+    const parts = key.split(".");
+    const forms = [key];
+    let k = parts.length - 1;
+    const ends = (o, suffix) => o === suffix || o.endsWith(`.${suffix}`);
+    while (k > 0 && others.some((o) => o !== key && ends(o, parts.slice(k).join(".")))) k -= 1;
+    if (k > 0) forms.push(`…${parts.slice(k).join(".")}`);
+    const part = parts[k];
+    const tail = k < parts.length - 1 ? ".…" : "";
+    if (k > 0 || tail) forms.push(`${k > 0 ? "…" : ""}${part}${tail}`);
+    for (let n = part.length - 1; n >= 2; n -= 1) forms.push(`…${part.slice(-n)}${tail}`);
+    return forms;
+  }
+
+  /**
+   * Axis labels never overlap: when one is wider than the gap between axes they alternate
+   * between two rows (twice the room), and any still too wide takes the first of its short
+   * forms that fits (shortForms: the part of a dotted key that tells it apart survives);
+   * the full key stays in its tooltip. Measured in the page, so it holds for any font.
+   */
+  function fitLabels(root, xs) {
+    const labels = [...root.querySelectorAll(".pc-label")];
+    if (labels.length < 2) return;
+    const gap = xs[1] - xs[0];
+    const keys = labels.map((l) => l.dataset.key);
+    const texts = labels.map((l) => l.querySelector(".pc-label-text"));
+    const stagger = texts.some((t) => t.getComputedTextLength() > gap - 8);
+    const room = stagger ? 2 * gap - 8 : gap - 8;
+    labels.forEach((label, i) => {
+      if (stagger && i % 2 === 1) label.setAttribute("y", Number(label.getAttribute("y")) - LABEL_ROW);
+      const text = texts[i];
+      const edge = i === 0 ? 2 * MARGIN.left - 8 : i === labels.length - 1 ? 2 * MARGIN.right - 8 : Infinity;
+      const max = Math.min(room, edge);
+      for (const form of shortForms(keys[i], keys)) {
+        text.textContent = form;
+        if (text.getComputedTextLength() <= max) break;
+      }
+    });
   }
 
   function axis(dim, sc, x, plotH, isMetric) {
@@ -88,8 +134,8 @@ const ParCoords = (() => {
       g.append(svg("line", { x1: x - 4, x2: x, y1: ty, y2: ty, stroke: "#94a3b8" }));
       g.append(svg("text", { x: x - 7, y: ty + 3.5, "text-anchor": "end", class: "pc-tick" }, String(label).slice(0, 14)));
     }
-    const text = dim.label.length > 18 ? `…${dim.label.slice(-17)}` : dim.label;
-    g.append(svg("text", { x, y: MARGIN.top - 14, "text-anchor": "middle", class: "pc-label", "data-key": dim.label }, text, svg("title", {}, dim.label)));
+    g.append(svg("text", { x, y: MARGIN.top - 10, "text-anchor": "middle", class: "pc-label", "data-key": dim.label },
+      svg("tspan", { class: "pc-label-text" }, dim.label), svg("title", {}, dim.label)));
     return g;
   }
 

@@ -31,11 +31,15 @@
     document.getElementById("live-indicator").hidden = r.status !== "running";
     const failure = document.getElementById("run-failure");
     failure.hidden = !(r.failure_class || r.error);
-    clear(failure).append(
-      h("strong", {}, r.failure_class || "error"),
-      r.failure_hint ? h("span", { class: "hint" }, r.failure_hint) : null,
-      r.error ? h("code", { class: "error-text" }, r.error) : null,
-    );
+    // A run stopped on purpose (a cancelled job, Ctrl-C) is not a failure: a neutral box.
+    failure.classList.toggle("neutral", r.failure_class === "cancelled" || (r.status === "killed" && !r.failure_class && !r.error));
+    const text = (v) => (typeof v === "string" && v.trim() && v !== "null" ? v : null);
+    // T.append skips the missing parts (Element.append would print them as "null").
+    T.append(clear(failure), [
+      h("strong", {}, text(r.failure_class) || (r.status === "killed" ? "stopped" : "error")),
+      text(r.failure_hint) ? h("span", { class: "hint" }, r.failure_hint) : null,
+      text(r.error) ? h("code", { class: "error-text" }, r.error) : null,
+    ]);
     const ended = r.ended_at ? T.fmtTime(r.ended_at) : (r.status === "running" ? "still running" : "");
     const facts = [
       ...fact("Started", T.fmtTime(r.started_at || r.created_at)),
@@ -148,7 +152,7 @@
     document.getElementById("no-checkpoints").hidden = doc.checkpoints.length > 0;
     document.getElementById("checkpoints-table").hidden = !doc.checkpoints.length;
     for (const c of doc.checkpoints) {
-      const metrics = Object.entries(c.metrics || {}).map(([k, v]) => `${k} ${T.fmtValue(v)}`).join(", ");
+      const metrics = Object.entries(c.metrics || {}).map(([k, v]) => `${k} ${T.fmtMetric(k, v)}`).join(", ");
       body.append(h("tr", {},
         h("td", { class: "num" }, c.step),
         h("td", { class: "num" }, T.fmtBytes(c.bytes)),
@@ -161,7 +165,45 @@
     }
   }
 
+  // ---------------------------------------------------------------- summary
+
+  const SUMMARY_CHUNK = 40; // keys per request: one bucket each (min, max, last of the series)
+
+  /** The final metrics: last, min and max of every key (one bucket per series, from the
+   * server's rollups), sys/ keys last; bytes with units. */
+  async function loadSummary(keys) {
+    const ordered = [...keys].sort((a, b) => (a.startsWith("sys/") - b.startsWith("sys/")) || a.localeCompare(b));
+    const rows = [];
+    for (let i = 0; i < ordered.length; i += SUMMARY_CHUNK) {
+      const chunk = ordered.slice(i, i + SUMMARY_CHUNK);
+      const params = new URLSearchParams({ key: chunk.join(","), max_buckets: 1 });
+      const doc = await api(`/api/v1/runs/${runId}/series?${params}`);
+      doc.series.forEach((p, j) => rows.push([chunk[j], p]));
+    }
+    const body = clear(document.querySelector("#summary-table tbody"));
+    const cell = (key, v, kind) => h("td", { class: `num${v === null && kind ? " nonfinite" : ""}` },
+      v === null ? (kind || "–") : T.fmtMetric(key, v));
+    for (const [key, p] of rows) {
+      if (!p.last_step.length) continue;
+      const n = p.last.length - 1;
+      body.append(h("tr", { dataset: { key } },
+        h("th", { scope: "row" }, h("code", {}, key)),
+        cell(key, p.last[n], ["", "NaN", "+Inf", "-Inf"][p.last_kind[n]]),
+        cell(key, p.min[n]), cell(key, p.max[n]),
+        h("td", { class: "num" }, p.last_step[n])));
+    }
+    document.getElementById("metric-summary").hidden = body.children.length === 0;
+    document.getElementById("summary-count").textContent = `${body.children.length} metrics`;
+  }
+
   // -------------------------------------------------------------------- live
+
+  /** "no metrics yet" only while the run can still log some. */
+  function showNoMetrics(r, count) {
+    const box = document.getElementById("no-metrics");
+    box.hidden = count > 0;
+    box.textContent = ACTIVE.has(r.status) ? "This run has no metrics yet." : "No metrics: this run ended without logging any.";
+  }
 
   async function tick() {
     const [fresh, metrics] = await Promise.all([
@@ -172,7 +214,8 @@
     view.run = fresh;
     renderHeader(fresh);
     await view.update(metrics.metrics);
-    document.getElementById("no-metrics").hidden = metrics.metrics.length > 0;
+    showNoMetrics(fresh, metrics.metrics.length);
+    await loadSummary(metrics.metrics.map((m) => m.key));
     if (!document.querySelector('.tab-panel[data-panel="events"]').hidden) await Events.refresh();
     return ACTIVE.has(fresh.status);
   }
@@ -189,7 +232,8 @@
     renderHeader(run);
     const metrics = await api(`/api/v1/runs/${runId}/metrics`);
     view.addKeys(metrics.metrics.map((m) => m.key));
-    document.getElementById("no-metrics").hidden = metrics.metrics.length > 0;
+    showNoMetrics(run, metrics.metrics.length);
+    loadSummary(metrics.metrics.map((m) => m.key)).catch((exc) => T.toast(exc.message));
     Events.count();
     const first = location.hash.slice(1);
     showTab(tabs.some((t) => t.dataset.tab === first) ? first : "charts");

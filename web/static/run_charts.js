@@ -3,7 +3,9 @@
  * CPU/RSS chart.
  *
  * Data flow: GET /api/v1/runs/<id>/metrics lists the keys and their last steps; a chart
- * fetches its series when it scrolls into view; zooming re-queries the visible step window
+ * fetches its series when it scrolls into view, and every other chart is fetched in the
+ * background right after (a few at a time), so no card below the fold stays blank (a
+ * full-page screenshot, a printout, a quick scroll); zooming re-queries the visible step window
  * (full resolution once it fits); a live update asks only for the steps after the last one
  * drawn (?lo=last+1) and appends them. */
 "use strict";
@@ -69,7 +71,8 @@ const RunCharts = (() => {
       this.zoom = null; // [lo, hi] while zoomed in
       this.loaded = false;
       this.loading = false;
-      this.plot = T.h("div", { class: "chart", dataset: { keys: keys.join(",") } });
+      this.plot = T.h("div", { class: "chart", dataset: { keys: keys.join(",") } },
+        T.h("p", { class: "chart-loading muted" }, "loading…"));
       this.flag = T.h("span", { class: "nonfinite-flag", hidden: true });
       const heading = T.h("h3", { title: keys.join(", ") }, title, this.flag);
       this.card = T.h("div", { class: "chart-card", dataset: { key: keys[0], kind } },
@@ -90,6 +93,11 @@ const RunCharts = (() => {
         doc.series.forEach((p, i) => this.payloads.set(this.keys[i], p));
         this.loaded = true;
         this.draw();
+      } catch (exc) {
+        this.failed = true; // the background fill does not retry it; scrolling to it does
+        const placeholder = this.plot.querySelector(".chart-loading");
+        if (placeholder) placeholder.textContent = `could not load: ${exc.message}`;
+        throw exc;
       } finally {
         this.loading = false;
       }
@@ -135,24 +143,43 @@ const RunCharts = (() => {
       const revision = `${opts.axis}:${opts.logY}`;
       let traces;
       let lay;
+      const payloads = this.keys.map((k) => this.payloads.get(k)).filter(Boolean);
       if (this.kind === "metric") {
-        const p = this.payloads.get(this.keys[0]) || Charts.emptyPayload(this.keys[0]);
-        traces = Charts.seriesTraces(p, { axis, c: Charts.color(0, 1), smoothing: opts.smoothing });
+        const key = this.keys[0];
+        const p = this.payloads.get(key) || Charts.emptyPayload(key);
+        const ext = Charts.extent([p]);
+        const unit = T.isBytesKey(key) && ext ? Charts.bytesUnit(Math.max(Math.abs(ext[0]), Math.abs(ext[1]))) : null;
+        traces = Charts.seriesTraces(p, { axis, c: Charts.color(0, 1), smoothing: opts.smoothing, unit });
         const bad = p.nan.reduce((n, v, i) => n + v + p.posinf[i] + p.neginf[i], 0);
         this.flag.hidden = bad === 0;
         this.flag.textContent = `${bad} NaN/Inf`;
-        lay = Charts.layout({ axis, logY: opts.logY, revision });
+        lay = Charts.layout({ axis, logY: opts.logY, revision, yTitle: unit ? unit.name : "" });
+        const drawn = unit && ext ? [ext[0] / unit.factor, ext[1] / unit.factor] : ext;
+        Object.assign(lay.yaxis, Charts.yRange(drawn, { logY: opts.logY, zero: Boolean(unit) }));
       } else if (this.kind === "gpu") {
         traces = this.gpuTraces(axis);
         lay = Charts.layout({ axis, logY: opts.logY, height: 320, yTitle: "GiB", legend: true, revision });
+        const ext = Charts.extent(payloads);
+        Object.assign(lay.yaxis, Charts.yRange(ext && [ext[0] / GIB, ext[1] / GIB], { logY: opts.logY, zero: true }));
       } else {
         traces = this.cpuTraces(axis);
         lay = Charts.layout({ axis, height: 320, yTitle: "CPU %", legend: true, revision });
-        lay.yaxis2 = { title: { text: "RSS (GiB)", font: { size: 11 } }, overlaying: "y", side: "right", showgrid: false, zeroline: false };
+        const rss = this.payloads.get("sys/rss_bytes");
+        const rssExt = rss ? Charts.extent([rss]) : null;
+        const cpu = this.payloads.get("sys/cpu_percent");
+        Object.assign(lay.yaxis, Charts.yRange(cpu ? Charts.extent([cpu]) : null, { zero: true }));
+        const unit = this.rssUnit();
+        lay.yaxis2 = {
+          title: { text: `RSS (${unit.name})`, font: { size: 11 } }, overlaying: "y", side: "right", showgrid: false, zeroline: false,
+          ...Charts.yRange(rssExt && [rssExt[0] / unit.factor, rssExt[1] / unit.factor], { zero: true }),
+        };
         lay.margin.r = 58;
       }
+      Object.assign(lay.xaxis, Charts.stepTicks(axis, payloads));
       this.plot.dataset.traces = String(traces.length);
       this.plot.dataset.points = String(traces.reduce((n, t) => Math.max(n, t.x.length), 0));
+      const placeholder = this.plot.querySelector(".chart-loading");
+      if (placeholder) placeholder.remove();
       Plotly.react(this.plot, traces, lay, Charts.PLOT_CONFIG).then(() => this.listen());
     }
 
@@ -163,7 +190,8 @@ const RunCharts = (() => {
         const { label, device, kind } = gpuLabel(key);
         // The bucket's max: a short allocation peak must not vanish in a wide bucket.
         return {
-          type: "scatter", mode: "lines", name: T.plotText(label), x: Charts.xValues(p, axis),
+          type: "scatter", mode: p.last_step.length < Charts.MARKERS_BELOW ? "lines+markers" : "lines",
+          marker: { size: 5 }, name: T.plotText(label), x: Charts.xValues(p, axis),
           y: p.max.map((v) => (v === null ? null : v / GIB)),
           line: { color: Charts.color(devices.indexOf(device), devices.length), dash: KIND_DASH[kind], width: 1.6 },
           hovertemplate: `${T.plotText(label)}: %{y:.3f} GiB<extra></extra>`,
@@ -171,15 +199,24 @@ const RunCharts = (() => {
       });
     }
 
+    /** RSS in the unit its largest value reaches (MiB for a small process, GiB else). */
+    rssUnit() {
+      const rss = this.payloads.get("sys/rss_bytes");
+      const ext = rss ? Charts.extent([rss]) : null;
+      return Charts.bytesUnit(ext ? Math.max(Math.abs(ext[0]), Math.abs(ext[1])) : GIB);
+    }
+
     cpuTraces(axis) {
+      const unit = this.rssUnit();
       return this.keys.map((key, i) => {
         const p = this.payloads.get(key);
         const rss = key === "sys/rss_bytes";
         return {
-          type: "scatter", mode: "lines", name: rss ? "RSS" : "CPU", yaxis: rss ? "y2" : "y",
-          x: Charts.xValues(p, axis), y: rss ? p.max.map((v) => (v === null ? null : v / GIB)) : p.last,
+          type: "scatter", mode: p.last_step.length < Charts.MARKERS_BELOW ? "lines+markers" : "lines",
+          marker: { size: 5 }, name: rss ? "RSS" : "CPU", yaxis: rss ? "y2" : "y",
+          x: Charts.xValues(p, axis), y: rss ? p.max.map((v) => (v === null ? null : v / unit.factor)) : p.last,
           line: { color: Charts.color(i, 2), width: 1.6 },
-          hovertemplate: rss ? "RSS %{y:.3f} GiB<extra></extra>" : "CPU %{y:.1f} %<extra></extra>",
+          hovertemplate: rss ? `RSS %{y:.3f} ${unit.name}<extra></extra>` : "CPU %{y:.1f} %<extra></extra>",
         };
       });
     }
@@ -219,6 +256,22 @@ const RunCharts = (() => {
       this.known = new Set();
       this.run = null;
       this.observer = new IntersectionObserver((entries) => this.onVisible(entries), { rootMargin: "400px" });
+      this.backfilling = false;
+    }
+
+    /** Fetch every chart not drawn yet, a few at a time, after the visible ones started. */
+    async backfill() {
+      if (this.backfilling) return;
+      this.backfilling = true;
+      try {
+        for (;;) {
+          const next = [...this.charts.values()].filter((c) => !c.loaded && !c.loading && !c.failed).slice(0, 3);
+          if (!next.length) break;
+          await Promise.all(next.map((c) => c.load().catch((exc) => T.toast(`${c.keys[0]}: ${exc.message}`))));
+        }
+      } finally {
+        this.backfilling = false;
+      }
     }
 
     startTime() {
@@ -239,6 +292,7 @@ const RunCharts = (() => {
       this.placeSystem("gpu", layout.gpu, "GPU memory");
       this.placeSystem("cpu", layout.cpu, "CPU and RSS");
       this.applyFilter();
+      setTimeout(() => this.backfill(), 0); // after the observer's first, visible, loads
       return true;
     }
 

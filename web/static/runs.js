@@ -155,6 +155,11 @@
       if (i > ATTR_COLUMNS.length && i <= ATTR_COLUMNS.length + state.config.length) th.classList.add("col-config");
       if (i > ATTR_COLUMNS.length + state.config.length) th.classList.add("col-metric", "num");
     });
+    // A row above says which columns are config values and which are metrics.
+    const groups = clear(el("runs-groups"));
+    groups.append(h("th", { colspan: ATTR_COLUMNS.length + 1, class: "group-run" }, "Run"));
+    if (state.config.length) groups.append(h("th", { colspan: state.config.length, class: "col-config group-config" }, "Config"));
+    if (state.metrics.length) groups.append(h("th", { colspan: state.metrics.length, class: "col-metric group-metric" }, "Metrics (last value)"));
   }
 
   function row(r) {
@@ -181,7 +186,7 @@
       const value = r.metrics ? r.metrics[key] : undefined;
       const bad = typeof value === "string";
       cells.push(h("td", { class: `num col-metric${bad ? " nonfinite" : ""}` },
-        value === undefined ? h("span", { class: "muted" }, "–") : T.fmtValue(value)));
+        value === undefined ? h("span", { class: "muted" }, "–") : T.fmtMetric(key, value)));
     }
     return h("tr", { dataset: { runId: r.id, status: r.status }, class: selected.has(r.id) ? "selected" : null }, cells);
   }
@@ -207,6 +212,13 @@
     button.disabled = n < 2 || n > 200;
     button.title = n < 2 ? "select 2 to 200 runs to compare" : "";
     for (const tr of el("runs-body").children) tr.classList.toggle("selected", selected.has(Number(tr.dataset.runId)));
+    // Select-all follows the rows: checked when every row is, mixed when some are.
+    const all = el("runs-head").querySelector("input[type=checkbox]");
+    if (all && page) {
+      const ticked = page.runs.filter((r) => selected.has(r.id)).length;
+      all.checked = page.runs.length > 0 && ticked === page.runs.length;
+      all.indeterminate = ticked > 0 && ticked < page.runs.length;
+    }
   }
 
   // ---------------------------------------------------------------- columns

@@ -30,7 +30,7 @@ from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web.core import ingest as parse
-from tracker.web.core.fields import clone_edits
+from tracker.web.core.fields import clone_edits, config_types
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.files import checkpoint_path, download, file_inside_roots, resolve_inside
 from tracker.web.plumbing.params import (
@@ -74,11 +74,13 @@ _JOB_HIDDEN = ("lease_owner",)
 def job_json(job: JobInfo) -> dict[str, Any]:
     """A job for the API: ``env`` values are never shown (they may hold secrets), only
     ``env_keys`` (``tracker.rules.secrets``); ``worker`` holds the lease; ``position`` is the
-    1-based place in the claim order while queued."""
+    1-based place in the claim order while queued; ``config_types`` tells 0.0 from 0
+    (``tracker.web.core.fields.config_types``)."""
     out = env_keys_only(dataclasses.asdict(job))
     for hidden in _JOB_HIDDEN:
         del out[hidden]
     out["worker"] = job.lease_owner
+    out["config_types"] = config_types(job.config)
     return out
 
 
@@ -158,6 +160,7 @@ def run_columns() -> Any:
 def run_detail(run_id: int) -> Any:
     run, job = run_reads.run_detail(state().store, run_id)
     out = run_json(run)
+    out["config_types"] = config_types(run.config)
     out["job"] = None if job is None else job_json(job)
     return out
 
