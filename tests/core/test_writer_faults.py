@@ -142,3 +142,59 @@ def test_log_stores_an_int_value_past_64_bits_as_a_float(tmp_path: Path) -> None
         run.log({"b": 10**400}, step=1)
     run.finish()
     assert [p.value for p in Store(url).metric_history(run.id, "a")] == [float(2**70)]
+
+
+def _spill_line(run_id: int, records: list[tuple[int, int, dict[str, Any]]]) -> str:
+    return json.dumps({"run_id": run_id, "records": records}) + "\n"
+
+
+def test_replay_sets_a_poison_record_aside_and_stores_the_rest(
+    store_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store = Store(store_url)
+    run_id = SqlSink(store).create_run("replay", None, {}, []).id
+    poison = 2**63  # past the BIGINT step column: the store refuses this one record
+    spill = tmp_path / "run-1-1.jsonl"
+    spill.write_text(
+        _spill_line(run_id, _records(range(0, 100)))
+        + _spill_line(
+            run_id,
+            [*_records(range(100, 150)), (poison, 1, {"a": 1.0}), *_records(range(150, 200))],
+        )
+        + _spill_line(run_id, [(poison + 1, 1, {"b": 2.0})])  # alone on its line
+        + _spill_line(run_id, _records(range(200, 300)))
+    )
+    result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
+    assert result.exit_code == 1, result.output
+    rejected = tmp_path / "run-1-1.rejected.jsonl"
+    assert f"600 points stored, 2 refused by the store and set aside in {rejected}" in (
+        result.output
+    )
+    docs = [json.loads(line) for line in rejected.read_text().splitlines()]
+    assert [doc["records"][0][0] for doc in docs] == [poison, poison + 1]
+    assert all(doc["error"] and doc["error"] in result.output for doc in docs)
+    assert [p.step for p in store.metric_history(run_id, "a")] == list(range(300))
+    assert store.count_points(run_id) == 600
+    assert not spill.exists()  # every record is stored or set aside
+
+
+def test_replay_keeps_a_file_whose_first_batch_is_refused_whole(
+    store_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store = Store(store_url)
+    run_id = SqlSink(store).create_run("replay", None, {}, []).id
+    spill = tmp_path / "run-1-2.jsonl"
+    # Nothing stored yet and every record refused: a broken store, not a poison record.
+    spill.write_text(_spill_line(run_id, [(2**63, 1, {"a": 1.0})]))
+    result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
+    assert result.exit_code == 1, result.output
+    assert "not replayed, the store refused a whole batch" in result.output
+    assert spill.exists() and not (tmp_path / "run-1-2.rejected.jsonl").exists()

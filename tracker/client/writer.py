@@ -33,7 +33,6 @@ import json
 import os
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -49,11 +48,11 @@ from tracker.client.overflow import (
     memory_cap_bytes,
     to_records,
 )
+from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
 from tracker.errors import StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
-MAX_REJECTED = 10  # records of one batch refused past this: the error is not a poison record
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
 
 
@@ -92,7 +91,8 @@ class Writer:
         self.max_backoff = max_backoff
         self.rejected_path = self.spill_path.with_suffix(".rejected.jsonl")
         self.error: BaseException | None = None
-        self.points_rejected = 0
+        self._isolator = Isolator(sink, self.rejected_path)
+        self._write = self._isolator.write  # poison records set aside (tracker.client.poison)
         self._spill_failure: BaseException | None = None
         self.points_written = 0
         self._on_error = on_error
@@ -299,69 +299,10 @@ class Writer:
             self.points_written += n - rejected
         self._wake.set()  # go on at once (the segment's rest, or the queue behind it)
 
-    def _write(self, run_id: int, batch: list[Record]) -> int:
-        """Store ``batch``; records the sink refuses are set aside (see the module doc).
-
-        Returns the number of points set aside.
-
-        Raises:
-            StoreUnavailable: the sink is away (the caller keeps the whole batch; the halves
-                already stored are written again later, idempotently).
-            Exception: the sink's error, when it refuses every record of the batch or more
-                than ``MAX_REJECTED`` of them.
-        """
-        try:
-            self.sink.write_metrics(run_id, batch)
-            return 0
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            refused: list[tuple[Record, BaseException]] = []
-            self._bisect(run_id, batch, exc, refused)
-            if len(refused) == len(batch):  # nothing stored: the sink's error, not a record's
-                raise exc from None
-        self._set_aside(run_id, refused)
-        return sum(len(r[2]) for r, _ in refused)
-
-    def _bisect(
-        self,
-        run_id: int,
-        batch: list[Record],
-        exc: BaseException,
-        refused: list[tuple[Record, BaseException]],
-    ) -> None:
-        if len(batch) == 1:
-            refused.append((batch[0], exc))
-            if len(refused) > MAX_REJECTED:
-                raise exc from None  # the chain of halves adds nothing
-            return
-        middle = len(batch) // 2
-        for half in (batch[:middle], batch[middle:]):
-            try:
-                self.sink.write_metrics(run_id, half)
-            except StoreUnavailable:
-                raise
-            except Exception as half_exc:
-                self._bisect(run_id, half, half_exc, refused)
-
-    def _set_aside(self, run_id: int, refused: list[tuple[Record, BaseException]]) -> None:
-        self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.rejected_path, "a", encoding="utf-8") as fh:
-            for record, exc in refused:
-                error = f"{type(exc).__name__}: {exc}"
-                doc = {"run_id": run_id, "records": [record], "error": error}
-                fh.write(json.dumps(doc) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        for record, exc in refused:
-            self.points_rejected += len(record[2])
-            warnings.warn(
-                f"run {run_id}: the store refused the record at step {record[0]} "
-                f"({', '.join(sorted(record[2]))}): {type(exc).__name__}: {exc}; "
-                f"set aside in {self.rejected_path}, the rest of its batch is stored",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+    @property
+    def points_rejected(self) -> int:
+        """Points the store refused and that were set aside in ``rejected_path``."""
+        return self._isolator.points_rejected
 
     def _spill_if_over_limit(self) -> None:
         if self._kept_points > self.max_memory_points:
