@@ -60,6 +60,11 @@ def child(args: argparse.Namespace) -> int:
     t2 = time.perf_counter()
     diverted = writer._overflow.points_diverted
     segments = writer._overflow.segments_opened
+    # The writer refreshes the chart rollups once idle; let it end before finish() writes
+    # the final status (on a busy machine the two would contend for SQLite's write lock).
+    writer.close(timeout=None)
+    writer._thread.join()
+    t3 = time.perf_counter()
     tracker.finish()
     points = steps * len(keys)
     common.check_stored(uri, run.id, points)
@@ -81,6 +86,7 @@ def child(args: argparse.Namespace) -> int:
                 "loop_us_per_call": (t1 - t0) / steps * 1e6,
                 "flush_after_loop_s": t2 - t1,
                 "seconds_to_stored": t2 - t0,
+                "rollup_refresh_s": t3 - t2,
                 "points_per_s": points / (t2 - t0),
             }
         )

@@ -1,10 +1,10 @@
-"""Faults that must not cost accepted points: a PostgreSQL restart under a busy writer, a
-poison record inside a batch, a fatal sink error, and steps past the 64-bit column."""
+"""Faults that must not cost accepted points: a poison record inside a batch (in the writer
+and in ``tracker db replay``), a fatal sink error, and steps past the 64-bit column. PostgreSQL
+restarts under a busy writer are in the fault suite (tests/faults)."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -12,51 +12,10 @@ from typing import Any
 import pytest
 
 import tracker
-from tests.support import pg_cluster
 from tracker.client.sinks import SqlSink
 from tracker.client.writer import Writer
 from tracker.errors import InvalidInput, InvalidMetricValue, WriterError
 from tracker.store import Store
-
-
-@pytest.mark.slow
-@pytest.mark.postgres
-def test_postgres_fast_restarts_under_a_busy_writer_lose_nothing(
-    own_pg_cluster: tuple[Path, str], tmp_path_factory: Any
-) -> None:
-    directory, url = own_pg_cluster
-    run = tracker.init(
-        project="restarts", uri=url, system_interval=None, flush_interval=0.02,
-        spill_dir=tmp_path_factory.mktemp("spill"),
-    )  # fmt: skip
-    stop = threading.Event()
-    logged = [0]
-
-    def train() -> None:
-        step = 0
-        while not stop.is_set() or step < 2_000:
-            run.log({f"k{i}": float(step) for i in range(16)}, step=step)
-            step += 1
-            if step % 200 == 0:
-                time.sleep(0.001)  # a busy loop that still lets the writer run
-        logged[0] = step
-
-    trainer = threading.Thread(target=train)
-    trainer.start()
-    for _ in range(8):
-        time.sleep(0.15)  # writes (COPY) in flight when the server goes down
-        pg_cluster.pause_server(directory)
-        time.sleep(0.2)
-        pg_cluster.resume_server(directory)
-    stop.set()
-    trainer.join()
-    run.flush(timeout=120)
-    assert run._writer.error is None and run._writer._thread.is_alive()
-    assert run._writer.points_rejected == 0  # an outage is never taken for poison
-    store = Store(url)
-    assert store.count_points(run.id) == 16 * logged[0]
-    assert [p.step for p in store.metric_history(run.id, "k0")] == list(range(logged[0]))
-    run.finish()
 
 
 def _records(steps: range) -> list[tuple[int, int, dict[str, Any]]]:
