@@ -14,8 +14,9 @@ Contract:
   ``tracker db replay`` reads it). From then on each entry that ``log()`` appends is moved
   from the tail of the queue into the segment, written in chunks of ``CHUNK_RECORDS``
   records (one-element GPU tensors are converted per chunk, one sync per device), so memory
-  stops growing. ``log()`` never waits for the writer: it takes the segment's lock only when
-  it is free; otherwise its entry stays in the queue and the next holder moves it.
+  stops growing. ``log()`` never waits for the writer: the writer holds the segment's lock
+  only to flip a flag; past the cap, a ``log()`` may wait for another thread's ``log()``
+  writing a chunk (the lock makes each thread's entry moved before its next one).
 * The writer drains the queue up to the marker (the older points), then *seals* the segment:
   what ``log()`` appends from then on stays in memory, after the segment. The writer replays
   the segment's file into the store, deletes it and goes on with the queue; a new segment
@@ -178,10 +179,10 @@ class Overflow:
 
     def divert(self, queue: deque[Any]) -> None:
         """Called by ``log()`` after its append when a segment is open or the cap is passed:
-        open a segment, or move the queue's tail into the open one. Never blocks."""
+        open a segment, or move the queue's tail into the open one. Never waits for the
+        writer (see ``seal``); may wait for another thread's ``divert``."""
         lock = self.lock
-        if not lock.acquire(blocking=False):
-            return  # the holder (or the next log()) moves this entry
+        lock.acquire()
         try:
             seg = self.open
             if seg is None:
@@ -189,7 +190,8 @@ class Overflow:
                     self._open_segment(queue)
                 return
             # The tail after the marker is newer than everything in the segment; only the
-            # lock holder pops from the right, the writer never pops past an open marker.
+            # lock holder pops from the right, the writer never pops past an open marker,
+            # and every other thread has at most one entry there (its divert waits here).
             moved: list[Any] = []
             while queue and queue[-1] is not seg:
                 moved.append(queue.pop())
@@ -222,7 +224,7 @@ class Overflow:
         queue.append(seg)
 
     def _write_chunk(self, seg: Segment) -> None:
-        """Append the segment's buffer to its file as one line (lock held)."""
+        """Append the segment's buffer to its file as one line (lock held, or sealed)."""
         if not seg.buffer:
             return
         records = to_records(seg.buffer)
@@ -251,18 +253,19 @@ class Overflow:
     # -------------------------------------------------------------- writer side
 
     def seal(self, seg: Segment) -> None:
-        """End the segment's episode: its last chunk goes to its file; later entries stay in
-        the queue, after it. Blocks on the lock (held briefly by ``log()`` only)."""
+        """End the segment's episode (writer side): later entries stay in the queue, after
+        it; its last chunk goes to its file. The lock is held only to flip the state, so a
+        ``log()`` never waits for this file write."""
         with self.lock:
             if seg.sealed:
                 return
-            self._write_chunk(seg)
-            if seg._fh is not None:
-                seg._fh.close()
-                seg._fh = None
             seg.sealed = True
             if self.open is seg:
                 self.open = None
+        self._write_chunk(seg)  # no log() touches a sealed segment
+        if seg._fh is not None:
+            seg._fh.close()
+            seg._fh = None
 
     def seal_open(self) -> None:
         """Seal the open segment, if any (before everything is written to the spill file)."""
