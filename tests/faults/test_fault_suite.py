@@ -255,3 +255,55 @@ def test_sqlite_locked_by_another_process_for_a_while(tmp_path: Path, fault_repo
     stored = Store(url).count_points(run.id)
     fault_report(accepted=20_000, stored=stored, locked_s=1.5)
     assert stored == 20_000
+
+
+STUCK_CHILD = """
+import sys, threading, tracker
+from tracker.client.sinks import SqlSink
+
+class StuckSink(SqlSink):  # a store that never answers: every write hangs
+    def write_metrics(self, run_id, records):
+        threading.Event().wait()
+
+run = tracker.init(project="faults", sink=StuckSink.from_uri(None), system_interval=None,
+                   spill_dir=sys.argv[1], max_memory_mb=float(sys.argv[3]))
+print(run.id, flush=True)
+for step in range(int(sys.argv[2])):
+    run.log({"a": float(step), "b": 1.0}, step=step)
+print("logged", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_sigkill_past_the_memory_cap_leaves_replayable_overflow_files(
+    store_url: str, tmp_path: Path, fault_report: Report
+) -> None:
+    from tracker.client.overflow import CHUNK_RECORDS, ENTRY_BYTES, KEY_BYTES, MIB
+
+    env = {**os.environ, "TRACKER_URI": store_url, "PYTHONPATH": str(ROOT)}
+    steps, cap_mb, spill = 30_000, 0.125, tmp_path / "spill"
+    child = subprocess.Popen(
+        [sys.executable, "-c", STUCK_CHILD, str(spill), str(steps), str(cap_mb)],
+        stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert child.stdout is not None
+    try:
+        run_id = int(child.stdout.readline())
+        assert child.stdout.readline().strip() == "logged", "the child died while logging"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    files = sorted(spill.glob("*.overflow-*.jsonl"))
+    assert files, "no overflow file: the burst never passed the cap"
+    result = _replay(store_url, *files)
+    assert result.exit_code == 0, result.output
+    store = Store(store_url)
+    stored = store.count_points(run_id)
+    # Lost with the process: what was in memory (the cap) and the chunk being filled.
+    in_memory_calls = int(cap_mb * MIB) // (ENTRY_BYTES + 2 * KEY_BYTES) + CHUNK_RECORDS
+    fault_report(accepted=2 * steps, stored=stored, files=len(files),
+                 scope="no flush; what reached the overflow files")  # fmt: skip
+    assert stored >= 2 * (steps - in_memory_calls - 100)
+    stored_steps = [p.step for p in store.metric_history(run_id, "a")]
+    assert stored_steps == list(range(stored_steps[0], stored_steps[0] + len(stored_steps)))
+    assert not any(f.exists() for f in files)  # replayed, then removed

@@ -235,6 +235,7 @@ class Overflow:
                 seg.path.parent.mkdir(parents=True, exist_ok=True)
                 seg._fh = open(seg.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
             seg._fh.write(line)
+            seg._fh.flush()  # whole chunks reach the OS: a SIGKILL keeps them
         except OSError as exc:
             if not self._warned:
                 self._warned = True

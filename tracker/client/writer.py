@@ -33,6 +33,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -400,6 +401,13 @@ def replay_spill_file(
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if not line.strip():
+                continue
+            if not line.endswith("\n"):  # the last line, cut short by a killed process
+                warnings.warn(
+                    f"{path}: skipped its last line, cut short ({len(line)} bytes): the "
+                    f"process writing it was killed mid-write",
+                    stacklevel=2,
+                )
                 continue
             doc = json.loads(line)
             records = [(int(s), int(w), items) for s, w, items in doc["records"]]
