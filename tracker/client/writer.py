@@ -5,17 +5,20 @@
   are waiting. One-element tensors are converted here, one device sync per batch.
 * When the sink is unavailable (database restarting, network gone: the sink raises
   ``StoreUnavailable``; sinks translate their own driver errors) the batch is kept and
-  retried with exponential backoff; past ``max_memory_points`` the oldest kept batches are
-  spilled to a local JSON-lines file and replayed once the sink is back. Writes are
+  retried with exponential backoff; past ``max_memory_points`` (and never more than half
+  the memory cap) the oldest kept batches are spilled to a local JSON-lines file and
+  replayed once the sink is back. Writes are
   idempotent, so a batch retried after an unknown outcome never duplicates.
 * A batch the sink refuses for any other reason (a poison record: a step past the 64-bit
   column, a value the driver cannot bind) is retried in halves, down to the single records
   the store refuses: everything else is stored, and each refused record is set aside in
   ``<spill>.rejected.jsonl`` (the spill format plus the error; a warning names the record
-  and the file) -- one bad record never takes its neighbours down.
+  and the file) -- one bad record never takes its neighbours down
+  (:mod:`tracker.client.poison`, shared with ``tracker db replay``).
 * An error that refuses every record of a batch (a lone record included: nothing tells a
   poison record from a broken sink then) or more than ``MAX_REJECTED`` of them is fatal: the
-  writer stops, every point it holds (kept batches and the queue) goes to the spill file,
+  writer stops, every point it holds (kept batches, overflow segments and the queue, in
+  the order logged) goes to the spill file,
   and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
   (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
   discarded.
@@ -24,6 +27,8 @@
 * Memory is capped (``max_memory_mb``, see :mod:`tracker.client.overflow`): past the cap,
   ``put()`` moves new entries to an overflow segment on disk, which the writer stores when
   it reaches the segment's place in the queue. ``put()`` still never waits for the writer.
+  A ``close()`` that times out while the store is away writes everything held to the spill
+  file the same way, and ``replay_spill_file`` skips a last line cut short by a kill.
 """
 
 from __future__ import annotations
