@@ -112,3 +112,17 @@ def test_bench_abuse_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(result, "body_mib", "inflated_mib", "health_probes", "health_p50_ms",
                   "health_p99_ms", "rss_before_mib", "rss_peak_mib")  # fmt: skip
         assert result["upload_status"] != 200
+
+
+def test_bench_memory_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_memory.py", tmp_path)
+    assert doc["benchmark"] == "memory"
+    for name in ("capped", "uncapped"):
+        result = doc["results"][name]
+        _positive(result, "points", "peak_rss_mib", "rss_before_loop_mib",
+                  "peak_held_estimate_mib", "loop_us_per_call", "points_per_s")  # fmt: skip
+        assert result["points"] == doc["params"]["points"]  # the script counted them stored
+    capped = doc["results"]["capped"]
+    assert capped["points_through_disk"] > 0  # the quick burst passes its small cap
+    assert capped["peak_held_estimate_mib"] <= doc["params"]["cap_mb"] * 1.05
+    assert doc["results"]["uncapped"]["points_through_disk"] == 0

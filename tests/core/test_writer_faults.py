@@ -1,10 +1,10 @@
-"""Faults that must not cost accepted points: a PostgreSQL restart under a busy writer, a
-poison record inside a batch, a fatal sink error, and steps past the 64-bit column."""
+"""Faults that must not cost accepted points: a poison record inside a batch (in the writer
+and in ``tracker db replay``), a fatal sink error, and steps past the 64-bit column. PostgreSQL
+restarts under a busy writer are in the fault suite (tests/faults)."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -12,51 +12,10 @@ from typing import Any
 import pytest
 
 import tracker
-from tests.support import pg_cluster
 from tracker.client.sinks import SqlSink
 from tracker.client.writer import Writer
 from tracker.errors import InvalidInput, InvalidMetricValue, WriterError
 from tracker.store import Store
-
-
-@pytest.mark.slow
-@pytest.mark.postgres
-def test_postgres_fast_restarts_under_a_busy_writer_lose_nothing(
-    own_pg_cluster: tuple[Path, str], tmp_path_factory: Any
-) -> None:
-    directory, url = own_pg_cluster
-    run = tracker.init(
-        project="restarts", uri=url, system_interval=None, flush_interval=0.02,
-        spill_dir=tmp_path_factory.mktemp("spill"),
-    )  # fmt: skip
-    stop = threading.Event()
-    logged = [0]
-
-    def train() -> None:
-        step = 0
-        while not stop.is_set() or step < 2_000:
-            run.log({f"k{i}": float(step) for i in range(16)}, step=step)
-            step += 1
-            if step % 200 == 0:
-                time.sleep(0.001)  # a busy loop that still lets the writer run
-        logged[0] = step
-
-    trainer = threading.Thread(target=train)
-    trainer.start()
-    for _ in range(8):
-        time.sleep(0.15)  # writes (COPY) in flight when the server goes down
-        pg_cluster.pause_server(directory)
-        time.sleep(0.2)
-        pg_cluster.resume_server(directory)
-    stop.set()
-    trainer.join()
-    run.flush(timeout=120)
-    assert run._writer.error is None and run._writer._thread.is_alive()
-    assert run._writer.points_rejected == 0  # an outage is never taken for poison
-    store = Store(url)
-    assert store.count_points(run.id) == 16 * logged[0]
-    assert [p.step for p in store.metric_history(run.id, "k0")] == list(range(logged[0]))
-    run.finish()
 
 
 def _records(steps: range) -> list[tuple[int, int, dict[str, Any]]]:
@@ -142,3 +101,59 @@ def test_log_stores_an_int_value_past_64_bits_as_a_float(tmp_path: Path) -> None
         run.log({"b": 10**400}, step=1)
     run.finish()
     assert [p.value for p in Store(url).metric_history(run.id, "a")] == [float(2**70)]
+
+
+def _spill_line(run_id: int, records: list[tuple[int, int, dict[str, Any]]]) -> str:
+    return json.dumps({"run_id": run_id, "records": records}) + "\n"
+
+
+def test_replay_sets_a_poison_record_aside_and_stores_the_rest(
+    store_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store = Store(store_url)
+    run_id = SqlSink(store).create_run("replay", None, {}, []).id
+    poison = 2**63  # past the BIGINT step column: the store refuses this one record
+    spill = tmp_path / "run-1-1.jsonl"
+    spill.write_text(
+        _spill_line(run_id, _records(range(0, 100)))
+        + _spill_line(
+            run_id,
+            [*_records(range(100, 150)), (poison, 1, {"a": 1.0}), *_records(range(150, 200))],
+        )
+        + _spill_line(run_id, [(poison + 1, 1, {"b": 2.0})])  # alone on its line
+        + _spill_line(run_id, _records(range(200, 300)))
+    )
+    result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
+    assert result.exit_code == 1, result.output
+    rejected = tmp_path / "run-1-1.rejected.jsonl"
+    assert f"600 points stored, 2 refused by the store and set aside in {rejected}" in (
+        result.output
+    )
+    docs = [json.loads(line) for line in rejected.read_text().splitlines()]
+    assert [doc["records"][0][0] for doc in docs] == [poison, poison + 1]
+    assert all(doc["error"] and doc["error"] in result.output for doc in docs)
+    assert [p.step for p in store.metric_history(run_id, "a")] == list(range(300))
+    assert store.count_points(run_id) == 600
+    assert not spill.exists()  # every record is stored or set aside
+
+
+def test_replay_keeps_a_file_whose_first_batch_is_refused_whole(
+    store_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    store = Store(store_url)
+    run_id = SqlSink(store).create_run("replay", None, {}, []).id
+    spill = tmp_path / "run-1-2.jsonl"
+    # Nothing stored yet and every record refused: a broken store, not a poison record.
+    spill.write_text(_spill_line(run_id, [(2**63, 1, {"a": 1.0})]))
+    result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
+    assert result.exit_code == 1, result.output
+    assert "not replayed, the store refused a whole batch" in result.output
+    assert spill.exists() and not (tmp_path / "run-1-2.rejected.jsonl").exists()

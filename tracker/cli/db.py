@@ -52,14 +52,50 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     """Store the points of spill FILES (written when the store was unreachable at exit).
 
     Replaying is idempotent: a point already stored is overwritten with the same value.
-    Each file is deleted once all of its points are stored.
+    Each file is deleted once all of its points are stored. A record the store refuses
+    (a poison record) is set aside in FILE's `.rejected.jsonl` (with the error) and the rest
+    is stored; the exit status is then 1 and the message names the file and the error.
     """
+    import warnings
+
+    from tracker.client.poison import Isolator
     from tracker.client.sinks import SqlSink
     from tracker.client.writer import replay_spill_file
+    from tracker.errors import TrackerError
     from tracker.store import resolve_uri
 
     say_store(resolve_uri(uri))
     sink = SqlSink.from_uri(uri)
+    refused_any = False
     for name in files:
-        count = replay_spill_file(sink, Path(name))
-        click.echo(f"{name}: {count} points stored")
+        path = Path(name)
+        isolator = Isolator(sink, path.with_suffix(".rejected.jsonl"), trust_after_success=True)
+        try:
+            with warnings.catch_warnings():  # each refused record is reported below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                count = replay_spill_file(sink, path, write=isolator.write)
+        except TrackerError:
+            raise  # the store is away or refuses: the CLI's error message, exit status 2
+        except Exception as exc:  # a batch refused whole: not a poison record
+            click.echo(
+                f"{name}: not replayed, the store refused a whole batch "
+                f"({type(exc).__name__}: {exc}); the file is kept, fix the cause and "
+                f"replay it again (points already stored are not duplicated)",
+                err=True,
+            )
+            refused_any = True
+            continue
+        refused = isolator.points_rejected
+        if not refused:
+            click.echo(f"{name}: {count} points stored")
+            continue
+        refused_any = True
+        errors = sorted(set(isolator.errors))
+        click.echo(
+            f"{name}: {count - refused} points stored, {refused} refused by the store and "
+            f"set aside in {isolator.rejected_path}: {'; '.join(errors[:3])}"
+            + (f" (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""),
+            err=True,
+        )
+    if refused_any:
+        raise SystemExit(1)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.client import lifecycle
+from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
@@ -38,7 +39,9 @@ def init(
     """Start a run (or attach to the one a queued job created) and make it the active run.
 
     ``options`` go to :class:`Run` (``flush_interval``, ``system_interval`` -- ``None``
-    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ...).
+    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ``max_memory_mb``
+    -- the memory cap of unstored points in MiB, default ``$TRACKER_MAX_MEMORY_MB`` or 256;
+    past it points go to disk --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
 
@@ -46,6 +49,7 @@ def init(
         InvalidInput: a config value or tag cannot be stored (the message names it).
         StoreUnavailable / SchemaError: the store cannot be opened.
     """
+    memory_cap_bytes(options.get("max_memory_mb"))  # a bad cap fails before a run exists
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()

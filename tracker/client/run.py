@@ -47,6 +47,7 @@ class Run:
         system_interval: float | None = 5.0,
         log_gpu_memory: bool = True,
         max_memory_points: int = 1_000_000,
+        max_memory_mb: float | None = None,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -70,6 +71,7 @@ class Run:
             flush_interval=flush_interval,
             heartbeat_interval=heartbeat_interval if active else 1e12,
             max_memory_points=max_memory_points,
+            max_memory_mb=max_memory_mb,
             spill_dir=spill_dir,
         )
         self._put = self._writer.put

@@ -5,22 +5,30 @@
   are waiting. One-element tensors are converted here, one device sync per batch.
 * When the sink is unavailable (database restarting, network gone: the sink raises
   ``StoreUnavailable``; sinks translate their own driver errors) the batch is kept and
-  retried with exponential backoff; past ``max_memory_points`` the oldest kept batches are
-  spilled to a local JSON-lines file and replayed once the sink is back. Writes are
+  retried with exponential backoff; past ``max_memory_points`` (and never more than half
+  the memory cap) the oldest kept batches are spilled to a local JSON-lines file and
+  replayed once the sink is back. Writes are
   idempotent, so a batch retried after an unknown outcome never duplicates.
 * A batch the sink refuses for any other reason (a poison record: a step past the 64-bit
   column, a value the driver cannot bind) is retried in halves, down to the single records
   the store refuses: everything else is stored, and each refused record is set aside in
   ``<spill>.rejected.jsonl`` (the spill format plus the error; a warning names the record
-  and the file) -- one bad record never takes its neighbours down.
+  and the file) -- one bad record never takes its neighbours down
+  (:mod:`tracker.client.poison`, shared with ``tracker db replay``).
 * An error that refuses every record of a batch (a lone record included: nothing tells a
   poison record from a broken sink then) or more than ``MAX_REJECTED`` of them is fatal: the
-  writer stops, every point it holds (kept batches and the queue) goes to the spill file,
+  writer stops, every point it holds (kept batches, overflow segments and the queue, in
+  the order logged) goes to the spill file,
   and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
   (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
   discarded.
 * ``flush()`` puts a marker in the queue and waits until everything before it is stored:
   a deterministic join, no sleeping.
+* Memory is capped (``max_memory_mb``, see :mod:`tracker.client.overflow`): past the cap,
+  ``put()`` moves new entries to an overflow segment on disk, which the writer stores when
+  it reaches the segment's place in the queue. ``put()`` still never waits for the writer.
+  A ``close()`` that times out while the store is away writes everything held to the spill
+  file the same way, and ``replay_spill_file`` skips a last line cut short by a kill.
 """
 
 from __future__ import annotations
@@ -36,15 +44,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.client.overflow import (
+    ENTRY_BYTES,
+    KEY_BYTES,
+    Entry,
+    Overflow,
+    Segment,
+    held_bytes,
+    memory_cap_bytes,
+    to_records,
+)
+from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
-from tracker.client.values import is_tensor, tensors_to_floats
 from tracker.errors import StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
-MAX_REJECTED = 10  # records of one batch refused past this: the error is not a poison record
-
-# (step, wall_time, {key: value}, has_tensor)
-Entry = tuple[int, float, dict[str, Any], bool]
+SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
 
 
 class _Marker:
@@ -63,6 +78,7 @@ class Writer:
         flush_interval: float = 0.5,
         wake_records: int = 2_000,
         max_memory_points: int = 1_000_000,
+        max_memory_mb: float | None = None,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         heartbeat_interval: float = 10.0,
         max_backoff: float = 5.0,
@@ -71,13 +87,18 @@ class Writer:
         self.sink = sink
         self.run_id = run_id
         self.flush_interval = flush_interval
-        self.max_memory_points = max_memory_points
         self.spill_path = Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
+        self._overflow = Overflow(run_id, self.spill_path, memory_cap_bytes(max_memory_mb))
+        # Batches kept through an outage count against the cap too: at most half of it.
+        room = self._overflow.cap_bytes // (2 * (ENTRY_BYTES + KEY_BYTES))
+        self.max_memory_points = max(1, min(max_memory_points, room))
+        self._head: Segment | None = None  # the overflow segment the writer has reached
         self.heartbeat_interval = heartbeat_interval
         self.max_backoff = max_backoff
         self.rejected_path = self.spill_path.with_suffix(".rejected.jsonl")
         self.error: BaseException | None = None
-        self.points_rejected = 0
+        self._isolator = Isolator(sink, self.rejected_path)
+        self._write = self._isolator.write  # poison records set aside (tracker.client.poison)
         self._spill_failure: BaseException | None = None
         self.points_written = 0
         self._on_error = on_error
@@ -101,6 +122,13 @@ class Writer:
     def put(self, entry: Entry) -> None:
         queue = self._queue
         queue.append(entry)
+        overflow = self._overflow
+        overflow.bytes_in += ENTRY_BYTES + KEY_BYTES * len(entry[2])
+        if overflow.open is not None or (
+            overflow.bytes_in - overflow.bytes_released - overflow.bytes_diverted
+            > overflow.cap_bytes
+        ):
+            overflow.divert(queue)  # past the memory cap: to disk (never waits)
         if len(queue) == self._wake_records:
             self._wake.set()
 
@@ -133,7 +161,9 @@ class Writer:
             self._stop = True
             self._wake.set()
             self._thread.join(timeout=5.0)
-            if self._kept:
+            if not self._thread.is_alive() and self._holds_points():
+                self._spill_all()
+            elif self._kept:
                 self._spill(everything=True)
             elif self.error is None and not self._thread.is_alive():
                 self._settle()
@@ -158,7 +188,20 @@ class Writer:
             ) from self.error
 
     def pending_points(self) -> int:
-        return self._kept_points + sum(len(e[2]) for e in list(self._queue) if type(e) is tuple)
+        queued = sum(len(e[2]) for e in list(self._queue) if type(e) is tuple)
+        return self._kept_points + queued + self._overflow.pending_points()
+
+    def memory_held(self) -> int:
+        """Estimated bytes of accepted, unstored points in memory (see tracker.client.overflow)."""
+        return self._overflow.held()
+
+    def _holds_points(self) -> bool:
+        return bool(
+            self._kept
+            or self._head is not None
+            or self._overflow.segments
+            or any(type(e) is tuple for e in list(self._queue))
+        )
 
     # --------------------------------------------------------------- writer side
 
@@ -171,48 +214,49 @@ class Writer:
             except BaseException as exc:  # kept and raised in the training thread
                 self._fail(exc)
                 return
-            if self._stop and not self._queue:
-                return
+            if self._stop and (
+                (not self._queue and self._head is None) or self._retry_at > time.monotonic()
+            ):
+                return  # done, or the store is away: close() spills what is left
 
     def _cycle(self) -> None:
         markers: list[_Marker] = []
-        while self._queue:
+        while self._queue and self._head is None:  # an overflow segment goes first
             batch = self._drain(markers)
             if batch:
                 self._kept.append(batch)
                 self._kept_points += sum(len(r[2]) for r in batch)
         self._markers.extend(markers)
-        if self._kept or self._spilled:
+        if self._kept or self._spilled or self._head is not None:
             self._send_kept()
         if not self._kept and not self._spilled:
             for marker in self._markers:
                 marker.done.set()
             self._markers.clear()
-            if not self._queue:
+            if not self._queue and self._head is None:
                 self._settle()  # idle: bring the chart rollups up to date
         self._maybe_heartbeat()
 
     def _drain(self, markers: list[_Marker]) -> list[Record]:
+        """Pop up to a batch from the queue, stopping at an overflow segment (``_head``):
+        what follows a segment is newer than it and waits until it is stored."""
         queue = self._queue
         popleft = queue.popleft
-        taken = [popleft() for _ in range(min(len(queue), MAX_BATCH_RECORDS))]
         entries: list[Entry] = []
-        tensors: list[Any] = []
-        for item in taken:
-            if type(item) is _Marker:
+        tensor_seen = False
+        for _ in range(min(len(queue), MAX_BATCH_RECORDS)):
+            item = popleft()
+            kind = type(item)
+            if kind is tuple:
+                entries.append(item)
+                tensor_seen = tensor_seen or item[3]
+            elif kind is _Marker:
                 markers.append(item)
-                continue
-            entries.append(item)
-            if item[3]:
-                tensors.extend(v for v in item[2].values() if is_tensor(v))
-        if tensors:
-            floats = iter(tensors_to_floats(tensors))
-            return [
-                (s, int(w * 1000), {k: next(floats) if is_tensor(v) else v for k, v in it.items()})
-                if t
-                else (s, int(w * 1000), it)
-                for s, w, it, t in entries
-            ]
+            else:
+                self._head = item
+                break
+        if tensor_seen:
+            return to_records(entries)
         return [(s, int(w * 1000), it) for s, w, it, _ in entries]
 
     def _send_kept(self) -> None:
@@ -229,7 +273,10 @@ class Writer:
                 self._kept.popleft()
                 n = sum(len(r[2]) for r in batch)
                 self._kept_points -= n
+                self._overflow.bytes_released += held_bytes(len(batch), n)
                 self.points_written += n - rejected
+            if self._head is not None:
+                self._store_head()
         except StoreUnavailable:
             self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
             self._retry_at = time.monotonic() + self._backoff
@@ -237,69 +284,31 @@ class Writer:
             return
         self._backoff = 0.0
 
-    def _write(self, run_id: int, batch: list[Record]) -> int:
-        """Store ``batch``; records the sink refuses are set aside (see the module doc).
-
-        Returns the number of points set aside.
-
-        Raises:
-            StoreUnavailable: the sink is away (the caller keeps the whole batch; the halves
-                already stored are written again later, idempotently).
-            Exception: the sink's error, when it refuses every record of the batch or more
-                than ``MAX_REJECTED`` of them.
-        """
-        try:
-            self.sink.write_metrics(run_id, batch)
-            return 0
-        except StoreUnavailable:
-            raise
-        except Exception as exc:
-            refused: list[tuple[Record, BaseException]] = []
-            self._bisect(run_id, batch, exc, refused)
-            if len(refused) == len(batch):  # nothing stored: the sink's error, not a record's
-                raise exc from None
-        self._set_aside(run_id, refused)
-        return sum(len(r[2]) for r, _ in refused)
-
-    def _bisect(
-        self,
-        run_id: int,
-        batch: list[Record],
-        exc: BaseException,
-        refused: list[tuple[Record, BaseException]],
-    ) -> None:
-        if len(batch) == 1:
-            refused.append((batch[0], exc))
-            if len(refused) > MAX_REJECTED:
-                raise exc from None  # the chain of halves adds nothing
+    def _store_head(self) -> None:
+        """Store the overflow segment the writer has reached, a few batches per cycle."""
+        overflow, seg = self._overflow, self._head
+        if seg is None:
             return
-        middle = len(batch) // 2
-        for half in (batch[:middle], batch[middle:]):
-            try:
-                self.sink.write_metrics(run_id, half)
-            except StoreUnavailable:
-                raise
-            except Exception as half_exc:
-                self._bisect(run_id, half, half_exc, refused)
+        overflow.seal(seg)  # log() keeps what comes next in memory again, after the segment
+        for _ in range(SEGMENT_BATCHES_PER_CYCLE):
+            batch = overflow.next_batch(seg, MAX_BATCH_RECORDS)
+            if batch is None:
+                overflow.finish(seg)
+                self._head = None
+                for marker in seg.markers:
+                    marker.done.set()
+                break
+            records, position = batch
+            n = sum(len(r[2]) for r in records)
+            rejected = self._write(self.run_id, records)
+            overflow.advance(seg, position, n)
+            self.points_written += n - rejected
+        self._wake.set()  # go on at once (the segment's rest, or the queue behind it)
 
-    def _set_aside(self, run_id: int, refused: list[tuple[Record, BaseException]]) -> None:
-        self.rejected_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.rejected_path, "a", encoding="utf-8") as fh:
-            for record, exc in refused:
-                error = f"{type(exc).__name__}: {exc}"
-                doc = {"run_id": run_id, "records": [record], "error": error}
-                fh.write(json.dumps(doc) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        for record, exc in refused:
-            self.points_rejected += len(record[2])
-            warnings.warn(
-                f"run {run_id}: the store refused the record at step {record[0]} "
-                f"({', '.join(sorted(record[2]))}): {type(exc).__name__}: {exc}; "
-                f"set aside in {self.rejected_path}, the rest of its batch is stored",
-                RuntimeWarning,
-                stacklevel=1,
-            )
+    @property
+    def points_rejected(self) -> int:
+        """Points the store refused and that were set aside in ``rejected_path``."""
+        return self._isolator.points_rejected
 
     def _spill_if_over_limit(self) -> None:
         if self._kept_points > self.max_memory_points:
@@ -311,8 +320,38 @@ class Writer:
         with open(self.spill_path, "a", encoding="utf-8") as fh:
             while self._kept and (self._kept_points > target or everything):
                 batch = self._kept.popleft()
-                self._kept_points -= sum(len(r[2]) for r in batch)
+                n = sum(len(r[2]) for r in batch)
+                self._kept_points -= n
+                self._overflow.bytes_released += held_bytes(len(batch), n)
                 fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._spilled = True
+
+    def _spill_all(self) -> None:
+        """Write every point held to the spill file in the order logged: kept batches, the
+        overflow segments (their files are deleted) and the queue between them."""
+        overflow = self._overflow
+        overflow.seal_open()  # log() stops moving entries into it
+        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.spill_path, "a", encoding="utf-8") as fh:
+            while True:
+                while self._kept:
+                    batch = self._kept.popleft()
+                    fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
+                self._kept_points = 0
+                seg = self._head
+                if seg is not None:
+                    overflow.seal(seg)
+                    overflow.copy_rest(seg, fh)
+                    overflow.finish(seg)
+                    self._markers.extend(seg.markers)
+                    self._head = None
+                if not self._queue:
+                    break
+                batch = self._drain(self._markers)
+                if batch:
+                    self._kept.append(batch)
             fh.flush()
             os.fsync(fh.fileno())
         self._spilled = True
@@ -339,13 +378,8 @@ class Writer:
         self.error = exc  # log() refuses from now on: the queue only shrinks
         markers = self._markers
         try:  # nothing accepted is discarded: what is left goes to the spill file
-            while self._queue:
-                batch = self._drain(markers)
-                if batch:
-                    self._kept.append(batch)
-                    self._kept_points += sum(len(r[2]) for r in batch)
-            if self._kept:
-                self._spill(everything=True)
+            if self._holds_points():
+                self._spill_all()
         except Exception as spill_exc:
             self._spill_failure = spill_exc
         for marker in markers:
@@ -372,6 +406,13 @@ def replay_spill_file(
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if not line.strip():
+                continue
+            if not line.endswith("\n"):  # the last line, cut short by a killed process
+                warnings.warn(
+                    f"{path}: skipped its last line, cut short ({len(line)} bytes): the "
+                    f"process writing it was killed mid-write",
+                    stacklevel=2,
+                )
                 continue
             doc = json.loads(line)
             records = [(int(s), int(w), items) for s, w, items in doc["records"]]
