@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,12 +48,40 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     """Store the points of spill FILES (written when the store was unreachable at exit).
 
     Replaying is idempotent: a point already stored is overwritten with the same value.
-    Each file is deleted once all of its points are stored.
+    After a file's points, the run's final status recorded in it (finished, failed with its
+    exit code, killed) is applied with its original end time, unless the run already has
+    another final status (a run marked crashed meanwhile gets its true status). Each file is
+    deleted once all of it is stored.
     """
+    from tracker.client import final_status
     from tracker.client.sinks import SqlSink
     from tracker.client.writer import replay_spill_file
 
     sink = SqlSink.from_uri(uri)
     for name in files:
+        finals = final_status.read(Path(name))
         count = replay_spill_file(sink, Path(name))
         click.echo(f"{name}: {count} points stored")
+        try:
+            for final in finals:
+                click.echo(f"{name}: {_apply_final_status(sink.store, final)}")
+        except BaseException:
+            for final in finals:  # the file is gone: keep the statuses for the next replay
+                final_status.append(Path(name), final)
+            raise
+
+
+def _apply_final_status(store: Any, final: Any) -> str:
+    from tracker.client.final_status import REPLACEABLE
+
+    current = store.get_run(final.run_id).status
+    if current not in REPLACEABLE:
+        return (
+            f"run {final.run_id} is already {current}: its recorded final status "
+            f"{final.describe()} is not applied"
+        )
+    store.finish_run(
+        final.run_id, final.status, exit_code=final.exit_code, error=final.error,
+        now=final.ended_at,
+    )  # fmt: skip
+    return f"run {final.run_id} is now {final.describe()} (was {current})"

@@ -76,12 +76,16 @@ def init(
     return run
 
 
-def active_run() -> Run:
+def active_run(what: str = "tracker.log()") -> Run:
+    """The active run. Raises NoActiveRun (InheritedRunError in a forked child), naming
+    ``what`` was called."""
+    from tracker.client import fork
     from tracker.errors import NoActiveRun
 
     run = lifecycle.active()
     if run is None or run.finished:
-        raise NoActiveRun("no active run: call tracker.init(project=...) first")
+        fork.raise_if_inherited(what)
+        raise NoActiveRun(fork.no_run_message())
     return run
 
 
