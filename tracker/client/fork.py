@@ -18,7 +18,11 @@ after the fork:
   mutex, and closing a PostgreSQL one would end the parent's session. Their objects are kept
   alive (never deallocated) until the child exits.
 * ``tracker.init()`` in the child starts a run of its own, with its own connections and
-  writer thread (the parent's run is not touched).
+  writer thread (the parent's run is not touched) -- except on a SQLite file the parent has
+  open: SQLite keeps the lock state of a file in per-process memory that the child inherits
+  stale, so a new connection there waits on locks nobody holds (measured: some of 12 such
+  children hung for the whole busy timeout). That ``init()`` raises ``InheritedRunError``
+  naming the file; use PostgreSQL, the HTTP sink, or the "spawn" start method.
 
 Why not give the child its own writer into the parent's run: a forked ``multiprocessing``
 child ends with ``os._exit`` (no ``atexit``, no flush), and DataLoader workers are terminated
@@ -42,6 +46,7 @@ from tracker.errors import InheritedRunError
 _runs: weakref.WeakSet[Any] = weakref.WeakSet()  # every Run created in this process
 _inherited: dict[str, Any] = {"run_id": None, "parent_pid": None}
 _kept_alive: list[Any] = []  # the parent's sinks, never closed in the child
+_parent_sqlite_files: set[str] = set()  # SQLite files the parent had open (real paths)
 _registered = [False]
 
 
@@ -69,6 +74,20 @@ def raise_if_inherited(what: str) -> None:
     run_id = _inherited["run_id"]
     if run_id is not None:
         raise inherited_error(run_id, _inherited["parent_pid"], what)
+
+
+def check_sqlite_file(database: str) -> None:
+    """Raise InheritedRunError when ``database`` (a SQLite path) was open in the parent of
+    this forked process (see the module docstring)."""
+    if _parent_sqlite_files and os.path.realpath(database) in _parent_sqlite_files:
+        raise InheritedRunError(
+            f"SQLite store {database}: this process (pid {os.getpid()}) was forked from one "
+            f"that has it open, and a forked child cannot open a SQLite file its parent has "
+            f"open (SQLite's lock state is per process and the child's copy is stale). Log "
+            f"from the parent, or start the child with the 'spawn' method, or use a "
+            f"PostgreSQL or HTTP store",
+            field="uri",
+        )
 
 
 def no_run_message() -> str:
@@ -128,6 +147,9 @@ def _after_fork_in_child() -> None:
         _inherited["run_id"], _inherited["parent_pid"] = active.id, parent_pid
     lifecycle.forget_active()  # atexit and SIGTERM in the child find no run to finish
     for run in list(_runs):
+        database = _sqlite_file(run.sink)
+        if database is not None:
+            _parent_sqlite_files.add(os.path.realpath(database))
         _kept_alive.append(run.sink)
         _kept_alive.append(run._writer)
         run.sink = _InheritedSink(run.id, parent_pid)
@@ -139,6 +161,14 @@ def _after_fork_in_child() -> None:
     _runs.clear()
     if _kept_alive:
         _never_deallocate(_kept_alive)
+
+
+def _sqlite_file(sink: Any) -> str | None:
+    engine = getattr(getattr(sink, "store", None), "engine", None)
+    url = getattr(engine, "url", None)
+    if url is None or url.get_backend_name() != "sqlite" or not url.database:
+        return None
+    return str(url.database)
 
 
 def _never_deallocate(objects: list[Any]) -> None:

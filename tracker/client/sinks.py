@@ -51,9 +51,16 @@ class SqlSink:
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
+        """Raises InheritedRunError for a SQLite file the parent of this forked process has
+        open (``tracker.client.fork``)."""
+        from tracker.client import fork
         from tracker.store import Store
+        from tracker.store.engine import resolve_uri
 
-        return cls(Store(uri))
+        resolved = resolve_uri(uri)
+        if resolved.startswith("sqlite:///") and resolved != "sqlite:///:memory:":
+            fork.check_sqlite_file(resolved[len("sqlite:///") :].split("?")[0])
+        return cls(Store(resolved))
 
     def create_run(
         self, project: str, name: str | None, config: dict[str, Any], tags: Sequence[str],
