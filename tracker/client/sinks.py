@@ -54,8 +54,7 @@ class SqlSink:
         """Raises InheritedRunError for a SQLite file the parent of this forked process has
         open (``tracker.client.fork``)."""
         from tracker.client import fork
-        from tracker.store import Store
-        from tracker.store.engine import resolve_uri
+        from tracker.store import Store, resolve_uri
 
         resolved = resolve_uri(uri)
         if resolved.startswith("sqlite:///") and resolved != "sqlite:///:memory:":
