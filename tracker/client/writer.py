@@ -176,16 +176,19 @@ class Writer:
     def _wait_stored(
         self, marker: _Marker, timeout: float | None, report: Callable[[str], None] | None
     ) -> bool:
-        """Wait for ``marker``; False once nothing was stored for ``timeout`` seconds."""
+        """Wait for ``marker``; False once nothing was stored (and nothing taken from the
+        queue) for ``timeout`` seconds."""
         start = last_progress = next_report = time.monotonic()
         next_report += PROGRESS_EVERY_S
         first = written = self.points_written
+        queued = len(self._queue)
         while not marker.done.wait(min(0.25, timeout) if timeout else 0.25):
             now = time.monotonic()
-            if self.points_written != written:
+            if self.points_written != written or len(self._queue) < queued:
                 written, last_progress = self.points_written, now
             elif timeout is not None and now - last_progress >= timeout:
                 return False
+            queued = len(self._queue)
             if report is not None and now >= next_report:
                 next_report = now + PROGRESS_EVERY_S
                 report(f"run {self.run_id}: {self._state((written - first) / (now - start))}")
