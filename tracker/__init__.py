@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.errors import (
     CheckpointError,
+    FlushTimeout,
     InheritedRunError,
     InvalidInput,
     InvalidMetricKey,
@@ -116,6 +117,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CheckpointError",
+    "FlushTimeout",
     "InheritedRunError",
     "InvalidInput",
     "InvalidMetricKey",
