@@ -133,7 +133,8 @@ def test_plain_fork_children_exit_at_once_and_never_finish_the_parent_run(
         "CHILD exit 0", "CHILD exit 0", "CHILD exit 0", f"CHILD init {init_exit}", "CHILD log 3",
     ], seen  # fmt: skip
     log_error = next(line for line in seen if line.startswith("CHILD_LOG_ERROR"))
-    assert "InheritedRunError" in log_error and f"run {run_id} belongs to" in log_error
+    assert log_error.startswith("CHILD_LOG_ERROR 5 of 5 InheritedRunError"), log_error
+    assert f"run {run_id} belongs to" in log_error
     store = Store(store_url)
     assert store.get_run(run_id).status == "running"  # three normal child exits later
     assert store.count_points(run_id) == 10_000  # every parent point, none from a child

@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import tracker
+
+PARENT_RUN: list[Any] = []  # the run, for the children to misuse
 
 
 class Squares:  # a map-style Dataset (torch only needs __len__ and __getitem__)
@@ -82,13 +85,19 @@ def plain_fork(uri: str) -> int:
 def _child(kind: str, uri: str) -> None:
     if kind == "exit":
         sys.exit(0)  # atexit runs here: it must not finish the parent's run, nor hang
-    if kind == "log":
-        try:
-            tracker.log({"child/x": 1.0})
-        except tracker.NoActiveRun as exc:
-            print(f"CHILD_LOG_ERROR {type(exc).__name__}: {exc}", flush=True)
-            sys.exit(3)
-        sys.exit(0)
+    if kind == "log":  # every way into the parent's run refuses, naming the rule
+        calls = [
+            lambda: tracker.log({"child/x": 1.0}), tracker.flush, tracker.finish,
+            lambda: PARENT_RUN[0].log({"child/x": 1.0}), lambda: PARENT_RUN[0].finish(),
+        ]  # fmt: skip
+        refused = []
+        for call in calls:
+            try:
+                call()
+            except tracker.InheritedRunError as exc:
+                refused.append(f"{type(exc).__name__}: {exc}")
+        print(f"CHILD_LOG_ERROR {len(refused)} of {len(calls)} {refused[0]}", flush=True)
+        sys.exit(3)
     try:
         own = tracker.init(project="fork-child", uri=uri, system_interval=None)
     except tracker.InheritedRunError as exc:  # a SQLite file the parent has open
@@ -104,6 +113,7 @@ def main() -> None:
     uri, scenario = sys.argv[1], sys.argv[2]
     context = sys.argv[3] if len(sys.argv) > 3 else "fork"
     run = tracker.init(project="fork", uri=uri, system_interval=None)
+    PARENT_RUN.append(run)
     print(f"RUN {run.id}", flush=True)
     if scenario == "plain-fork":
         step = plain_fork(uri)
