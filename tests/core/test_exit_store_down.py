@@ -165,3 +165,26 @@ def test_a_final_status_kept_for_a_run_marked_crashed_meanwhile_is_applied(
     result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
     assert f"run {run_id} is already failed" in result.output
     assert store.get_run(run_id).status == "failed"
+
+
+def test_exit_timeout_comes_from_the_argument_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracker.errors import InvalidInput
+
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    run = tracker.init(project="t", uri=url, system_interval=None)
+    assert run.exit_timeout == 10.0  # the default
+    monkeypatch.setenv("TRACKER_EXIT_TIMEOUT", "3.5")
+    run = tracker.init(project="t", uri=url, system_interval=None)
+    assert run.exit_timeout == 3.5
+    assert (
+        tracker.init(project="t", uri=url, system_interval=None, exit_timeout=1).exit_timeout == 1
+    )
+    monkeypatch.setenv("TRACKER_EXIT_TIMEOUT", "soon")
+    with pytest.raises(InvalidInput, match="TRACKER_EXIT_TIMEOUT='soon' is not a number"):
+        tracker.init(project="t", uri=url, system_interval=None)
+    with pytest.raises(InvalidInput, match=r"exit_timeout=-1\.0: it must be a number of seconds"):
+        tracker.init(project="t", uri=url, system_interval=None, exit_timeout=-1.0)
+    tracker.finish()
+    assert [r.status for r in Store(url).list_runs(project="t")] == ["finished"] * 3  # no orphan

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.client import lifecycle
-from tracker.client.run import Run, latest_verified_checkpoint
+from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
 from tracker.rules.config import merge_config, normalize_config
@@ -49,6 +49,8 @@ def init(
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()
+    # Checked before the run is created: a bad value must not leave a run behind.
+    options["exit_timeout"] = resolve_exit_timeout(options.get("exit_timeout"))
     cfg = normalize_config(dict(config) if isinstance(config, Mapping) else config or {})
     tag_list = check_tags(tags)
     project = project or os.environ.get(ENV_PROJECT) or "default"

@@ -72,7 +72,7 @@ class Run:
         self.active = active
         self.finished = False
         self.status: str = "running"
-        self.exit_timeout = _exit_timeout(exit_timeout)
+        self.exit_timeout = resolve_exit_timeout(exit_timeout)
         self.inherited_from: int | None = None  # the parent's pid, in a forked child
         self._step = 0
         self._known_keys: set[str] = set()
@@ -310,7 +310,7 @@ def default_checkpoint_dir(info: RunInfo) -> Path:
     return root / info.project / f"run-{info.id}-{secrets.token_hex(3)}"
 
 
-def _exit_timeout(value: float | None) -> float:
+def resolve_exit_timeout(value: float | None) -> float:
     """The exit wait: the argument, else ``$TRACKER_EXIT_TIMEOUT``, else 10 s."""
     if value is None:
         raw = os.environ.get("TRACKER_EXIT_TIMEOUT") or "10"
