@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.errors import (
     CheckpointError,
+    FlushTimeout,
+    InheritedRunError,
     InvalidInput,
     InvalidMetricKey,
     InvalidMetricType,
@@ -51,16 +53,21 @@ def log(metrics: dict[str, Any], step: int | None = None) -> None:
 def flush(timeout: float | None = None) -> None:
     from tracker.client import active_run
 
-    active_run().flush(timeout)
+    active_run("tracker.flush()").flush(timeout)
 
 
 def finish(status: str = "finished", **kwargs: Any) -> None:
-    """Finish the active run (also happens at exit). No-op when no run is active."""
-    from tracker.client import lifecycle
+    """Finish the active run (also happens at exit). No-op when no run is active.
+
+    Raises InheritedRunError in a forked child of a process with an active run (a child
+    never finishes its parent's run; see ``tracker.client.fork``)."""
+    from tracker.client import fork, lifecycle
 
     run = lifecycle.active()
     if run is not None:
         run.finish(status, **kwargs)
+    else:
+        fork.raise_if_inherited("tracker.finish()")
 
 
 def save_checkpoint(obj: Any, step: int | None = None, metrics: dict[str, Any] | None = None,
@@ -110,6 +117,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CheckpointError",
+    "FlushTimeout",
+    "InheritedRunError",
     "InvalidInput",
     "InvalidMetricKey",
     "InvalidMetricType",

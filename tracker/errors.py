@@ -69,6 +69,13 @@ class StoreUnavailable(TrackerError):
     http_status = 503
 
 
+class FlushTimeout(TrackerError, TimeoutError):
+    """``flush(timeout)`` returned before everything was stored while the store was up (the
+    points are still being written); the message says how many and how fast."""
+
+    code = "flush_timeout"
+
+
 class SchemaError(TrackerError):
     """The database schema is missing, newer than this code, or a migration failed."""
 
@@ -79,6 +86,13 @@ class SchemaError(TrackerError):
 class NoActiveRun(TrackerError, RuntimeError):
     code = "no_active_run"
     http_status = 400
+
+
+class InheritedRunError(NoActiveRun):
+    """A forked child process used the run of the process that forked it (see
+    ``tracker.client.fork``): a child never logs into, flushes or finishes its parent's run."""
+
+    code = "inherited_run"
 
 
 class WriterError(TrackerError, RuntimeError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -55,9 +56,13 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     Each file is deleted once all of its points are stored. A record the store refuses
     (a poison record) is set aside in FILE's `.rejected.jsonl` (with the error) and the rest
     is stored; the exit status is then 1 and the message names the file and the error.
+    After a file's points, the run's final status recorded in it (finished, failed with its
+    exit code, killed) is applied with its original end time, unless the run already has
+    another final status (a run marked crashed meanwhile gets its true status).
     """
     import warnings
 
+    from tracker.client import final_status
     from tracker.client.poison import Isolator
     from tracker.client.sinks import SqlSink
     from tracker.client.writer import replay_spill_file
@@ -69,6 +74,7 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     refused_any = False
     for name in files:
         path = Path(name)
+        finals = final_status.read(path)
         isolator = Isolator(sink, path.with_suffix(".rejected.jsonl"), trust_after_success=True)
         try:
             with warnings.catch_warnings():  # each refused record is reported below
@@ -88,14 +94,37 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
         refused = isolator.points_rejected
         if not refused:
             click.echo(f"{name}: {count} points stored")
-            continue
-        refused_any = True
-        errors = sorted(set(isolator.errors))
-        click.echo(
-            f"{name}: {count - refused} points stored, {refused} refused by the store and "
-            f"set aside in {isolator.rejected_path}: {'; '.join(errors[:3])}"
-            + (f" (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""),
-            err=True,
-        )
+        else:
+            refused_any = True
+            errors = sorted(set(isolator.errors))
+            click.echo(
+                f"{name}: {count - refused} points stored, {refused} refused by the store and "
+                f"set aside in {isolator.rejected_path}: {'; '.join(errors[:3])}"
+                + (f" (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""),
+                err=True,
+            )
+        try:
+            for final in finals:
+                click.echo(f"{name}: {_apply_final_status(sink.store, final)}")
+        except BaseException:
+            for final in finals:  # the file is gone: keep the statuses for the next replay
+                final_status.append(path, final)
+            raise
     if refused_any:
         raise SystemExit(1)
+
+
+def _apply_final_status(store: Any, final: Any) -> str:
+    from tracker.client.final_status import REPLACEABLE
+
+    current = store.get_run(final.run_id).status
+    if current not in REPLACEABLE:
+        return (
+            f"run {final.run_id} is already {current}: its recorded final status "
+            f"{final.describe()} is not applied"
+        )
+    store.finish_run(
+        final.run_id, final.status, exit_code=final.exit_code, error=final.error,
+        now=final.ended_at,
+    )  # fmt: skip
+    return f"run {final.run_id} is now {final.describe()} (was {current})"

@@ -13,7 +13,7 @@ from typing import Any
 
 from tracker.client import lifecycle
 from tracker.client.overflow import memory_cap_bytes
-from tracker.client.run import Run, latest_verified_checkpoint
+from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
 from tracker.rules.config import merge_config, normalize_config
@@ -53,6 +53,8 @@ def init(
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()
+    # Checked before the run is created: a bad value must not leave a run behind.
+    options["exit_timeout"] = resolve_exit_timeout(options.get("exit_timeout"))
     cfg = normalize_config(dict(config) if isinstance(config, Mapping) else config or {})
     tag_list = check_tags(tags)
     project = project or os.environ.get(ENV_PROJECT) or "default"
@@ -80,12 +82,16 @@ def init(
     return run
 
 
-def active_run() -> Run:
+def active_run(what: str = "tracker.log()") -> Run:
+    """The active run. Raises NoActiveRun (InheritedRunError in a forked child), naming
+    ``what`` was called."""
+    from tracker.client import fork
     from tracker.errors import NoActiveRun
 
     run = lifecycle.active()
     if run is None or run.finished:
-        raise NoActiveRun("no active run: call tracker.init(project=...) first")
+        fork.raise_if_inherited(what)
+        raise NoActiveRun(fork.no_run_message())
     return run
 
 

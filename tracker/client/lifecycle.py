@@ -4,6 +4,11 @@
   KeyboardInterrupt or SIGTERM -> ``killed``. The buffer is flushed first in every case.
 * a SIGKILLed process cannot do anything: its heartbeat stops, and the runner's housekeeping
   (or ``Store.mark_stale_runs_crashed``) marks the run ``crashed``.
+* the exit waits while points are being stored, but no longer than the run's
+  ``exit_timeout`` (10 s) while nothing is: when the store is down at exit, the points not
+  stored and the final status (with exit code 1 after an uncaught exception) go to the spill
+  file, stderr names it, and ``tracker db replay FILE`` applies both later.
+* a forked child has no active run (``tracker.client.fork``): its exit finishes nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ def active() -> Any:
     return _state["run"]
 
 
+def forget_active() -> None:
+    """Drop the active run without finishing it (in a forked child: it is the parent's)."""
+    _state["run"] = None
+    _state["exc"] = None
+
+
 def _install() -> None:
     atexit.register(_at_exit)
     previous_hook = sys.excepthook
@@ -78,16 +89,28 @@ def _at_exit() -> None:
         _finish_active("finished", None)
     else:
         status, message = status_for_exception(exc)
-        _finish_active(status, message)
+        # An uncaught exception makes the interpreter exit with status 1.
+        _finish_active(status, message, 1 if status == "failed" else None)
 
 
-def _finish_active(status: str, error: str | None) -> None:
+def _finish_active(status: str, error: str | None, exit_code: int | None = None) -> None:
+    from tracker.errors import StoreUnavailable
+
     run = _state["run"]
     if run is None or run.finished:
         return
     try:
-        run.finish(status, error=error)
+        run.finish(
+            status, error=error, exit_code=exit_code, timeout=run.exit_timeout, report=_report
+        )
+    except StoreUnavailable as exc:  # the message names the spill file and the command
+        sys.stderr.write(f"tracker: {exc}\n")
     except Exception:
         # At exit there is no caller left to raise to: say it loudly on stderr instead.
         sys.stderr.write(f"tracker: could not finish run {run.id} as {status}:\n")
         traceback.print_exc()
+
+
+def _report(line: str) -> None:
+    sys.stderr.write(f"tracker: finishing {line}\n")
+    sys.stderr.flush()

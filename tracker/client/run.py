@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tracker.client import checkpoint as ckpt
+from tracker.client import final_status
+from tracker.client.final_status import FinalStatus
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
@@ -20,6 +22,7 @@ from tracker.errors import (
     InvalidMetricType,
     InvalidMetricValue,
     NoActiveRun,
+    StoreUnavailable,
 )
 from tracker.rules.ids import MAX_INT64, MIN_INT64
 from tracker.rules.keys import check_key
@@ -33,6 +36,11 @@ class Run:
     ``active=False`` makes a follower (a non-zero rank of a distributed job): it keeps the
     run's id and config but ``log()`` stores nothing; its system sampler still reports its
     own GPU memory.
+
+    ``exit_timeout`` (default ``$TRACKER_EXIT_TIMEOUT`` or 10 s) bounds how long the exit of
+    the process waits while the store stores nothing; then the points and the final status
+    go to the spill file (see :meth:`finish`). A forked child of this process never uses
+    the run (``tracker.client.fork``).
     """
 
     def __init__(
@@ -50,8 +58,10 @@ class Run:
         max_memory_mb: float | None = None,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
+        exit_timeout: float | None = None,
     ) -> None:
         from tracker import system
+        from tracker.client import fork
 
         self.sink = sink
         self.info = info
@@ -63,6 +73,8 @@ class Run:
         self.active = active
         self.finished = False
         self.status: str = "running"
+        self.exit_timeout = resolve_exit_timeout(exit_timeout)
+        self.inherited_from: int | None = None  # the parent's pid, in a forked child
         self._step = 0
         self._known_keys: set[str] = set()
         self._writer = Writer(
@@ -82,6 +94,7 @@ class Run:
             self._sampler = system.SystemSampler(
                 self._log_system, system_interval, on_error=self._sampler_failed
             )
+        fork.track(self)
 
     # ------------------------------------------------------------------- logging
 
@@ -195,28 +208,66 @@ class Run:
         error: str | None = None,
         exit_code: int | None = None,
         timeout: float | None = 60.0,
+        report: Callable[[str], None] | None = None,
     ) -> None:
-        """Flush everything and give the run its final status. Safe to call twice.
+        """Store everything and give the run its final status. Safe to call twice.
+
+        Waits as long as points are being stored; ``timeout`` bounds only the time during
+        which nothing is stored (``None``: no bound). ``report`` gets a progress line
+        ("N points still being written, M points/s") every 10 s of waiting.
 
         Raises:
-            StoreUnavailable: the store stayed unreachable for ``timeout`` seconds; the
-                points are in the spill file named in the message (replay with
-                ``tracker db replay``).
-            WriterError: the writer failed earlier.
+            StoreUnavailable: nothing could be stored for ``timeout`` seconds, or the final
+                status could not be written: the points not stored and the final status are
+                in the spill file the message names; ``tracker db replay FILE`` stores the
+                points, then applies the status.
+            WriterError: the writer failed earlier (the final status is still written).
+            InheritedRunError: called in a forked child on its parent's run.
         """
+        if self.inherited_from is not None:
+            from tracker.client.fork import inherited_error
+
+            raise inherited_error(self.id, self.inherited_from, "finish()")
         if self.finished:
             return
         self.finished = True
         self.status = status
+        final = FinalStatus(self.id, status, exit_code, error, time.time())
         if self._sampler is not None:
             self._sampler.stop()
         try:
-            self._writer.close(timeout)
-        finally:
+            self._writer.close(timeout, report=report)
+        except StoreUnavailable as exc:  # nothing stored for `timeout`: skip the store
+            if not self.active:
+                raise
+            spill = self._writer.exit_spill_path or self._writer.spill_path
+            final_status.append(spill, final)
+            raise StoreUnavailable(
+                f"run {self.id} ended {final.describe()}: {exc}; its final status is kept in "
+                f"{spill} too and applied by the replay"
+            ) from exc
+        except BaseException:
             # The final status is written even when the writer failed: the run must not
             # stay "running" forever. If this fails too, the writer's error is the context.
-            if self.active:
-                self.sink.finish_run(self.id, status, error=error, exit_code=exit_code)
+            self._store_final_status(final)
+            raise
+        self._store_final_status(final)
+
+    def _store_final_status(self, final: FinalStatus) -> None:
+        if not self.active:
+            return
+        try:
+            self.sink.finish_run(
+                self.id, final.status, error=final.error, exit_code=final.exit_code
+            )
+        except StoreUnavailable as exc:
+            spill = self._writer.exit_spill_path or self._writer.spill_path
+            final_status.append(spill, final)
+            raise StoreUnavailable(
+                f"run {self.id} ended {final.describe()} but the store is unavailable "
+                f"({exc}): its final status is kept in {spill}; apply it with "
+                f"`tracker db replay {spill}` once the store is back"
+            ) from exc
 
     def __enter__(self) -> Run:
         return self
@@ -259,6 +310,24 @@ def default_checkpoint_dir(info: RunInfo) -> Path:
     """
     root = Path(os.environ.get("TRACKER_CHECKPOINT_DIR") or Path(".tracker") / "checkpoints")
     return root / info.project / f"run-{info.id}-{secrets.token_hex(3)}"
+
+
+def resolve_exit_timeout(value: float | None) -> float:
+    """The exit wait: the argument, else ``$TRACKER_EXIT_TIMEOUT``, else 10 s."""
+    if value is None:
+        raw = os.environ.get("TRACKER_EXIT_TIMEOUT") or "10"
+        try:
+            value = float(raw)
+        except ValueError:
+            raise InvalidInput(
+                f"TRACKER_EXIT_TIMEOUT={raw!r} is not a number of seconds",
+                field="TRACKER_EXIT_TIMEOUT",
+            ) from None
+    if not value >= 0:
+        raise InvalidInput(
+            f"exit_timeout={value!r}: it must be a number of seconds >= 0", field="exit_timeout"
+        )
+    return float(value)
 
 
 def _big_int(key: str, value: int) -> float:

@@ -51,9 +51,15 @@ class SqlSink:
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
-        from tracker.store import Store
+        """Raises InheritedRunError for a SQLite file the parent of this forked process has
+        open (``tracker.client.fork``)."""
+        from tracker.client import fork
+        from tracker.store import Store, resolve_uri
 
-        return cls(Store(uri))
+        resolved = resolve_uri(uri)
+        if resolved.startswith("sqlite:///") and resolved != "sqlite:///:memory:":
+            fork.check_sqlite_file(resolved[len("sqlite:///") :].split("?")[0])
+        return cls(Store(resolved))
 
     def create_run(
         self, project: str, name: str | None, config: dict[str, Any], tags: Sequence[str],

@@ -29,6 +29,16 @@
   it reaches the segment's place in the queue. ``put()`` still never waits for the writer.
   A ``close()`` that times out while the store is away writes everything held to the spill
   file the same way, and ``replay_spill_file`` skips a last line cut short by a kill.
+  ``flush(timeout)`` ``flush(timeout)`` raises ``StoreUnavailable`` when the
+  store is away, ``FlushTimeout`` when points are still being written; each message says
+  which (and how many points, at what rate).
+* ``close(timeout)`` (``finish()``, and the exit of the process) waits as long as points are
+  being stored: ``timeout`` is how long it waits while *nothing* is stored (the store is
+  down, or another process holds its lock). Then everything the writer holds -- the batch a
+  blocked write still has in flight included, writes being idempotent -- goes to a spill
+  file (``spill_path``, or ``<spill>.exit.jsonl`` when the writer thread may still be
+  replaying ``spill_path``) and ``StoreUnavailable`` names it. Every ``PROGRESS_EVERY_S``
+  the wait reports how many points are still being written and how fast.
 """
 
 from __future__ import annotations
@@ -56,10 +66,11 @@ from tracker.client.overflow import (
 )
 from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
-from tracker.errors import StoreUnavailable, WriterError
+from tracker.errors import FlushTimeout, StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
+PROGRESS_EVERY_S = 10.0  # close(): how often a long wait reports its progress
 
 
 class _Marker:
@@ -114,6 +125,12 @@ class Writer:
         self._retry_at = 0.0
         self._last_heartbeat = time.monotonic()
         self._warned_outage = False
+        self.outage: StoreUnavailable | None = None  # the sink's last "unavailable", if any
+        self.exit_spill_path: Path | None = None  # where close() put what it held on giving up
+        # Guards moves of records between the queue, _kept and the spill file, so that
+        # close() can take everything while the writer thread is blocked inside the sink.
+        self._lock = threading.RLock()
+        self._abandoned = False
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
 
@@ -144,29 +161,103 @@ class Writer:
         if not self._thread.is_alive():
             return
         marker = _Marker()
+        written = self.points_written
         self._queue.append(marker)
         self._wake.set()
         if not marker.done.wait(timeout):
-            raise StoreUnavailable(
-                f"flush timed out after {timeout}s: {self.pending_points()} points wait for "
-                f"the store (kept in memory or in {self.spill_path}); they are retried"
-            )
+            what = f"flush timed out after {timeout}s"
+            rate = (self.points_written - written) / (timeout or 1.0)
+            if self.outage is not None:
+                raise StoreUnavailable(f"{what}: {self._state(rate)}")
+            raise FlushTimeout(f"{what}: {self._state(rate)}")
         self.raise_error()
 
-    def close(self, timeout: float | None = None) -> None:
-        """Flush, stop the thread. On timeout everything kept goes to the spill file."""
-        try:
-            self.flush(timeout)
-        finally:
-            self._stop = True
+    def close(
+        self, timeout: float | None = 60.0, *, report: Callable[[str], None] | None = None
+    ) -> None:
+        """Store everything put so far and stop the thread.
+
+        Waits as long as points are being stored; ``timeout`` bounds only a wait during
+        which nothing is stored (``None``: no bound). ``report`` gets a progress line every
+        ``PROGRESS_EVERY_S`` seconds of waiting.
+
+        Raises:
+            StoreUnavailable: nothing was stored for ``timeout`` seconds; every point the
+                writer held is in the spill file(s) the message names (``exit_spill_path``).
+            WriterError: the writer failed (its points are in the spill file it names).
+        """
+        self.raise_error()
+        if self._thread.is_alive():
+            marker = _Marker()
+            self._queue.append(marker)
             self._wake.set()
-            self._thread.join(timeout=5.0)
-            if not self._thread.is_alive() and self._holds_points():
-                self._spill_all()
-            elif self._kept:
-                self._spill(everything=True)
-            elif self.error is None and not self._thread.is_alive():
-                self._settle()
+            if not self._wait_stored(marker, timeout, report):
+                raise StoreUnavailable(self._abandon(timeout))
+            self.raise_error()
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout=5.0)
+        if not self._thread.is_alive() and self._holds_points():
+            self._spill_all()
+        elif self._kept:
+            self._spill(everything=True)
+        elif self.error is None and not self._thread.is_alive():
+            self._settle()
+
+    def _wait_stored(
+        self, marker: _Marker, timeout: float | None, report: Callable[[str], None] | None
+    ) -> bool:
+        """Wait for ``marker``; False once nothing was stored (and nothing taken from the
+        queue) for ``timeout`` seconds."""
+        start = last_progress = next_report = time.monotonic()
+        next_report += PROGRESS_EVERY_S
+        first = written = self.points_written
+        queued = len(self._queue)
+        while not marker.done.wait(min(0.25, timeout) if timeout else 0.25):
+            now = time.monotonic()
+            if self.points_written != written or len(self._queue) < queued:
+                written, last_progress = self.points_written, now
+            elif timeout is not None and now - last_progress >= timeout:
+                return False
+            queued = len(self._queue)
+            if report is not None and now >= next_report:
+                next_report = now + PROGRESS_EVERY_S
+                report(f"run {self.run_id}: {self._state((written - first) / (now - start))}")
+        return True
+
+    def _state(self, rate: float) -> str:
+        """What the writer is doing, in words: still writing (and how fast), or kept."""
+        pending = self.pending_points()
+        if self.outage is not None:
+            return (
+                f"the store is unavailable ({self.outage}); {pending:,} points are kept "
+                f"(in memory or in {self.spill_path}) and retried"
+            )
+        return f"{pending:,} points still being written ({rate:,.0f} points/s)"
+
+    def _abandon(self, timeout: float | None) -> str:
+        """Move everything held to a spill file (the caller's thread; the writer thread may
+        be blocked in the sink) and stop the writer. Returns the message for the caller."""
+        with self._lock:
+            self._abandoned = self._stop = True
+            # The writer thread may be replaying spill_path (and will delete it once stored).
+            target = self.spill_path
+            if self._spilled:
+                target = target.with_suffix(".exit.jsonl")
+            # Kept batches (the one of a blocked write too: writes are idempotent), the
+            # overflow segments and the queue, in the order logged.
+            count = self._spill_all(target)
+        for marker in self._markers:
+            marker.done.set()
+        self._wake.set()
+        self.exit_spill_path = target
+        files = " ".join(str(p) for p in dict.fromkeys([self.spill_path, target]) if p.exists())
+        why = f": {self.outage}" if self.outage is not None else " (a write is blocked)"
+        return (
+            f"nothing could be stored for {timeout}s, the store is unavailable{why}; the "
+            f"{count:,} points not yet stored are kept in {files}: store them with "
+            f"`tracker db replay {files}` once the store is back"
+        )
 
     def raise_error(self) -> None:
         if self.error is not None:
@@ -221,11 +312,14 @@ class Writer:
 
     def _cycle(self) -> None:
         markers: list[_Marker] = []
-        while self._queue and self._head is None:  # an overflow segment goes first
-            batch = self._drain(markers)
-            if batch:
-                self._kept.append(batch)
-                self._kept_points += sum(len(r[2]) for r in batch)
+        with self._lock:
+            if self._abandoned:  # close() took everything
+                return
+            while self._queue and self._head is None:  # an overflow segment goes first
+                batch = self._drain(markers)
+                if batch:
+                    self._kept.append(batch)
+                    self._kept_points += sum(len(r[2]) for r in batch)
         self._markers.extend(markers)
         if self._kept or self._spilled or self._head is not None:
             self._send_kept()
@@ -267,17 +361,21 @@ class Writer:
         try:
             if self._spilled:
                 self._replay_spill()
-            while self._kept:
+            while self._kept and not self._abandoned:
                 batch = self._kept[0]
                 rejected = self._write(self.run_id, batch)
+                if self._abandoned:  # close() gave up meanwhile and spilled this batch too
+                    return
                 self._kept.popleft()
                 n = sum(len(r[2]) for r in batch)
                 self._kept_points -= n
                 self._overflow.bytes_released += held_bytes(len(batch), n)
                 self.points_written += n - rejected
-            if self._head is not None:
+                self.outage = None
+            if self._head is not None and not self._abandoned:
                 self._store_head()
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
+            self.outage = exc
             self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
             self._retry_at = time.monotonic() + self._backoff
             self._spill_if_over_limit()
@@ -301,6 +399,8 @@ class Writer:
             records, position = batch
             n = sum(len(r[2]) for r in records)
             rejected = self._write(self.run_id, records)
+            if self._abandoned:  # close() gave up meanwhile and copied the segment's rest
+                return
             overflow.advance(seg, position, n)
             self.points_written += n - rejected
         self._wake.set()  # go on at once (the segment's rest, or the queue behind it)
@@ -315,46 +415,57 @@ class Writer:
             self._spill(everything=False)
 
     def _spill(self, *, everything: bool) -> None:
-        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-        target = 0 if everything else self.max_memory_points // 2
-        with open(self.spill_path, "a", encoding="utf-8") as fh:
-            while self._kept and (self._kept_points > target or everything):
-                batch = self._kept.popleft()
-                n = sum(len(r[2]) for r in batch)
-                self._kept_points -= n
-                self._overflow.bytes_released += held_bytes(len(batch), n)
-                fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        self._spilled = True
-
-    def _spill_all(self) -> None:
-        """Write every point held to the spill file in the order logged: kept batches, the
-        overflow segments (their files are deleted) and the queue between them."""
-        overflow = self._overflow
-        overflow.seal_open()  # log() stops moving entries into it
-        self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.spill_path, "a", encoding="utf-8") as fh:
-            while True:
-                while self._kept:
+        with self._lock:
+            if self._abandoned:  # close() spilled everything already
+                return
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            target = 0 if everything else self.max_memory_points // 2
+            with open(self.spill_path, "a", encoding="utf-8") as fh:
+                while self._kept and (self._kept_points > target or everything):
                     batch = self._kept.popleft()
+                    n = sum(len(r[2]) for r in batch)
+                    self._kept_points -= n
+                    self._overflow.bytes_released += held_bytes(len(batch), n)
                     fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
-                self._kept_points = 0
-                seg = self._head
-                if seg is not None:
-                    overflow.seal(seg)
-                    overflow.copy_rest(seg, fh)
-                    overflow.finish(seg)
-                    self._markers.extend(seg.markers)
-                    self._head = None
-                if not self._queue:
-                    break
-                batch = self._drain(self._markers)
-                if batch:
-                    self._kept.append(batch)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self._spilled = True
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._spilled = True
+
+    def _spill_all(self, path: Path | None = None) -> int:
+        """Write every point held to ``path`` (default: the spill file) in the order logged:
+        kept batches, the overflow segments (their files are deleted) and the queue between
+        them. Returns the number of points written from memory (not counting segments)."""
+        overflow = self._overflow
+        target = self.spill_path if path is None else path
+        count = 0
+        with self._lock:
+            overflow.seal_open()  # log() stops moving entries into it
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "a", encoding="utf-8") as fh:
+                while True:
+                    while self._kept:
+                        batch = self._kept.popleft()
+                        count += sum(len(r[2]) for r in batch)
+                        fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
+                    self._kept_points = 0
+                    seg = self._head
+                    if seg is not None:
+                        count += seg.pending_points()
+                        overflow.seal(seg)
+                        overflow.copy_rest(seg, fh)
+                        overflow.finish(seg)
+                        self._markers.extend(seg.markers)
+                        self._head = None
+                    if not self._queue:
+                        break
+                    batch = self._drain(self._markers)
+                    if batch:
+                        self._kept.append(batch)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if path is None:
+                self._spilled = True
+        return count
 
     def _replay_spill(self) -> None:
         replay_spill_file(self.sink, self.spill_path, write=self._write)
@@ -378,7 +489,7 @@ class Writer:
         self.error = exc  # log() refuses from now on: the queue only shrinks
         markers = self._markers
         try:  # nothing accepted is discarded: what is left goes to the spill file
-            if self._holds_points():
+            if self._holds_points() and not self._abandoned:
                 self._spill_all()
         except Exception as spill_exc:
             self._spill_failure = spill_exc
@@ -415,6 +526,8 @@ def replay_spill_file(
                 )
                 continue
             doc = json.loads(line)
+            if "records" not in doc:  # a run's final status (tracker.client.final_status)
+                continue
             records = [(int(s), int(w), items) for s, w, items in doc["records"]]
             if write is None:
                 sink.write_metrics(int(doc["run_id"]), records)

@@ -3,7 +3,8 @@
 Timestamps are stored as float seconds since the epoch (UTC): comparisons such as
 ``lease_expires_at < now`` are then plain numeric comparisons on every dialect.
 Metric values keep NaN as SQL NULL (SQLite cannot store NaN; NULL also keeps MIN/MAX
-aggregates honest); +Inf and -Inf are stored natively on both dialects.
+aggregates honest); +Inf and -Inf are stored natively on both dialects, and so is the sign
+of -0.0 (:class:`SignedDouble`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -26,10 +28,26 @@ NAMING_CONVENTION = {
 JsonType = sa.JSON().with_variant(JSONB(), "postgresql")
 
 
-class MetricValue(sa.types.TypeDecorator[float]):
-    """A double that keeps NaN: NaN is written as NULL and read back as NaN."""
+class SignedDouble(sa.Float):  # type: ignore[type-arg]
+    """A double precision float that keeps the sign of -0.0 on SQLite too.
 
-    impl = sa.Float(precision=53)
+    A SQLite column declared REAL (or FLOAT, DOUBLE) stores a float with no fractional part
+    as an integer, and the integer 0 has no sign: -0.0 came back as +0.0. Declared ``BLOB``
+    the column has no type affinity, so SQLite stores the 8-byte double it is given. Values
+    are always bound as doubles (the raw ingest SQL casts; see ``tracker.store.points``), so
+    the column never holds anything else. PostgreSQL: plain ``double precision``.
+    """
+
+
+@compiles(SignedDouble, "sqlite")
+def _signed_double_on_sqlite(type_: SignedDouble, compiler: Any, **kw: Any) -> str:
+    return "BLOB"
+
+
+class MetricValue(sa.types.TypeDecorator[float]):
+    """A double that keeps NaN (written as NULL, read back as NaN) and the sign of zero."""
+
+    impl = SignedDouble(precision=53)
     cache_ok = True
 
     def process_bind_param(self, value: float | None, dialect: sa.Dialect) -> float | None:
@@ -129,8 +147,8 @@ class MetricRollupRow(Base):
     first_step: Mapped[int] = mapped_column(sa.BigInteger)
     last_step: Mapped[int] = mapped_column(sa.BigInteger)
     last_wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
-    min_value: Mapped[float | None] = mapped_column(sa.Float(precision=53), nullable=True)
-    max_value: Mapped[float | None] = mapped_column(sa.Float(precision=53), nullable=True)
+    min_value: Mapped[float | None] = mapped_column(SignedDouble(precision=53), nullable=True)
+    max_value: Mapped[float | None] = mapped_column(SignedDouble(precision=53), nullable=True)
     last_value: Mapped[float] = mapped_column(MetricValue, nullable=True)
     count: Mapped[int] = mapped_column(sa.BigInteger)
     nan_count: Mapped[int] = mapped_column(sa.BigInteger)

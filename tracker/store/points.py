@@ -14,6 +14,9 @@ keeps the last value, so a retried batch never duplicates or errors.
   the batch goes through a staging table and ``INSERT ... ON CONFLICT`` instead.
 * Both: the per-run last values (``metric_summaries``) and the chart rollups
   (``metric_rollups``) are updated in the same transaction.
+* -0.0 keeps its sign on both (``tracker.store.models.SignedDouble``): on SQLite the value
+  columns have no type affinity and every value is bound through ``CAST(? AS DOUBLE
+  PRECISION)``, so an int is stored as a double, never as an integer.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ _ON_CONFLICT_POINTS = (
 )
 _UPSERT_SUMMARY = (
     "INSERT INTO metric_summaries (run_id, key_id, last_step, last_wall_ms, last_value) "
-    "VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id, key_id) DO UPDATE "
+    "VALUES ({p}, {p}, {p}, {p}, CAST({p} AS DOUBLE PRECISION)) "
+    "ON CONFLICT (run_id, key_id) DO UPDATE "
     "SET last_step = excluded.last_step, last_wall_ms = excluded.last_wall_ms, "
     "last_value = excluded.last_value WHERE excluded.last_step >= metric_summaries.last_step"
 )
@@ -57,7 +61,8 @@ _PG_MERGE = (
 def _sqlite_insert(n: int, cache: dict[int, str] = {}) -> str:  # noqa: B006 - a memo
     sql = cache.get(n)
     if sql is None:
-        values = ", ".join(["(?, ?, ?, ?, ?)"] * n)
+        # An int value is stored as a double (the column has no affinity: see SignedDouble).
+        values = ", ".join(["(?, ?, ?, ?, CAST(? AS DOUBLE PRECISION))"] * n)
         sql = cache[n] = _POINTS_COLUMNS + "VALUES " + values + _ON_CONFLICT_POINTS
     return sql
 
