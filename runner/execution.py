@@ -1,5 +1,10 @@
 """One job's process: spawned as argv (never through a shell) in its own process group.
 
+On Linux the group's leader is the job's supervisor (:mod:`tracker.runner.supervisor`), which
+runs the job's argv as its child in the same group: ``pid``/``pgid`` and ``returncode`` are
+the supervisor's, and it exits with the job's status. It is the job tree's subreaper and
+kills every process of the job when the worker dies, SIGKILL included.
+
 Output is read line by line by two threads into a bounded buffer the worker drains into the
 store. Stopping is two-step: SIGTERM to the whole group, then SIGKILL after a grace period;
 the group is killed again once the leader has exited, so DataLoader workers and other
@@ -10,8 +15,6 @@ from ``psutil`` snapshots and killed too.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
 import shutil
 import signal
@@ -25,50 +28,21 @@ from typing import IO, Any
 
 import psutil
 
+from tracker.runner.supervisor import KILL_TREE
 from tracker.store.logs import Line
 
 READ_LIMIT = 64 * 1024  # a longer "line" (e.g. a progress bar without newlines) is split
 TAIL_CHARS = 16 * 1024  # stderr kept for the failure classifier
 MAX_PENDING_CHARS = 8 * 1024 * 1024
+TREE_KILL_S = 2.0  # the supervisor's tree kill, before the worker SIGKILLs the group itself
 
 
-_PR_SET_PDEATHSIG = 1
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 
 
-@functools.cache
-def _setpriv() -> str | None:
-    """util-linux ``setpriv`` if it supports ``--pdeathsig`` (checked once per process)."""
-    path = shutil.which("setpriv")
-    if path is None:
-        return None
-    try:
-        done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return path if "--pdeathsig" in done.stdout else None
-
-
-def _die_with_worker() -> Any:
-    """A pre-exec hook (Linux) so a job's leader gets SIGKILL if its worker dies first.
-
-    Used only without ``setpriv``: a pre-exec hook makes Python fork instead of vfork,
-    which costs milliseconds per job in a large worker process. The hook only calls
-    ``prctl`` (resolved here, before any fork) and checks the parent.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the worker died before prctl took effect
-            os._exit(137)
-
-    return hook
+def supervised() -> bool:
+    """True where jobs run under :mod:`tracker.runner.supervisor` (Linux)."""
+    return sys.platform.startswith("linux")
 
 
 class SpawnError(Exception):
@@ -87,22 +61,18 @@ def _check_program(program: str, cwd: str | None, env: Mapping[str, str]) -> Non
         raise SpawnError(f"could not start {program!r} in {where}: no such executable file")
 
 
-def spawn_plan(
-    argv: Sequence[str], cwd: str | None, env: Mapping[str, str]
-) -> tuple[list[str], Any]:
-    """The argv to exec and the pre-exec hook, so the job's leader dies with its worker.
+def spawn_plan(argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> list[str]:
+    """The argv to exec so that every process of the job dies with its worker.
 
-    Without it a SIGKILLed worker would leave its jobs running next to their retries. On
-    Linux the leader gets PR_SET_PDEATHSIG=SIGKILL: through ``setpriv --pdeathsig KILL``
-    (which then execs the job in place: same pid), else through a pre-exec hook.
+    On Linux the job runs under the per-job supervisor (:mod:`tracker.runner.supervisor`):
+    it is the job tree's subreaper and kills the whole tree when the worker's pipe closes.
+    Raises SpawnError when the program cannot be found (the supervisor would only say so
+    on stderr).
     """
-    if not sys.platform.startswith("linux"):
-        return list(argv), None
-    setpriv = _setpriv()
-    if setpriv is None:
-        return list(argv), _die_with_worker()
-    _check_program(argv[0], cwd, env)  # setpriv would only say so on stderr
-    return [setpriv, "--pdeathsig", "KILL", "--", *argv], None
+    if not supervised():
+        return list(argv)
+    _check_program(argv[0], cwd, env)
+    return [sys.executable, "-I", "-S", SUPERVISOR, "--", *argv]
 
 
 class Execution:
@@ -125,18 +95,21 @@ class Execution:
         self._known: set[psutil.Process] = set()
         self.stop_reason: str | None = None
         self.kill_at: float | None = None
-        command, hook = spawn_plan(argv, cwd, env)
+        command = spawn_plan(argv, cwd, env)
+        self.supervised = supervised()
+        self._tree_kill_at: float | None = None
         try:
             self.proc = subprocess.Popen(
                 command,
                 cwd=cwd,
                 env=dict(env),
-                stdin=subprocess.DEVNULL,
+                # Supervised: the worker holds the pipe's only write end; when the worker
+                # dies the supervisor reads EOF and kills the job's whole tree.
+                stdin=subprocess.PIPE if self.supervised else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # own session and process group: pgid == pid
                 close_fds=True,
-                preexec_fn=hook,  # None with setpriv; else only prctl: safe with threads
             )
         except OSError as exc:
             raise SpawnError(f"could not start {argv[0]!r} in {cwd or os.getcwd()}: {exc}") from exc
@@ -248,19 +221,33 @@ class Execution:
         self._kill_all()
 
     def _kill_all(self) -> None:
+        if self.supervised and self.running():
+            # The supervisor kills the whole tree, processes that left the group included;
+            # the group SIGKILL follows if it has not exited after TREE_KILL_S.
+            now = time.monotonic()
+            if self._tree_kill_at is None:
+                self._tree_kill_at = now
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.pid, KILL_TREE)
+            if now - self._tree_kill_at < TREE_KILL_S:
+                return
         self._signal_group(signal.SIGKILL)
         for proc in list(self._known):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
 
     def tick(self) -> None:
-        """Escalate to SIGKILL when the grace period ran out."""
+        """Escalate to SIGKILL when the grace period ran out (and to a group SIGKILL when the
+        supervisor did not end the tree in time)."""
         if self.kill_at is not None and time.monotonic() >= self.kill_at and self.running():
             self._kill_all()
 
     def cleanup(self, timeout: float = 5.0) -> None:
         """After the leader exited: kill what is left of the group, then drain the output."""
         self._kill_all()
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
         deadline = time.monotonic() + timeout
         for t in self._readers:
             t.join(max(0.0, deadline - time.monotonic()))
