@@ -1,9 +1,10 @@
 """One job's process: spawned as argv (never through a shell) in its own process group.
 
-On Linux the group's leader is the job's supervisor (:mod:`tracker.runner.supervisor`), which
-runs the job's argv as its child in the same group: ``pid``/``pgid`` and ``returncode`` are
-the supervisor's, and it exits with the job's status. It is the job tree's subreaper and
-kills every process of the job when the worker dies, SIGKILL included.
+On Linux the job runs under its supervisor (:mod:`tracker.runner.supervisor`): the job's
+leader still leads its own session and process group (``pgid``, reported by the supervisor),
+while ``pid`` and ``returncode`` are the supervisor's, which exits with the job's status. The
+supervisor is the job tree's subreaper and kills every process of the job when the worker
+dies, SIGKILL included, or when the job's leader exits.
 
 Output is read line by line by two threads into a bounded buffer the worker drains into the
 store. Stopping is two-step: SIGTERM to the whole group, then SIGKILL after a grace period;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -24,17 +26,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import IO
 
 import psutil
 
-from tracker.runner.supervisor import KILL_TREE
 from tracker.store.logs import Line
 
 READ_LIMIT = 64 * 1024  # a longer "line" (e.g. a progress bar without newlines) is split
 TAIL_CHARS = 16 * 1024  # stderr kept for the failure classifier
 MAX_PENDING_CHARS = 8 * 1024 * 1024
-TREE_KILL_S = 2.0  # the supervisor's tree kill, before the worker SIGKILLs the group itself
+TREE_KILL_S = 2.0  # after a group SIGKILL, how long the supervisor has to exit before its own
+REPORT_TIMEOUT_S = 10.0  # the supervisor reports the job's pid once it has exec'd
 
 
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
@@ -61,18 +63,20 @@ def _check_program(program: str, cwd: str | None, env: Mapping[str, str]) -> Non
         raise SpawnError(f"could not start {program!r} in {where}: no such executable file")
 
 
-def spawn_plan(argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> list[str]:
+def spawn_plan(
+    argv: Sequence[str], cwd: str | None, env: Mapping[str, str], report_fd: int = -1
+) -> list[str]:
     """The argv to exec so that every process of the job dies with its worker.
 
     On Linux the job runs under the per-job supervisor (:mod:`tracker.runner.supervisor`):
     it is the job tree's subreaper and kills the whole tree when the worker's pipe closes.
-    Raises SpawnError when the program cannot be found (the supervisor would only say so
-    on stderr).
+    It writes the job leader's pid to ``report_fd``. Raises SpawnError when the program
+    cannot be found (the supervisor would only say so on stderr).
     """
     if not supervised():
         return list(argv)
     _check_program(argv[0], cwd, env)
-    return [sys.executable, "-I", "-S", SUPERVISOR, "--", *argv]
+    return [sys.executable, "-I", "-S", SUPERVISOR, "--report-fd", str(report_fd), "--", *argv]
 
 
 class Execution:
@@ -95,10 +99,12 @@ class Execution:
         self._known: set[psutil.Process] = set()
         self.stop_reason: str | None = None
         self.kill_at: float | None = None
-        command = spawn_plan(argv, cwd, env)
         self.supervised = supervised()
-        self._tree_kill_at: float | None = None
+        self._report, report_w = os.pipe() if self.supervised else (-1, -1)
+        self._pgid: int | None = None
+        self._killed_at: float | None = None
         try:
+            command = spawn_plan(argv, cwd, env, report_w)
             self.proc = subprocess.Popen(
                 command,
                 cwd=cwd,
@@ -110,10 +116,18 @@ class Execution:
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # own session and process group: pgid == pid
                 close_fds=True,
+                pass_fds=(report_w,) if self.supervised else (),
             )
         except OSError as exc:
+            self._close_report()
             raise SpawnError(f"could not start {argv[0]!r} in {cwd or os.getcwd()}: {exc}") from exc
-        self.pid = self.pgid = self.proc.pid
+        except SpawnError:
+            self._close_report()
+            raise
+        finally:
+            if report_w >= 0:
+                os.close(report_w)
+        self.pid = self.proc.pid
         self.started = time.monotonic()
         self._on_exit = on_exit
         self._readers = [
@@ -196,6 +210,25 @@ class Execution:
         with contextlib.suppress(psutil.Error):
             self._known.update(psutil.Process(self.pid).children(recursive=True))
 
+    @property
+    def pgid(self) -> int:
+        """The job's process group: its leader's pid (read once from the supervisor's report,
+        waiting at most ``REPORT_TIMEOUT_S`` for it); the supervisor's when none came."""
+        if self._pgid is None:
+            self._pgid = self.pid
+            if self._report >= 0:
+                ready, _, _ = select.select([self._report], [], [], REPORT_TIMEOUT_S)
+                text = os.read(self._report, 32) if ready else b""
+                if text.strip().isdigit():
+                    self._pgid = int(text)
+                self._close_report()
+        return self._pgid
+
+    def _close_report(self) -> None:
+        if self._report >= 0:
+            os.close(self._report)
+            self._report = -1
+
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, sig)
@@ -221,24 +254,22 @@ class Execution:
         self._kill_all()
 
     def _kill_all(self) -> None:
-        if self.supervised and self.running():
-            # The supervisor kills the whole tree, processes that left the group included;
-            # the group SIGKILL follows if it has not exited after TREE_KILL_S.
-            now = time.monotonic()
-            if self._tree_kill_at is None:
-                self._tree_kill_at = now
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(self.pid, KILL_TREE)
-            if now - self._tree_kill_at < TREE_KILL_S:
-                return
+        # The job's leader dies with its group; its supervisor then kills the rest of the
+        # tree (processes that left the group included) and exits.
         self._signal_group(signal.SIGKILL)
         for proc in list(self._known):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
+        if self.supervised and self.running():
+            now = time.monotonic()
+            if self._killed_at is None:
+                self._killed_at = now
+            elif now - self._killed_at >= TREE_KILL_S:  # it should have exited by now
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.pid, signal.SIGKILL)
 
     def tick(self) -> None:
-        """Escalate to SIGKILL when the grace period ran out (and to a group SIGKILL when the
-        supervisor did not end the tree in time)."""
+        """Escalate to SIGKILL when the grace period ran out."""
         if self.kill_at is not None and time.monotonic() >= self.kill_at and self.running():
             self._kill_all()
 
@@ -248,6 +279,7 @@ class Execution:
         if self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
+        self._close_report()
         deadline = time.monotonic() + timeout
         for t in self._readers:
             t.join(max(0.0, deadline - time.monotonic()))

@@ -8,8 +8,9 @@ job's retry. So the worker starts each job through this small program, run by pa
 tracker)::
 
     worker --(stdin: a pipe; the worker holds the only write end)--> supervisor
-        supervisor: leader of a new session and process group, PR_SET_CHILD_SUBREAPER
-          └─ job leader (same process group): exec of the job's argv, stdin /dev/null
+        supervisor: own session, PR_SET_CHILD_SUBREAPER; reports the job's pid on --report-fd
+          └─ job leader: own session and process group (pgid == its pid), exec of the job's
+             argv, stdin /dev/null
                └─ its children, grandchildren ... (orphans are reparented to the supervisor)
 
 Contract:
@@ -20,15 +21,18 @@ Contract:
   supervisor because it is the tree's subreaper -- until it has no child left, then exits.
   A worker that is only frozen (SIGSTOP) keeps its pipe open: its job runs on, and the
   store's attempt fence refuses that job's writes once another worker took it over.
-* **Signals from the worker.** The worker signals the whole process group (SIGTERM to stop,
-  SIGKILL at the end of the grace period): the supervisor ignores SIGTERM, SIGINT and SIGHUP
-  (the job gets them itself) and dies with the group on SIGKILL. SIGUSR1 asks the
-  supervisor to SIGKILL the whole tree, escaped processes included, and exit.
-* **End of the job.** When the leader exits, whatever is left of its tree is killed (as the
-  worker always did), and the supervisor exits with the leader's status: the same exit
-  code, or death by the same signal, so the worker's failure classification is unchanged.
+* **The job's process group.** The job's leader leads its own session and process group,
+  as without a supervisor; the supervisor writes its pid (decimal, then closes the fd) to
+  ``--report-fd`` once the leader has exec'd, so the worker signals the job's group
+  (SIGTERM to stop, SIGKILL at the end of the grace period). The supervisor is outside
+  that group and ignores SIGTERM, SIGINT and SIGHUP.
+* **End of the job.** When the leader exits (or is killed with its group), whatever is
+  left of its tree -- processes that left the group with ``setsid`` and orphans included --
+  is killed, and the supervisor exits with the leader's status: the same exit code, or
+  death by the same signal, so the worker's failure classification is unchanged.
 * **Errors.** A program that cannot be executed exits 127 with the reason on stderr (the
-  worker checks the program exists before it starts a supervisor).
+  worker checks the program exists before it starts a supervisor); nothing is reported
+  on ``--report-fd`` then (EOF).
 
 Linux only (``prctl``); elsewhere the worker runs the job directly.
 """
@@ -44,7 +48,6 @@ import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
-KILL_TREE = signal.SIGUSR1
 _IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -70,11 +73,11 @@ def descendants(root: int) -> list[int]:
 
 
 class Supervisor:
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], report_fd: int | None) -> None:
         self.argv = argv
+        self.report_fd = report_fd
         self.leader = 0
         self.status: int | None = None  # the leader's wait status once it exited
-        self.kill_requested = False
 
     def start(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -85,28 +88,38 @@ class Supervisor:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd hears it
         for sig in _IGNORED:
-            signal.signal(sig, lambda *_: None)  # the job gets the group's signal itself
-        signal.signal(KILL_TREE, self._on_kill)
+            signal.signal(sig, lambda *_: None)  # the worker signals the job's group itself
+        execd_r, execd_w = os.pipe()  # close-on-exec: EOF once the leader has exec'd
         pid = os.fork()
         if pid == 0:
-            self._exec_job()
+            os.close(execd_r)
+            self._exec_job(execd_w)
+        os.close(execd_w)
         self.leader = pid
+        failed = os.read(execd_r, 1)
+        os.close(execd_r)
+        if self.report_fd is not None:
+            with contextlib.suppress(OSError):
+                if not failed:
+                    os.write(self.report_fd, str(pid).encode())
+                os.close(self.report_fd)
 
-    def _on_kill(self, *_: object) -> None:
-        self.kill_requested = True
-
-    def _exec_job(self) -> None:
-        """In the forked child: reset what the supervisor changed, then exec the job."""
+    def _exec_job(self, execd_w: int) -> None:
+        """In the forked child: own session, defaults restored, stdin /dev/null, exec."""
         try:
+            os.setsid()
             signal.set_wakeup_fd(-1)
-            for sig in (*_IGNORED, KILL_TREE, signal.SIGCHLD):
+            for sig in (*_IGNORED, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
+            if self.report_fd is not None:
+                os.close(self.report_fd)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
             os.execvp(self.argv[0], self.argv)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.write(2, f"could not start {self.argv[0]!r}: {exc}\n".encode())
+                os.write(execd_w, b"x")
         os._exit(127)
 
     def reap(self, block: bool = False) -> bool:
@@ -124,11 +137,9 @@ class Supervisor:
                 return True
 
     def watch(self) -> bool:
-        """Wait until the leader exits (True) or the worker is gone or asks for a kill (False)."""
+        """Wait until the leader exits (True) or the worker is gone (False)."""
         while True:
             self.reap()
-            if self.kill_requested:
-                return False
             if self.status is not None:
                 return True
             try:
@@ -165,12 +176,15 @@ class Supervisor:
 
 
 def main(args: list[str]) -> None:
+    report_fd = None
+    if args[:1] == ["--report-fd"] and len(args) > 1:
+        report_fd, args = int(args[1]), args[2:]
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        sys.stderr.write("usage: supervisor.py -- ARGV...\n")
+        sys.stderr.write("usage: supervisor.py [--report-fd FD] -- ARGV...\n")
         os._exit(2)
-    sup = Supervisor(args)
+    sup = Supervisor(args, report_fd)
     sup.start()
     sup.watch()
     sup.kill_tree()

@@ -63,5 +63,8 @@ def test_cancel_kills_the_processes_that_left_the_group(
     store_jobs.cancel(store, job.id)
     assert worker.wait(60, "the worker to cancel the job and exit") == 0, worker.output()
     assert store_jobs.get_job(store, job.id).status == "cancelled"
-    wait_for(lambda: not [p for p in pids if alive(p)], 10,
-             "every process of the cancelled job to be gone, the setsid escapee included")  # fmt: skip
+    wait_for(
+        lambda: not [p for p in pids if alive(p)],
+        10,
+        "every process of the cancelled job to be gone, the setsid escapee included",
+    )

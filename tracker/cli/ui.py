@@ -27,6 +27,7 @@ import click
 
 from tracker.cli.common import uri_option
 from tracker.errors import InvalidInput
+from tracker.rules.liveness import RUN_STALE_S
 
 if TYPE_CHECKING:
     from tracker.store import Store
@@ -75,6 +76,11 @@ def server_options(f: Any) -> Any:
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
                      "reach the dashboard over HTTPS, e.g. behind a TLS proxy."),
+        click.option("--run-stale-seconds", type=click.FloatRange(1, 10**6),
+                     default=RUN_STALE_S, show_default=True,
+                     help="Mark a running run without heartbeats this long crashed, ended at "
+                     "its last heartbeat (checked every 5 s by each server process; clients "
+                     "send a heartbeat every 5 s)."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -90,6 +96,7 @@ def app_config(
     log_root: str | None,
     secure_cookie: bool = False,
     no_auth: bool = False,
+    run_stale_s: float | None = RUN_STALE_S,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -109,6 +116,7 @@ def app_config(
         "CHECKPOINT_ROOTS": list(checkpoint_roots) or None,
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
+        "RUN_STALE_S": run_stale_s,
     }
 
 
@@ -238,10 +246,10 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default)."""
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
     with access(config, host, port, "tracker dashboard"):
         serve(config, host, port, workers, threads, dev)
 
@@ -300,7 +308,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first, so live runs
@@ -310,7 +318,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
     store = Store(resolved)
     try:
         if demo:

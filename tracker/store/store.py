@@ -249,25 +249,48 @@ class Store:
             conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(heartbeat_at=now))
 
     def mark_stale_runs_crashed(self, *, older_than: float, now: float | None = None) -> list[int]:
-        """Runs still ``running`` whose heartbeat is older than ``older_than`` become crashed."""
+        """Runs still ``running`` whose last heartbeat is older than ``older_than`` become
+        ``crashed``, ended at that last heartbeat (when the process was last seen alive, not
+        when this sweep noticed). Returns the ids this call changed.
+
+        A run whose job is held by a lease that has not expired (``now``) is left alone: its
+        worker heartbeats it, and the lease reaper ends it. Safe with many sweepers at once
+        (the update repeats the condition; each run is returned by the one that changed it)
+        and cheap when nothing is stale: one indexed read, no write lock.
+
+        Raises StoreUnavailable.
+        """
         now = time.time() if now is None else now
-        stale = sa.and_(m.RunRow.status == "running", m.RunRow.heartbeat_at < older_than)
+        held = (
+            sa.select(m.JobRow.id)
+            .where(
+                m.JobRow.run_id == m.RunRow.id,
+                m.JobRow.status == "running",
+                m.JobRow.lease_expires_at >= now,
+            )
+            .exists()
+        )
+        stale = sa.and_(m.RunRow.status == "running", m.RunRow.heartbeat_at < older_than, ~held)
+        with read_conn(self.engine) as conn:
+            if conn.execute(sa.select(m.RunRow.id).where(stale).limit(1)).first() is None:
+                return []
         with write_begin(self.engine) as conn:
-            ids = list(conn.execute(sa.select(m.RunRow.id).where(stale)).scalars())
-            if ids:
+            ids = list(
                 conn.execute(
                     sa.update(m.RunRow)
-                    .where(m.RunRow.id.in_(ids), stale)
+                    .where(stale)
                     .values(
                         status="crashed",
-                        ended_at=now,
+                        ended_at=m.RunRow.heartbeat_at,
                         failure_class="crashed",
                         failure_hint="the training process stopped sending heartbeats",
                     )
-                )
+                    .returning(m.RunRow.id)
+                ).scalars()
+            )
         # A killed writer may have stored points without refreshing their chart rollups.
         points.repair_rollups(self.engine, ids)
-        return ids
+        return sorted(ids)
 
     def list_runs(
         self,
