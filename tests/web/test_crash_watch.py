@@ -59,9 +59,7 @@ def test_a_run_held_by_a_live_job_lease_is_left_to_the_reaper(store: Store) -> N
 def test_create_app_runs_a_crash_watch_only_when_asked(store_url: str) -> None:
     quiet = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True})
     assert "tracker_crash_watch" not in quiet.extensions
-    app = create_app(
-        {"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "RUN_STALE_S": 2.0}
-    )
+    app = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "RUN_STALE_S": 2.0})
     watch = app.extensions["tracker_crash_watch"]
     try:
         assert watch.stale_s == 2.0 and watch.interval_s == liveness.SWEEP_S
@@ -78,9 +76,7 @@ def test_sigkilled_training_process_is_crashed_by_the_dashboard_alone(
     """No worker, no scheduler: `tracker ui` (gunicorn) is the only tracker process."""
     procs = Procs(store_url, tmp_path)
     try:
-        ui = procs.tracker(
-            "ui", "--no-auth", "--port", "0", "--run-stale-seconds", "2", name="ui"
-        )
+        ui = procs.tracker("ui", "--no-auth", "--port", "0", "--run-stale-seconds", "2", name="ui")
         train = subprocess.Popen(
             [sys.executable, "-c", TRAIN], stdout=subprocess.PIPE, text=True,
             env=procs.env(), cwd=tmp_path,
