@@ -38,7 +38,7 @@ from typing import Any
 
 from tracker.client.sinks import Record, Sink
 from tracker.client.values import is_tensor, tensors_to_floats
-from tracker.errors import StoreUnavailable, WriterError
+from tracker.errors import AttemptSuperseded, StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 MAX_REJECTED = 10  # records of one batch refused past this: the error is not a poison record
@@ -251,7 +251,7 @@ class Writer:
         try:
             self.sink.write_metrics(run_id, batch)
             return 0
-        except StoreUnavailable:
+        except (StoreUnavailable, AttemptSuperseded):  # no record's fault: never bisected
             raise
         except Exception as exc:
             refused: list[tuple[Record, BaseException]] = []
@@ -338,8 +338,12 @@ class Writer:
     def _fail(self, exc: BaseException) -> None:
         self.error = exc  # log() refuses from now on: the queue only shrinks
         markers = self._markers
+        superseded = isinstance(exc, AttemptSuperseded)  # the store refuses them for good
+        if superseded:
+            self._kept.clear()
+            self._kept_points = 0
         try:  # nothing accepted is discarded: what is left goes to the spill file
-            while self._queue:
+            while self._queue and not superseded:
                 batch = self._drain(markers)
                 if batch:
                     self._kept.append(batch)
