@@ -57,8 +57,8 @@ def init(
     rank = int(os.environ.get("RANK", "0") or 0)
     attrs = {"host": socket.gethostname(), "pid": os.getpid(), "git_commit": _git_commit()}
     env_run = os.environ.get(ENV_RUN_ID)
-    if env_run and isinstance(sink, SqlSink):
-        sink.fence = _job_attempt()
+    if env_run and hasattr(sink, "fence"):  # SqlSink, HttpSink: writes fenced by attempt
+        sink.fence = _job_attempt()  # type: ignore[attr-defined]
     if env_run:
         overrides = normalize_config(json.loads(os.environ.get(ENV_CONFIG) or "{}"))
         cfg = merge_config(cfg, overrides)
