@@ -19,6 +19,9 @@
   and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
   (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
   discarded.
+* A write the store refuses as ``AttemptSuperseded`` (this job attempt was taken over: see
+  ``tracker.store.fencing``) stops the writer at once; nothing is spilled, since the store
+  would refuse it again.
 * ``flush()`` puts a marker in the queue and waits until everything before it is stored:
   a deterministic join, no sleeping.
 """
