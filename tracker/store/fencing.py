@@ -9,10 +9,13 @@ first checks, *inside its own transaction*, that the job still runs that attempt
 run. Otherwise it raises :class:`tracker.errors.AttemptSuperseded` and writes nothing.
 
 The check holds the job row against a concurrent takeover until the write commits:
-PostgreSQL takes ``FOR KEY SHARE`` on it (the reaper's and ``finish``'s ``FOR UPDATE`` wait
-for it; lease renewals, plain updates of non-key columns, do not); SQLite's write
-transaction is exclusive already. So a write either commits before the takeover or is
-refused after it, never half. Cost: one primary-key read per write transaction.
+PostgreSQL takes ``FOR KEY SHARE`` on it (``finish``'s ``FOR UPDATE`` waits for it, the
+reaper's ``SKIP LOCKED`` passes it by until the next pass; lease renewals, plain updates of
+non-key columns, do not conflict). The metric points' transaction checks last, just before
+its commit, so a busy stale writer holds that lock only for the commit and never starves
+the reaper; SQLite's write transaction is exclusive already. So a write either commits
+before the takeover or is refused after it, never half. Cost: one primary-key read per
+write transaction.
 
 Writes without a fence (a run started by hand, the worker's own lease-fenced writes) are
 not checked.

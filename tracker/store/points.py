@@ -205,8 +205,6 @@ def _write_postgres(
     import psycopg
 
     with raw.cursor() as cur:
-        if fenced is not None:
-            fencing.check_raw(cur, True, *fenced)
         cur.execute("SAVEPOINT tracker_copy")
         try:
             _pg_copy(cur, "metric_points", rows)
@@ -219,6 +217,8 @@ def _write_postgres(
         cur.executemany(_UPSERT_SUMMARY.format(p="%s"), summary)
         if bounds:
             rollups.refresh(cur, "postgresql", bounds)
+        if fenced is not None:  # last, so the job row's lock lasts only until the commit
+            fencing.check_raw(cur, True, *fenced)
     raw.commit()
 
 
