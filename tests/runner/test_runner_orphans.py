@@ -39,7 +39,7 @@ def test_sigkilled_worker_takes_every_process_of_its_job_with_it(
     worker.wait(10, "the SIGKILLed worker to exit")
     wait_for(
         lambda: not [p for p in pids if alive(p)],
-        10,
+        30,
         "every process of the job (leader, background child, SIGTERM-ignoring child, "
         "orphan, setsid escapee) to die with its worker",
     )
