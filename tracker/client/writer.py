@@ -280,7 +280,7 @@ class Writer:
         for half in (batch[:middle], batch[middle:]):
             try:
                 self.sink.write_metrics(run_id, half)
-            except StoreUnavailable:
+            except (StoreUnavailable, AttemptSuperseded):
                 raise
             except Exception as half_exc:
                 self._bisect(run_id, half, half_exc, refused)
