@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tracker.errors import StoreUnavailable
+from tracker.rules.liveness import RUN_STALE_S
 from tracker.runner.pending import explain_pending
 from tracker.runner.retry import RetryPolicy
 from tracker.store import Store
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class HousekeepingOptions:
     interval_s: float = 5.0  # between passes of the lease reaper
-    run_stale_s: float = 120.0  # a run without heartbeats this long is marked crashed
+    run_stale_s: float = RUN_STALE_S  # a run without heartbeats this long is marked crashed
     schedules: bool = True
     policy: RetryPolicy = field(default_factory=RetryPolicy)
 

@@ -276,6 +276,16 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True)
+class AttemptFence:
+    """Which attempt of which job a process writes for (``TRACKER_JOB_ID``,
+    ``TRACKER_ATTEMPT``): the store takes its writes into the job's run only while that job
+    is ``running`` that attempt (:mod:`tracker.store.fencing`)."""
+
+    job_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
 class LeaseState:
     """What a poll tells a worker about a job it claimed."""
 

@@ -62,6 +62,13 @@ class Conflict(TrackerError):
     http_status = 409
 
 
+class AttemptSuperseded(Conflict):
+    """A job's process wrote into its run after another attempt took the job over (or the job
+    ended): the store refuses it. The process should stop; nothing it sends is stored."""
+
+    code = "attempt_superseded"
+
+
 class StoreUnavailable(TrackerError):
     """The database could not be reached; the client keeps points and retries."""
 

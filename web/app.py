@@ -21,6 +21,12 @@ Config keys (all optional):
                      random and made once, so every gunicorn worker and restart agrees;
                      never derived from a token)
 ``SESSION_LIFETIME_S`` how long a sign-in lasts (default 7 days; signing out ends it)
+``RUN_STALE_S``      mark a ``running`` run without heartbeats this long ``crashed`` (ended at
+                     its last heartbeat), from a background thread of each server process
+                     (:mod:`tracker.web.core.crash_watch`). Default ``None``: off for a bare
+                     ``create_app``; ``tracker ui`` turns it on (``--run-stale-seconds``,
+                     default 20 s)
+``CRASH_SWEEP_S``    seconds between the crash watch's passes (default 5)
 ``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (as sent / inflated;
                      8 MiB each; a larger body is a 413 envelope)
 
@@ -36,7 +42,9 @@ from typing import Any
 
 from flask import Flask
 
+from tracker.rules.liveness import SWEEP_S
 from tracker.store import Store, tokens
+from tracker.web.core.crash_watch import CrashWatch
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.plumbing import files, security
 from tracker.web.plumbing.context import AppState
@@ -65,6 +73,8 @@ DEFAULTS: dict[str, Any] = {
     "LOGIN_MAX_FAILURES": 10,  # wrong tokens per client address within LOGIN_WINDOW_S
     "LOGIN_WINDOW_S": 300.0,
     "SESSION_LIFETIME_S": 7 * 86_400.0,
+    "RUN_STALE_S": None,  # the crash watch: off unless set (``tracker ui`` sets it)
+    "CRASH_SWEEP_S": SWEEP_S,
 }
 
 
@@ -120,6 +130,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
+    if cfg["RUN_STALE_S"]:
+        watch = CrashWatch(store, stale_s=cfg["RUN_STALE_S"], interval_s=cfg["CRASH_SWEEP_S"])
+        watch.ensure_running()
+        app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
+        app.extensions["tracker_crash_watch"] = watch
     from tracker.web.views import mlflow, pages, queue, runs
 
     app.register_blueprint(runs.bp)

@@ -2,7 +2,7 @@
 
 ``procs`` starts commands in their own process groups, keeps their output in files, and
 kills whatever is left at the end of the test (job processes die with their worker through
-PR_SET_PDEATHSIG). ``wait_for`` is the one way to wait: a bounded poll that fails with a
+its per-job supervisor). ``wait_for`` is the one way to wait: a bounded poll that fails with a
 message saying what did not happen.
 """
 

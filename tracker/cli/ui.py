@@ -36,6 +36,7 @@ import click
 
 from tracker.cli.common import say_store, uri_option
 from tracker.errors import InvalidInput
+from tracker.rules.liveness import RUN_STALE_S
 
 if TYPE_CHECKING:
     from tracker.store import Store
@@ -86,6 +87,11 @@ def server_options(f: Any) -> Any:
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
                      "reach the dashboard over HTTPS, e.g. behind a TLS proxy."),
+        click.option("--run-stale-seconds", type=click.FloatRange(1, 10**6),
+                     default=RUN_STALE_S, show_default=True,
+                     help="Mark a running run without heartbeats this long crashed, ended at "
+                     "its last heartbeat (checked every 5 s by each server process; clients "
+                     "send a heartbeat every 5 s)."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -101,6 +107,7 @@ def app_config(
     log_root: str | None,
     secure_cookie: bool = False,
     no_auth: bool = False,
+    run_stale_s: float | None = RUN_STALE_S,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -120,6 +127,7 @@ def app_config(
         "CHECKPOINT_ROOTS": list(checkpoint_roots) or None,
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
+        "RUN_STALE_S": run_stale_s,
     }
 
 
@@ -308,7 +316,7 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -316,7 +324,7 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     from tracker.store import resolve_uri
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     say_store(resolve_uri(uri))
@@ -395,7 +403,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -407,7 +415,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.cli.common import open_store, uri_option
+from tracker.rules.liveness import RUN_STALE_S
 
 if TYPE_CHECKING:
     from tracker.runner.housekeeping import HousekeepingOptions
@@ -47,9 +48,10 @@ def housekeeping_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="Backoff before the first retry; doubles with each attempt."),
         click.option("--max-retry-delay", type=click.FloatRange(0, 86400), default=600.0,
                      show_default=True, help="Longest backoff between retries."),
-        click.option("--run-stale-seconds", type=click.FloatRange(1, 10**6), default=120.0,
-                     show_default=True,
-                     help="A running run without heartbeats this long is marked crashed."),
+        click.option("--run-stale-seconds", type=click.FloatRange(1, 10**6),
+                     default=RUN_STALE_S, show_default=True,
+                     help="A running run without heartbeats this long is marked crashed, "
+                     "ended at its last heartbeat (clients send one every 5 s)."),
     ]  # fmt: skip
     wrapped: Callable[..., Any] = command
     for decorator in reversed(decorators):

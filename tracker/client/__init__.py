@@ -15,12 +15,13 @@ from tracker.client import lifecycle
 from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
-from tracker.entities import RunInfo
+from tracker.entities import AttemptFence, RunInfo
 from tracker.rules.config import merge_config, normalize_config
 from tracker.rules.tags import check_tags
 
 ENV_RUN_ID = "TRACKER_RUN_ID"
 ENV_JOB_ID = "TRACKER_JOB_ID"
+ENV_ATTEMPT = "TRACKER_ATTEMPT"
 ENV_CONFIG = "TRACKER_CONFIG"
 ENV_PROJECT = "TRACKER_PROJECT"
 ENV_RESUME = "TRACKER_RESUME_CHECKPOINT"
@@ -62,6 +63,8 @@ def init(
     rank = int(os.environ.get("RANK", "0") or 0)
     attrs = {"host": socket.gethostname(), "pid": os.getpid(), "git_commit": _git_commit()}
     env_run = os.environ.get(ENV_RUN_ID)
+    if env_run and hasattr(sink, "fence"):  # SqlSink, HttpSink: writes fenced by attempt
+        sink.fence = _job_attempt()  # type: ignore[attr-defined]
     if env_run:
         overrides = normalize_config(json.loads(os.environ.get(ENV_CONFIG) or "{}"))
         cfg = merge_config(cfg, overrides)
@@ -99,6 +102,14 @@ def resume_checkpoint() -> str | None:
     """The checkpoint a retried job should resume from, if the runner passed one and it exists."""
     path = os.environ.get(ENV_RESUME)
     return path if path and os.path.isfile(path) else None
+
+
+def _job_attempt() -> AttemptFence | None:
+    """The job attempt a worker started this process for (its writes are fenced by it)."""
+    job, attempt = os.environ.get(ENV_JOB_ID), os.environ.get(ENV_ATTEMPT)
+    if job and attempt and job.isdigit() and attempt.isdigit():
+        return AttemptFence(int(job), int(attempt))
+    return None
 
 
 def _git_commit() -> str | None:

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracker.client.sinks import Record
-from tracker.entities import CheckpointInfo, RunInfo
+from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
 from tracker.errors import (
+    AttemptSuperseded,
     Conflict,
     InvalidInput,
     InvalidMetricKey,
@@ -43,7 +44,9 @@ from tracker.rules import jsonvalues
 
 __all__ = ["HttpSink"]
 
+ATTEMPT_HEADER = "X-Tracker-Attempt"  # "<job id>:<attempt>": the writes' attempt fence
 _ERRORS: dict[str, type[TrackerError]] = {
+    "attempt_superseded": AttemptSuperseded,
     "not_found": NotFound,
     "conflict": Conflict,
     "invalid_metric_key": InvalidMetricKey,
@@ -85,6 +88,7 @@ class HttpSink:
         self.token = token if token is not None else (os.environ.get("TRACKER_TOKEN") or None)
         self.timeout = timeout
         self.retry_for = retry_for
+        self.fence: AttemptFence | None = None  # set by tracker.init inside a worker's job
 
     def __repr__(self) -> str:  # never shows the token
         return f"HttpSink({self.base_url!r})"
@@ -102,6 +106,8 @@ class HttpSink:
                 headers["Content-Encoding"] = "gzip"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
+        if self.fence is not None:
+            headers[ATTEMPT_HEADER] = f"{self.fence.job_id}:{self.fence.attempt}"
         url = self.base_url + "/api/v1" + path
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:

@@ -2,7 +2,8 @@
 
 * normal exit -> ``finished``; an uncaught exception -> ``failed`` with the exception;
   KeyboardInterrupt or SIGTERM -> ``killed``. The buffer is flushed first in every case.
-* a SIGKILLed process cannot do anything: its heartbeat stops, and the runner's housekeeping
+* a SIGKILLed process cannot do anything: its heartbeat stops, and the crash watch of
+  ``tracker ui`` or the runner's housekeeping (defaults in ``tracker.rules.liveness``)
   (or ``Store.mark_stale_runs_crashed``) marks the run ``crashed``.
 * the exit waits while points are being stored, but no longer than the run's
   ``exit_timeout`` (10 s) while nothing is: when the store is down at exit, the points not

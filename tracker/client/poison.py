@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from tracker.client.sinks import Record, Sink
-from tracker.errors import StoreUnavailable
+from tracker.errors import AttemptSuperseded, StoreUnavailable
 
 MAX_REJECTED = 10  # records of one batch refused past this: the error is not a poison record
 
@@ -55,7 +55,7 @@ class Isolator:
             self.sink.write_metrics(run_id, batch)
             self._stored_any = True
             return 0
-        except StoreUnavailable:
+        except (StoreUnavailable, AttemptSuperseded):  # no record's fault: never bisected
             raise
         except Exception as exc:
             refused: list[tuple[Record, BaseException]] = []
@@ -83,7 +83,7 @@ class Isolator:
             try:
                 self.sink.write_metrics(run_id, half)
                 self._stored_any = True
-            except StoreUnavailable:
+            except (StoreUnavailable, AttemptSuperseded):
                 raise
             except Exception as half_exc:
                 self._bisect(run_id, half, half_exc, refused)

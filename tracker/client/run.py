@@ -26,6 +26,7 @@ from tracker.errors import (
 )
 from tracker.rules.ids import MAX_INT64, MIN_INT64
 from tracker.rules.keys import check_key
+from tracker.rules.liveness import HEARTBEAT_S
 
 MAX_STEP = MAX_INT64  # steps are stored in a 64-bit column
 
@@ -51,7 +52,7 @@ class Run:
         job_id: int | None = None,
         active: bool = True,
         flush_interval: float = 0.5,
-        heartbeat_interval: float = 10.0,
+        heartbeat_interval: float = HEARTBEAT_S,
         system_interval: float | None = 5.0,
         log_gpu_memory: bool = True,
         max_memory_points: int = 1_000_000,

@@ -9,6 +9,11 @@ writer keeps the batch and retries); any other error stops the writer.
 Metric batches are lists of records ``(step, wall_ms, {key: float})``; values are plain
 floats, NaN and ±Inf included. ``write_metrics`` must be idempotent: the writer retries a
 batch whose outcome it does not know.
+
+A process a worker started for a job writes with the job's attempt (``fence``, set by
+``tracker.init`` from ``TRACKER_JOB_ID``/``TRACKER_ATTEMPT``): once another attempt took the
+job over, the store refuses its points, events, heartbeats and status changes with
+``AttemptSuperseded`` (see :mod:`tracker.store.fencing`), and the writer stops.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tracker.entities import CheckpointInfo, RunInfo
+from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
 
 Record = tuple[int, int, dict[str, float]]
 
@@ -42,8 +47,9 @@ class Sink(Protocol):
 class SqlSink:
     """Writes straight into a SQL store (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, fence: AttemptFence | None = None) -> None:
         self.store = store
+        self.fence = fence  # the job attempt this process writes for, if a worker started it
         self._key_ids: dict[str, int] = {}
         # Step ranges written since the last rollup refresh: the writer refreshes the chart
         # rollups once it is idle (settle), not inside every ingest transaction.
@@ -68,7 +74,7 @@ class SqlSink:
         return self.store.create_run(project, name, config, tags, **attrs)
 
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo:
-        return self.store.start_run(run_id, config=config, **attrs)
+        return self.store.start_run(run_id, config=config, fence=self.fence, **attrs)
 
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
         key_ids = self._key_ids
@@ -94,7 +100,9 @@ class SqlSink:
         steps = [r[0] for r in records]
         span = (min(steps), max(steps))
         bounds = {(run_id, key_ids[k]): span for k in names}
-        self.store.write_points(rows, list(last.values()), bounds, refresh_rollups=False)
+        self.store.write_points(
+            rows, list(last.values()), bounds, refresh_rollups=False, fence=self.fence
+        )
         dirty = self._dirty
         for key, (lo, hi) in bounds.items():
             seen = dirty.get(key)
@@ -107,15 +115,15 @@ class SqlSink:
             self._dirty = {}
 
     def heartbeat(self, run_id: int) -> None:
-        self.store.heartbeat(run_id)
+        self.store.heartbeat(run_id, fence=self.fence)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
-        self.store.finish_run(run_id, status, **attrs)
+        self.store.finish_run(run_id, status, fence=self.fence, **attrs)
 
     def add_event(
         self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None
     ) -> None:
-        self.store.add_event(run_id, kind, message, data)
+        self.store.add_event(run_id, kind, message, data, fence=self.fence)
 
     def add_checkpoint(
         self, run_id: int, step: int, path: str, size: int, sha256: str, metrics: dict[str, Any]

@@ -22,6 +22,9 @@
   and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
   (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
   discarded.
+* A write the store refuses as ``AttemptSuperseded`` (this job attempt was taken over: see
+  ``tracker.store.fencing``) stops the writer at once; nothing is spilled, since the store
+  would refuse it again.
 * ``flush()`` puts a marker in the queue and waits until everything before it is stored:
   a deterministic join, no sleeping.
 * Memory is capped (``max_memory_mb``, see :mod:`tracker.client.overflow`): past the cap,
@@ -29,7 +32,7 @@
   it reaches the segment's place in the queue. ``put()`` still never waits for the writer.
   A ``close()`` that times out while the store is away writes everything held to the spill
   file the same way, and ``replay_spill_file`` skips a last line cut short by a kill.
-  ``flush(timeout)`` ``flush(timeout)`` raises ``StoreUnavailable`` when the
+  ``flush(timeout)`` raises ``StoreUnavailable`` when the
   store is away, ``FlushTimeout`` when points are still being written; each message says
   which (and how many points, at what rate).
 * ``close(timeout)`` (``finish()``, and the exit of the process) waits as long as points are
@@ -66,7 +69,7 @@ from tracker.client.overflow import (
 )
 from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
-from tracker.errors import FlushTimeout, StoreUnavailable, WriterError
+from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
@@ -488,8 +491,12 @@ class Writer:
     def _fail(self, exc: BaseException) -> None:
         self.error = exc  # log() refuses from now on: the queue only shrinks
         markers = self._markers
+        superseded = isinstance(exc, AttemptSuperseded)  # the store refuses them for good
+        if superseded:
+            self._kept.clear()
+            self._kept_points = 0
         try:  # nothing accepted is discarded: what is left goes to the spill file
-            if self._holds_points() and not self._abandoned:
+            if self._holds_points() and not self._abandoned and not superseded:
                 self._spill_all()
         except Exception as spill_exc:
             self._spill_failure = spill_exc

@@ -28,10 +28,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.store import rollups
+from tracker.entities import AttemptFence
+from tracker.errors import InvalidInput
+from tracker.store import fencing, rollups
 from tracker.store.engine import is_unavailable, read_conn, unavailable_as_error
 
 Row = tuple[int, int, int, int, "float | None"]
+Fenced = tuple[int, AttemptFence] | None  # (run id, fence) of a fenced write
 
 SQLITE_CHUNK = 2_000  # rows per statement: 10,000 bound parameters, under SQLite's 32,766
 _POINTS_COLUMNS = "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
@@ -85,6 +88,7 @@ def write_rows(
     bounds: rollups.Bounds | None = None,
     *,
     refresh_rollups: bool = True,
+    fence: AttemptFence | None = None,
 ) -> None:
     """Store metric rows, the per-run last values and the chart rollups in one transaction.
 
@@ -93,19 +97,32 @@ def write_rows(
     ``refresh_rollups=False`` the caller takes over the rollups and must pass the bounds to
     :func:`refresh_rollups` later (the client's writer does, once it is idle).
 
+    With a ``fence`` (rows of one run only) the transaction first checks that the job's
+    attempt still holds the run (:mod:`tracker.store.fencing`).
+
     Raises:
         StoreUnavailable: the database cannot be reached or stays locked; nothing was stored
             and the caller may retry the same rows.
+        AttemptSuperseded: the fence no longer holds; nothing was stored.
+        InvalidInput: a fence with rows of several runs.
     """
     if not rows:
         return
+    fenced = None
+    if fence is not None:
+        runs = {r[0] for r in rows}
+        if len(runs) != 1:
+            raise InvalidInput("a fenced write of metric points takes one run", field="run")
+        fenced = (runs.pop(), fence)
     summary = last if last is not None else last_per_key(rows)
     if refresh_rollups:
         bounds = bounds if bounds is not None else rollups.step_bounds(rows)
     else:
         bounds = {}
     writer = _write_sqlite if engine.dialect.name == "sqlite" else _write_postgres
-    _in_transaction(engine, f"writing {len(rows)} metric points", writer, rows, summary, bounds)
+    _in_transaction(
+        engine, f"writing {len(rows)} metric points", writer, rows, summary, bounds, fenced
+    )
 
 
 def refresh_rollups(engine: sa.Engine, bounds: rollups.Bounds) -> None:
@@ -167,10 +184,12 @@ def _is_sqlite(raw: Any) -> bool:
 
 
 def _write_sqlite(
-    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds
+    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds, fenced: Fenced
 ) -> None:
     cur = raw.cursor()
     cur.execute("BEGIN IMMEDIATE")
+    if fenced is not None:
+        fencing.check_raw(cur, False, *fenced)
     flat = itertools.chain.from_iterable
     for start in range(0, len(rows), SQLITE_CHUNK):
         chunk = rows[start : start + SQLITE_CHUNK]
@@ -183,7 +202,7 @@ def _write_sqlite(
 
 
 def _write_postgres(
-    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds
+    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds, fenced: Fenced
 ) -> None:
     # Binary COPY would store NaN as NaN; the schema's convention is NULL.
     rows = [r if r[4] == r[4] or r[4] is None else (*r[:4], None) for r in rows]
@@ -203,6 +222,8 @@ def _write_postgres(
         cur.executemany(_UPSERT_SUMMARY.format(p="%s"), summary)
         if bounds:
             rollups.refresh(cur, "postgresql", bounds)
+        if fenced is not None:  # last, so the job row's lock lasts only until the commit
+            fencing.check_raw(cur, True, *fenced)
     raw.commit()
 
 

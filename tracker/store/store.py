@@ -21,14 +21,15 @@ import sqlalchemy as sa
 
 from tracker.entities import (
     RUN_STATUSES,
+    AttemptFence,
     CheckpointInfo,
     MetricPoint,
     RunEventInfo,
     RunInfo,
 )
 from tracker.errors import Conflict, InvalidInput, NotFound
+from tracker.store import fencing, points
 from tracker.store import models as m
-from tracker.store import points
 from tracker.store.engine import (
     create_engine,
     current_revision,
@@ -175,6 +176,7 @@ class Store:
         pid: int | None = None,
         git_commit: str | None = None,
         now: float | None = None,
+        fence: AttemptFence | None = None,
     ) -> RunInfo:
         """Mark a queued or running run (a job's, whose worker has claimed it) as running in
         this process, with ``config`` when given. A run's command is never changed here: it
@@ -184,6 +186,7 @@ class Store:
             NotFound: no such run.
             Conflict: the run has finished (and its job is not running again): a finished
                 run stays as it ended.
+            AttemptSuperseded: ``fence`` no longer holds (:mod:`tracker.store.fencing`).
         """
         now = time.time() if now is None else now
         values: dict[str, Any] = {"status": "running", "heartbeat_at": now, "ended_at": None}
@@ -200,6 +203,7 @@ class Store:
         )
         live = sa.or_(m.RunRow.status.in_(("queued", "running")), job_running)
         with write_begin(self.engine) as conn:
+            fencing.check(conn, run_id, fence)
             found = conn.execute(
                 sa.update(m.RunRow)
                 .where(m.RunRow.id == run_id, live)
@@ -224,8 +228,13 @@ class Store:
         failure_class: str | None = None,
         failure_hint: str | None = None,
         now: float | None = None,
+        fence: AttemptFence | None = None,
     ) -> None:
-        """Give a run its final status (finished, failed, killed or crashed)."""
+        """Give a run its final status (finished, failed, killed or crashed).
+
+        Raises NotFound, InvalidInput (a status that is not a run status), AttemptSuperseded
+        (``fence`` no longer holds: nothing changed).
+        """
         _check_status(status)
         now = time.time() if now is None else now
         values: dict[str, Any] = {"status": status, "ended_at": now}
@@ -238,6 +247,7 @@ class Store:
             if value is not None:
                 values[key] = value
         with write_begin(self.engine) as conn:
+            fencing.check(conn, run_id, fence)
             found = conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
         if not found.rowcount:
             raise NotFound(f"run {run_id} does not exist", field="run")
@@ -251,31 +261,58 @@ class Store:
         with write_begin(self.engine) as conn:
             conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
 
-    def heartbeat(self, run_id: int, now: float | None = None) -> None:
+    def heartbeat(
+        self, run_id: int, now: float | None = None, *, fence: AttemptFence | None = None
+    ) -> None:
+        """The run's process is alive. Raises AttemptSuperseded when ``fence`` no longer holds."""
         now = time.time() if now is None else now
         with write_begin(self.engine) as conn:
+            fencing.check(conn, run_id, fence)
             conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(heartbeat_at=now))
 
     def mark_stale_runs_crashed(self, *, older_than: float, now: float | None = None) -> list[int]:
-        """Runs still ``running`` whose heartbeat is older than ``older_than`` become crashed."""
+        """Runs still ``running`` whose last heartbeat is older than ``older_than`` become
+        ``crashed``, ended at that last heartbeat (when the process was last seen alive, not
+        when this sweep noticed). Returns the ids this call changed.
+
+        A run whose job is held by a lease that has not expired (``now``) is left alone: its
+        worker heartbeats it, and the lease reaper ends it. Safe with many sweepers at once
+        (the update repeats the condition; each run is returned by the one that changed it)
+        and cheap when nothing is stale: one indexed read, no write lock.
+
+        Raises StoreUnavailable.
+        """
         now = time.time() if now is None else now
-        stale = sa.and_(m.RunRow.status == "running", m.RunRow.heartbeat_at < older_than)
+        held = (
+            sa.select(m.JobRow.id)
+            .where(
+                m.JobRow.run_id == m.RunRow.id,
+                m.JobRow.status == "running",
+                m.JobRow.lease_expires_at >= now,
+            )
+            .exists()
+        )
+        stale = sa.and_(m.RunRow.status == "running", m.RunRow.heartbeat_at < older_than, ~held)
+        with read_conn(self.engine) as conn:
+            if conn.execute(sa.select(m.RunRow.id).where(stale).limit(1)).first() is None:
+                return []
         with write_begin(self.engine) as conn:
-            ids = list(conn.execute(sa.select(m.RunRow.id).where(stale)).scalars())
-            if ids:
+            ids = list(
                 conn.execute(
                     sa.update(m.RunRow)
-                    .where(m.RunRow.id.in_(ids), stale)
+                    .where(stale)
                     .values(
                         status="crashed",
-                        ended_at=now,
+                        ended_at=m.RunRow.heartbeat_at,
                         failure_class="crashed",
                         failure_hint="the training process stopped sending heartbeats",
                     )
-                )
+                    .returning(m.RunRow.id)
+                ).scalars()
+            )
         # A killed writer may have stored points without refreshing their chart rollups.
         points.repair_rollups(self.engine, ids)
-        return ids
+        return sorted(ids)
 
     def list_runs(
         self,
@@ -327,10 +364,13 @@ class Store:
         bounds: dict[tuple[int, int], tuple[int, int]] | None = None,
         *,
         refresh_rollups: bool = True,
+        fence: AttemptFence | None = None,
     ) -> None:
         """Store ``(run_id, key_id, step, wall_ms, value)`` rows idempotently (NaN or None
-        for NaN). See :func:`tracker.store.points.write_rows`."""
-        points.write_rows(self.engine, rows, last, bounds, refresh_rollups=refresh_rollups)
+        for NaN). See :func:`tracker.store.points.write_rows` (and its ``fence``)."""
+        points.write_rows(
+            self.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
+        )
 
     def refresh_rollups(self, bounds: dict[tuple[int, int], tuple[int, int]]) -> None:
         """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges."""
@@ -452,9 +492,12 @@ class Store:
         data: dict[str, Any] | None = None,
         *,
         now: float | None = None,
+        fence: AttemptFence | None = None,
     ) -> None:
+        """Record a run event. Raises AttemptSuperseded when ``fence`` no longer holds."""
         now = time.time() if now is None else now
         with write_begin(self.engine) as conn:
+            fencing.check(conn, run_id, fence)
             conn.execute(
                 sa.insert(m.RunEventRow).values(
                     run_id=run_id, at=now, kind=kind, message=message, data=data

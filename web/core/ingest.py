@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.entities import FINAL_RUN_STATUSES
+from tracker.entities import FINAL_RUN_STATUSES, AttemptFence
 from tracker.errors import InvalidInput, InvalidMetricValue
 from tracker.rules import jsonvalues
 from tracker.rules.config import normalize_config
@@ -40,6 +40,7 @@ __all__ = [
     "MetricBatch",
     "MetricIngest",
     "TooManyKeys",
+    "attempt_fence",
     "checkpoint_args",
     "create_run_args",
     "event_args",
@@ -81,12 +82,12 @@ class MetricIngest:
         self._known_runs: set[int] = set()
         self._run_keys: dict[int, set[str]] = {}  # keys each run is known to have
 
-    def write(self, run_id: int, body: Mapping[str, Any]) -> int:
+    def write(self, run_id: int, body: Mapping[str, Any], fence: AttemptFence | None = None) -> int:
         """Check and store a batch; returns the number of points.
 
-        Raises: as :meth:`check` and :meth:`store`.
+        Raises: as :meth:`check` and :meth:`store_batch`.
         """
-        return self.store_batch(self.check(run_id, body))
+        return self.store_batch(self.check(run_id, body), fence)
 
     def check(self, run_id: int, body: Mapping[str, Any]) -> MetricBatch:
         """Everything that can refuse a batch, before anything is written.
@@ -121,16 +122,17 @@ class MetricIngest:
                 check_key(name)
         return MetricBatch(run_id, records, frozenset(names))
 
-    def store_batch(self, batch: MetricBatch) -> int:
+    def store_batch(self, batch: MetricBatch, fence: AttemptFence | None = None) -> int:
         """Store a checked batch; returns the number of points.
 
         Raises:
             InvalidMetricValue (400): a value that is no number (nothing is stored).
+            AttemptSuperseded (409): ``fence`` no longer holds (nothing is stored).
             StoreUnavailable (503): the database is unreachable; the client retries.
         """
         self._intern(batch.names)
         rows, last = self._rows(batch.run_id, batch.records)
-        self.store.write_points(rows, last)
+        self.store.write_points(rows, last, fence=fence)
         known = self._run_keys.get(batch.run_id)
         if known is not None:
             known.update(batch.names)
@@ -186,6 +188,22 @@ class MetricIngest:
                 if prev is None or step >= prev[2]:
                     last[row[1]] = row
         return rows, list(last.values())
+
+
+def attempt_fence(header: str | None) -> AttemptFence | None:
+    """The ``X-Tracker-Attempt: <job id>:<attempt>`` header of a worker's job, if sent.
+
+    Raises InvalidInput (400) naming the header when it is malformed.
+    """
+    if header is None:
+        return None
+    job, sep, attempt = header.partition(":")
+    if not (sep and job.isdigit() and attempt.isdigit() and len(header) <= 40):
+        raise InvalidInput(
+            f"X-Tracker-Attempt {header[:60]!r}: must be <job id>:<attempt>",
+            field="X-Tracker-Attempt",
+        )
+    return AttemptFence(int(job), int(attempt))
 
 
 def _check_records(records: list[Any]) -> set[str]:

@@ -313,28 +313,34 @@ def create_run() -> Any:
     return run_json(run), 201
 
 
+def _fence() -> Any:
+    """The writes' attempt fence from a worker's job (409 attempt_superseded once stale)."""
+    return parse.attempt_fence(request.headers.get("X-Tracker-Attempt"))
+
+
 @bp.post("/runs/<int:run_id>/start")
 def start_run(run_id: int) -> Any:
-    return run_json(state().store.start_run(run_id, **parse.start_run_args(json_body())))
+    args = parse.start_run_args(json_body())
+    return run_json(state().store.start_run(run_id, fence=_fence(), **args))
 
 
 @bp.post("/runs/<int:run_id>/finish")
 def finish_run(run_id: int) -> Any:
     args = parse.finish_run_args(json_body())
-    state().store.finish_run(run_id, args.pop("status"), **args)
+    state().store.finish_run(run_id, args.pop("status"), fence=_fence(), **args)
     return {"run_id": run_id, "ok": True}
 
 
 @bp.post("/runs/<int:run_id>/heartbeat")
 def heartbeat(run_id: int) -> Any:
     json_body()
-    state().store.heartbeat(run_id)
+    state().store.heartbeat(run_id, fence=_fence())
     return {"run_id": run_id, "ok": True}
 
 
 @bp.post("/runs/<int:run_id>/metrics")
 def write_metrics(run_id: int) -> Any:
-    points = state().ingest.write(run_id, json_body())
+    points = state().ingest.write(run_id, json_body(), _fence())
     return {"run_id": run_id, "points": points}
 
 
@@ -342,7 +348,7 @@ def write_metrics(run_id: int) -> Any:
 def add_event(run_id: int) -> Any:
     args = parse.event_args(json_body())
     state().ingest.require_run(run_id)
-    state().store.add_event(run_id, args["kind"], args["message"], args["data"])
+    state().store.add_event(run_id, args["kind"], args["message"], args["data"], fence=_fence())
     return {"run_id": run_id, "ok": True}, 201
 
 
