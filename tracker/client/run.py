@@ -49,8 +49,10 @@ class Run:
         max_memory_points: int = 1_000_000,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
+        auto_signals: bool = True,
     ) -> None:
         from tracker import system
+        from tracker.client.signals import StepSignals
 
         self.sink = sink
         self.info = info
@@ -75,6 +77,10 @@ class Run:
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
+        self._signals = None
+        if auto_signals and active:  # step time and memory per step (tracker.client.signals)
+            self._signals = StepSignals(time.time(), allocator=system.allocator_stats)
+            self._put_memory(0)
         self._sampler = None
         if system_interval:
             self._sampler = system.SystemSampler(
@@ -134,7 +140,16 @@ class Run:
             allocated, peak = self._memory()
             items["sys/step/gpu_allocated_bytes"] = allocated
             items["sys/step/gpu_peak_allocated_bytes"] = peak
-        self._put((step, time.time(), items, has_tensor))
+        now = time.time()
+        if self._signals is not None:
+            self._signals.observe(step, now, items)
+        self._put((step, now, items, has_tensor))
+
+    def _put_memory(self, step: int) -> None:
+        """One RSS/allocator sample at ``step`` (init and finish: short runs get a series)."""
+        values = self._signals.memory() if self._signals is not None else None
+        if values:
+            self._put((step, time.time(), values, False))
 
     def _log_system(self, values: dict[str, float]) -> None:
         self._put((max(self._step - 1, 0), time.time(), values, False))
@@ -208,6 +223,8 @@ class Run:
         self.status = status
         if self._sampler is not None:
             self._sampler.stop()
+        if self._writer.error is None:
+            self._put_memory(max(self._step - 1, 0))
         try:
             self._writer.close(timeout)
         finally:
