@@ -77,6 +77,7 @@ class Run:
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
+        self._watches: list[Any] = []  # tracker.watch() hooks, removed at finish
         self._signals = None
         if auto_signals and active:  # step time and memory per step (tracker.client.signals)
             self._signals = StepSignals(time.time(), allocator=system.allocator_stats)
@@ -223,6 +224,8 @@ class Run:
         self.status = status
         if self._sampler is not None:
             self._sampler.stop()
+        for watch in self._watches:
+            watch.remove()
         if self._writer.error is None:
             self._put_memory(max(self._step - 1, 0))
         try:
