@@ -50,6 +50,8 @@ class Run:
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
         auto_signals: bool = True,
+        capture_console: bool = True,
+        console_max_chars: int | None = None,
     ) -> None:
         from tracker import system
         from tracker.client.signals import StepSignals
@@ -82,6 +84,12 @@ class Run:
         if auto_signals and active:  # step time and memory per step (tracker.client.signals)
             self._signals = StepSignals(time.time(), allocator=system.allocator_stats)
             self._put_memory(0)
+        self._console = None  # stdout/stderr teed into the store (tracker.client.console)
+        if capture_console and active and job_id is None and hasattr(sink, "append_logs"):
+            from tracker.client.console import DEFAULT_MAX_CHARS, ConsoleCapture
+
+            limit = console_max_chars or DEFAULT_MAX_CHARS
+            self._console = ConsoleCapture(sink, info.id, max_chars=limit)
         self._sampler = None
         if system_interval:
             self._sampler = system.SystemSampler(
@@ -233,20 +241,36 @@ class Run:
         finally:
             # The final status is written even when the writer failed: the run must not
             # stay "running" forever. If this fails too, the writer's error is the context.
+            failure = self._stop_console(status, error, exit_code)
             if self.active:
-                self.sink.finish_run(self.id, status, error=error, exit_code=exit_code)
+                self.sink.finish_run(self.id, status, error=error, exit_code=exit_code, **failure)
+
+    def _stop_console(
+        self, status: str, error: str | None, exit_code: int | None
+    ) -> dict[str, str]:
+        """Stop the console capture; for a failed run, its failure class from the output."""
+        console, self._console = self._console, None
+        if console is None:
+            return {}
+        console.stop()
+        if status != "failed":
+            return {}
+        from tracker.rules.failure import classify
+
+        found = classify(exit_code, None, console.tail() or error or "")
+        return {} if found is None else {"failure_class": found.cls, "failure_hint": found.hint}
 
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        from tracker.client.lifecycle import status_for_exception
+        from tracker.client.lifecycle import exit_code_for_exception, status_for_exception
 
         if exc is None:
             self.finish("finished")
         else:
             status, message = status_for_exception(exc)
-            self.finish(status, error=message)
+            self.finish(status, error=message or None, exit_code=exit_code_for_exception(exc))
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.project}/{self.name} {self.status}>"

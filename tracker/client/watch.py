@@ -35,6 +35,7 @@ computing the norms is reported once as a run event (``warning``) and the watch 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -245,10 +246,8 @@ class _Restore:
 
 
 def _remove(handler: Any, callback: Any) -> None:
-    try:
+    with contextlib.suppress(ValueError):  # already removed
         handler.remove_start_callback(callback)
-    except ValueError:  # already removed
-        pass
 
 
 def _global(torch: Any, norms: list[Any]) -> Any:
