@@ -93,7 +93,7 @@ class _Watcher(Watch):
         else:
             self._handles.append(module.register_forward_pre_hook(self._on_forward))
         if self._scaler is not None:
-            self._wrap_scaler()
+            self._wrap_scaler(self._scaler)
         self._watch_dynamo()
 
     # ------------------------------------------------------------------ hooks
@@ -190,8 +190,8 @@ class _Watcher(Watch):
 
     # ------------------------------------------------------------------ AMP, compile
 
-    def _wrap_scaler(self) -> None:
-        scaler = self._scaler
+    def _wrap_scaler(self, scaler: Any) -> None:
+        """Count ``scaler.step()`` calls (an instance attribute, removed by ``remove()``)."""
         original = scaler.step
 
         def step(*args: Any, **kwargs: Any) -> Any:
@@ -199,7 +199,12 @@ class _Watcher(Watch):
             return original(*args, **kwargs)
 
         scaler.step = step
-        self._handles.append(_Restore(scaler, "step", original))
+
+        def unwrap() -> None:
+            if scaler.__dict__.get("step") is step:
+                del scaler.step
+
+        self._handles.append(_Undo(unwrap))
 
     def _watch_dynamo(self) -> None:
         if "torch._dynamo" not in sys.modules:
@@ -215,7 +220,7 @@ class _Watcher(Watch):
                 self._recompiles += 1
 
         callback_handler.register_start_callback(on_start)
-        self._handles.append(_Restore(None, "", None, lambda: _remove(callback_handler, on_start)))
+        self._handles.append(_Undo(lambda: _remove(callback_handler, on_start)))
         self._dynamo_callback = on_start
 
     def _compile_counters(self) -> dict[str, float]:
@@ -231,18 +236,16 @@ class _Watcher(Watch):
         return out
 
 
-class _Restore:
-    """A handle that puts an attribute back (or runs ``undo``) on ``remove()``."""
+class _Undo:
+    """A hook handle that runs ``undo`` once on ``remove()``."""
 
-    def __init__(self, obj: Any, name: str, value: Any, undo: Any = None) -> None:
-        self._obj, self._name, self._value, self._undo = obj, name, value, undo
+    def __init__(self, undo: Any) -> None:
+        self._undo = undo
 
     def remove(self) -> None:
-        if self._undo is not None:
-            self._undo()
-        elif self._obj is not None:
-            setattr(self._obj, self._name, self._value)
-            self._obj = None
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
 
 
 def _remove(handler: Any, callback: Any) -> None:
