@@ -11,8 +11,8 @@ Then the same in MLflow (SQLite backend): ``log_metric`` (one key) and ``log_met
 (the 5-key dict), synchronous and ``synchronous=False``, and the ratios.
 
 ``--signals both`` (the default) measures every variant twice in the same sitting: with the
-automatic signals (``sys/step_time_s`` on every call, RSS once a second: the default of
-``tracker.init``) and with ``auto_signals=False``; the rows say which.
+automatic signals (``auto_signals=True``: ``sys/step_time_s`` on every call, RSS once a
+second, the default of ``tracker.init``) and with ``auto_signals=False``; the rows say which.
 
     python bench/bench_log.py [--calls 300000] [--quick] [--json out.json] [--no-mlflow]
                               [--signals both|on|off]

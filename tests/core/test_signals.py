@@ -70,6 +70,14 @@ def test_a_short_run_still_has_a_memory_series(store_url: str) -> None:
     assert sorted(series(store, run_id, "sys/step_time_s")) == [1, 2]
 
 
+def test_system_metrics_off_turns_the_automatic_signals_off(store_url: str) -> None:
+    run_id, done = run_script(store_url, "no-signals")
+    assert done.returncode == 0, done.stderr
+    store = Store(store_url)
+    assert store.metric_keys(run_id) == ["loss"]
+    assert store.count_points(run_id) == 3
+
+
 # ------------------------------------------------------------------ exit status
 
 

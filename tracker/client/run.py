@@ -49,7 +49,7 @@ class Run:
         max_memory_points: int = 1_000_000,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
-        auto_signals: bool = True,
+        auto_signals: bool | None = None,
         capture_console: bool = True,
         console_max_chars: int | None = None,
     ) -> None:
@@ -81,6 +81,8 @@ class Run:
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
         self._watches: list[Any] = []  # tracker.watch() hooks, removed at finish
         self._signals = None
+        if auto_signals is None:  # system metrics off (system_interval=None): these too
+            auto_signals = bool(system_interval)
         if auto_signals and active:  # step time and memory per step (tracker.client.signals)
             self._signals = StepSignals(time.time(), allocator=system.allocator_stats)
             self._put_memory(0)

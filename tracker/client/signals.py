@@ -18,6 +18,10 @@ Keys (the contract the health detectors and the dashboard read):
   (allocated, reserved, peak, retries, OOMs), read with the RSS sample when torch has
   initialised CUDA; ``sys/step/gpu_allocated_bytes`` and ``..._peak_...`` stay on every call.
 
+On by default; ``tracker.init(auto_signals=False)`` turns them off, and so does turning the
+system metrics off (``system_interval=None``) unless ``auto_signals=True`` is passed: a run
+that asked for no system metrics holds exactly the points it logged.
+
 Cost: one ``time.time()`` comparison and a float subtraction per ``log()`` call; the RSS read
 (``/proc/self/statm`` through a kept file descriptor, about 2 µs; psutil elsewhere) happens
 once a second. ``bench/bench_log.py --signals both`` measures it against signals off.

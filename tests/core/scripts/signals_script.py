@@ -1,6 +1,6 @@
 """A training script for the automatic-signals tests: ``signals_script.py URI MODE [ARG]``.
 
-Prints ``RUN <id>`` first. Modes: steps, short, exit N, caught-exit, raise, oom, quiet,
+Prints ``RUN <id>`` first. Modes: steps, short, no-signals, exit N, caught-exit, raise, oom, quiet,
 noisy N, watch, compile.
 """
 
@@ -16,14 +16,21 @@ arg = sys.argv[3] if len(sys.argv) > 3 else ""
 options = {"console_max_chars": 10_000} if mode == "noisy" else {}
 if mode == "quiet":
     options["capture_console"] = False
-run = tracker.init(project="signals", uri=uri, system_interval=None, **options)
+if mode == "no-signals":  # system metrics off: the automatic signals follow
+    run = tracker.init(project="signals", uri=uri, system_interval=None)
+elif mode == "short":  # the defaults: system metrics (and so the automatic signals) on
+    run = tracker.init(project="signals", uri=uri, **options)
+else:  # the sampler thread off, the automatic signals asked for explicitly
+    run = tracker.init(
+        project="signals", uri=uri, system_interval=None, auto_signals=True, **options
+    )
 print(f"RUN {run.id}", flush=True)
 
 if mode == "steps":  # 2.5 s of steps that take 50 ms each
     for step in range(50):
         time.sleep(0.05)
         tracker.log({"loss": 1.0 / (step + 1)}, step=step)
-elif mode == "short":
+elif mode in ("short", "no-signals"):
     for step in range(3):
         tracker.log({"loss": 1.0}, step=step)
 elif mode == "exit":
