@@ -87,14 +87,23 @@ class ConsoleCapture:
         self._dropped = 0
         self._tail: deque[str] = deque()
         self._tail_chars = 0
-        self._lock = threading.Lock()
-        self._send_lock = threading.Lock()
+        # Re-entrant: a signal handler (SIGTERM finishing the run) may interrupt a write
+        # in this thread while it holds the lock.
+        self._lock = threading.RLock()
+        self._send_lock = threading.RLock()
         self._failed = False
         self._stop = threading.Event()
         self._originals = (sys.stdout, sys.stderr)
-        self._tees = (_Tee(sys.stdout, "stdout", self), _Tee(sys.stderr, "stderr", self))
+        # A missing stream (None, as under pythonw) stays missing: print() skips it.
+        self._tees = tuple(
+            None if stream is None else _Tee(stream, name, self)
+            for stream, name in ((sys.stdout, "stdout"), (sys.stderr, "stderr"))
+        )
         self._handlers: list[logging.StreamHandler[Any]] = []
-        sys.stdout, sys.stderr = self._tees  # type: ignore[assignment]
+        if self._tees[0] is not None:
+            sys.stdout = self._tees[0]  # type: ignore[assignment]
+        if self._tees[1] is not None:
+            sys.stderr = self._tees[1]  # type: ignore[assignment]
         self._point_handlers()
         self._thread = threading.Thread(
             target=self._loop, args=(flush_interval,), name="tracker-console", daemon=True
@@ -130,7 +139,7 @@ class ConsoleCapture:
                     handler, logging.FileHandler
                 ):
                     for original, tee in zip(self._originals, self._tees, strict=True):
-                        if handler.stream is original:
+                        if tee is not None and handler.stream is original:
                             handler.stream = tee
                             self._handlers.append(handler)
 
@@ -165,9 +174,10 @@ class ConsoleCapture:
                     self._dropped += dropped
             except Exception as exc:  # stop storing, keep teeing; say it once
                 self._failed = True
-                self._originals[1].write(
+                _warn(
+                    self._originals[1],
                     f"tracker: console capture of run {self._run_id} stopped: "
-                    f"{type(exc).__name__}: {exc}\n"
+                    f"{type(exc).__name__}: {exc}\n",
                 )
 
     def stop(self) -> None:
@@ -175,23 +185,30 @@ class ConsoleCapture:
         if self._stop.is_set():
             return
         self._stop.set()
-        if sys.stdout is self._tees[0]:
+        if self._tees[0] is not None and sys.stdout is self._tees[0]:
             sys.stdout = self._originals[0]
-        if sys.stderr is self._tees[1]:
+        if self._tees[1] is not None and sys.stderr is self._tees[1]:
             sys.stderr = self._originals[1]
         for handler in self._handlers:
             for original, tee in zip(self._originals, self._tees, strict=True):
-                if handler.stream is tee:
+                if tee is not None and handler.stream is tee:
                     handler.stream = original
         self._thread.join(timeout=5)
         self.send()
         with self._lock:
             left = self._queued
         if left:
-            self._originals[1].write(
+            _warn(
+                self._originals[1],
                 f"tracker: {left} characters of console output of run {self._run_id} were not "
-                "stored: the store is unreachable\n"
+                "stored: the store is unreachable\n",
             )
+
+
+def _warn(stream: Any, message: str) -> None:
+    """Say it on the original stderr, if the process has one."""
+    if stream is not None:
+        stream.write(message)
 
 
 __all__ = ["DEFAULT_MAX_CHARS", "ConsoleCapture"]
