@@ -200,3 +200,28 @@ def test_watch_under_torch_compile_counts_graph_breaks_and_recompiles(store_url:
     assert max(recompiles.values()) >= 1  # four batch sizes with dynamic=False
     # hooks sit on the original module: names without the _orig_mod. prefix
     assert any(k.startswith("grad/norm/conv.") for k in store.metric_keys(run_id))
+
+
+def test_watch_under_ddp_logs_on_rank_0_only_with_the_modules_names(
+    store_url: str, tmp_path: Path
+) -> None:
+    rendezvous = tmp_path / "rendezvous"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, SCRIPT, store_url, "ddp", str(rendezvous)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "2"},
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    assert "WATCHING _Watcher" in outs[0][0]  # rank 0 watches
+    assert "WATCHING Watch" in outs[1][0]  # rank 1 gets a watch that does nothing
+    store = Store(store_url)
+    run_id = int(outs[0][0].splitlines()[0].split()[1])
+    grads = {k for k in store.metric_keys(run_id) if k.startswith("grad/norm/")}
+    assert grads and all(k.startswith(("grad/norm/0.", "grad/norm/2.")) for k in grads), grads
+    assert sorted(series(store, run_id, "grad/global_norm")) == [4, 9, 14, 19]

@@ -63,6 +63,27 @@ elif mode in ("oom", "quiet"):
 elif mode == "noisy":
     for i in range(int(arg)):
         print(f"line {i:06d} " + "x" * 90)
+elif mode == "ddp":  # ARG: the rendezvous file; RANK and WORLD_SIZE come from the env
+    import os
+
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", init_method=f"file://{arg}", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    model = nn.parallel.DistributedDataParallel(net)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = tracker.watch(model, optimizer, every=5)
+    print(f"WATCHING {type(handle).__name__}", flush=True)
+    for step in range(20):
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        optimizer.step()
+        tracker.log({"loss": 1.0}, step=step)
+    dist.destroy_process_group()
 elif mode in ("watch", "compile"):
     import torch
     from torch import nn
