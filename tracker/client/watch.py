@@ -37,11 +37,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sys
 import time
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.rules.keys import MAX_KEY_LENGTH, check_key
 
 DEFAULT_TOP = 5
 
@@ -272,8 +274,22 @@ def _grad_items(names: list[str], norms: list[float], top: int) -> dict[str, flo
     )
     items = {"grad/global_norm": total}
     for name, norm in ranked[:top]:
-        items[f"grad/norm/{name}"] = norm
+        items[_grad_key(name)] = norm
     return items
+
+
+def _grad_key(name: str) -> str:
+    """``grad/norm/<name>`` as a valid metric key (a ModuleDict key may hold any character)."""
+    key = f"grad/norm/{name}"
+    try:
+        return check_key(key)
+    except InvalidInput:
+        cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9_.\-]+", "_", name))
+        key = f"grad/norm/{cleaned.strip('._') or 'param'}"[:MAX_KEY_LENGTH].rstrip("/")
+        try:
+            return check_key(key)
+        except InvalidInput:
+            return "grad/norm/param"
 
 
 def _scaler_enabled(scaler: Any) -> bool:
