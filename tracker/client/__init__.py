@@ -38,7 +38,11 @@ def init(
     """Start a run (or attach to the one a queued job created) and make it the active run.
 
     ``options`` go to :class:`Run` (``flush_interval``, ``system_interval`` -- ``None``
-    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ...).
+    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ``auto_signals``
+    -- step time and RSS per step, see :mod:`tracker.client.signals`; default: on when
+    system metrics are --, ``capture_console`` -- tee stdout/stderr of a run started by hand
+    into the store, default True, see :mod:`tracker.client.console` --,
+    ``console_max_chars`` -- newest console characters a run keeps, default 4 Mi --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
 
