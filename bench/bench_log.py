@@ -10,7 +10,13 @@ because a full collection is the usual cause of a multi-millisecond outlier.
 Then the same in MLflow (SQLite backend): ``log_metric`` (one key) and ``log_metrics``
 (the 5-key dict), synchronous and ``synchronous=False``, and the ratios.
 
+``--signals both`` measures every variant twice in the same sitting: with the
+automatic signals (``auto_signals=True``: ``sys/step_time_s`` on every call, RSS once a
+second, the default of ``tracker.init``) and with ``auto_signals=False``; the rows say which.
+The default, ``--signals on``, measures the first only.
+
     python bench/bench_log.py [--calls 300000] [--quick] [--json out.json] [--no-mlflow]
+                              [--signals both|on|off]
 """
 
 from __future__ import annotations
@@ -115,11 +121,12 @@ def noise_floor(calls: int) -> dict[str, Any]:
     return {**common.call_stats(samples), **pauses.summary()}
 
 
-def measure_variant(work: Path, variant: str, calls: int) -> dict[str, Any]:
+def measure_variant(work: Path, variant: str, calls: int, signals: bool = True) -> dict[str, Any]:
     """One fresh SQLite file; a timed pass (distribution) and an untimed pass (amortized)."""
     conv = converter(variant)
-    uri = f"sqlite:///{work / f'log-{variant}.db'}"
-    opts = {"uri": uri, "system_interval": None, "spill_dir": str(work / "spill")}
+    uri = f"sqlite:///{work / f'log-{variant}-{signals}.db'}"
+    opts: dict[str, Any] = {"uri": uri, "system_interval": None, "spill_dir": str(work / "spill")}
+    opts["auto_signals"] = signals
     clock = time.perf_counter_ns
     log = tracker.log
     run = tracker.init(project="bench", name=f"log-{variant}-timed", **opts)
@@ -139,7 +146,7 @@ def measure_variant(work: Path, variant: str, calls: int) -> dict[str, Any]:
     tracker.finish()
     run.sink.close()
     points = calls * len(common.KEYS)
-    common.check_stored(uri, run.id, points)
+    common.check_stored(uri, run.id, points + (calls - 1 if signals else 0), at_least=signals)
     result: dict[str, Any] = {**common.call_stats(samples), **pauses.summary()}
     result["timed_loop_s"] = t1 - t0
     result["flush_after_loop_s"] = t2 - t1
@@ -149,7 +156,7 @@ def measure_variant(work: Path, variant: str, calls: int) -> dict[str, Any]:
     loop_s = _untimed_loop(tracker.log, calls, conv)
     tracker.finish()
     run.sink.close()
-    common.check_stored(uri, run.id, points)
+    common.check_stored(uri, run.id, points, at_least=signals)
     baseline_s = _untimed_loop(_noop, calls, conv)
     result["loop_us_per_call"] = loop_s / calls * 1e6
     result["baseline_us_per_call"] = baseline_s / calls * 1e6
@@ -158,7 +165,7 @@ def measure_variant(work: Path, variant: str, calls: int) -> dict[str, Any]:
 
 
 def tracker_side(
-    work: Path, variants: list[str], calls: int
+    work: Path, variants: list[str], calls: int, signals: tuple[bool, ...] = (True,)
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     out: dict[str, Any] = {}
     common.progress(f"noise floor: {calls:,} timed no-op calls")
@@ -170,8 +177,10 @@ def tracker_side(
             except ImportError:
                 common.progress("torch is not installed: skipping the torch_0d variant")
                 continue
-        common.progress(f"tracker {variant}: {calls:,} calls, timed then untimed")
-        out[variant] = measure_variant(work, variant, calls)
+        for on in signals:
+            name = variant if on else f"{variant} (signals off)"
+            common.progress(f"tracker {name}: {calls:,} calls, timed then untimed")
+            out[name] = measure_variant(work, variant, calls, on)
     return out, floor
 
 
@@ -241,6 +250,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}"
     )
+    parser.add_argument(
+        "--signals",
+        choices=("both", "on", "off"),
+        default="on",
+        help="automatic signals (step time, RSS) on (default), off, or both side by side",
+    )
     parser.add_argument("--mlflow-sync-calls", type=int, default=2_000)
     parser.add_argument("--mlflow-async-calls", type=int, default=20_000)
     args = parser.parse_args(argv)
@@ -259,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = common.print_header("tracker.log() per-call cost vs MLflow log_metric")
     timer_ns = common.timer_overhead_ns(time.perf_counter_ns)
     with common.workdir(args.workdir, args.keep) as work:
-        ours, floor = tracker_side(work, args.variant_list, args.calls)
+        signals = {"both": (True, False), "on": (True,), "off": (False,)}[args.signals]
+        ours, floor = tracker_side(work, args.variant_list, args.calls, signals)
         theirs = None
         if not args.no_mlflow:
             import bench_mlflow
@@ -285,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             "mlflow_async_calls": args.mlflow_async_calls,
             "mlflow_async_dict_calls": args.mlflow_async_calls // 5,
             "quick": args.quick,
+            "signals": args.signals,
         },
         "timer_overhead_ns": timer_ns,
         "noise_floor": floor,

@@ -72,6 +72,17 @@ def test_bench_log_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(doc["ratios"], "log_metric_sync_median_over_tracker")
 
 
+@pytest.mark.skipif(not HAVE_TORCH, reason="bench_watch.py trains a small CNN with torch")
+def test_bench_watch_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_watch.py", tmp_path)
+    assert doc["benchmark"] == "watch"
+    for side in ("plain", "watched"):
+        _positive(doc["step_ms"][side], "cpu_mean_ms", "cpu_median_ms", "wall_mean_ms")
+    assert set(doc["overhead_pct"]) == {
+        "cpu_mean", "cpu_median", "wall_mean", "wall_median", "target"
+    }  # fmt: skip
+
+
 def test_bench_ingest_quick_reports_every_field(tmp_path: Path) -> None:
     doc = _run_bench("bench_ingest.py", tmp_path)
     assert doc["benchmark"] == "ingest"

@@ -102,6 +102,14 @@ def resume_checkpoint() -> str | None:
     return _resume()
 
 
+def watch(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 50,
+          **kwargs: Any) -> Any:  # fmt: skip
+    """Log gradient/parameter/update/AMP/compile health; see :func:`tracker.client.watch.watch`."""
+    from tracker.client.watch import watch as _watch
+
+    return _watch(model, optimizer, scaler, every, **kwargs)
+
+
 def __getattr__(name: str) -> Any:
     if name == "config":
         from tracker.client import lifecycle
@@ -135,4 +143,5 @@ __all__ = [
     "log",
     "resume_checkpoint",
     "save_checkpoint",
+    "watch",
 ]

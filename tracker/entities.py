@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tracker.rules.failure import Failure as Failure  # re-exported: a pure rule
+
 
 class RunStatus(StrEnum):
     """What a run is doing; every value but ``queued`` and ``running`` is final."""
@@ -294,16 +296,6 @@ class LeaseState:
 
 
 @dataclass(frozen=True)
-class Failure:
-    """Why an attempt failed: a failure class (``tracker.runner.failure`` names them) and a
-    one-line hint that says what to try next. Whether it is retried is the retry policy's
-    decision (``tracker.runner.retry``), not the failure's."""
-
-    cls: str
-    hint: str
-
-
-@dataclass(frozen=True)
 class FinishResult:
     """How ``finish`` left the job: its status and, when a retry was queued, when it may run."""
 
@@ -314,7 +306,7 @@ class FinishResult:
 @dataclass(frozen=True)
 class LogChunk:
     id: int
-    job_id: int
+    job_id: int | None  # None: console output of a run started by hand (no job)
     attempt: int
     stream: str  # "stdout", "stderr" or "meta" (the runner's own notes, e.g. trimmed output)
     at: float

@@ -1,4 +1,23 @@
-"""The client library: init / log / finish / save_checkpoint, the writer and the sinks."""
+"""The client library: init / log / finish / save_checkpoint / watch, the writer and the sinks.
+
+Series every run records without user code (the keys the health detectors read):
+
+* ``sys/step_time_s`` -- wall seconds per step between ``log()`` calls that advance the step
+  (divided by the step gap; no device sync); throughput is ``1 / sys/step_time_s``.
+* ``sys/rss_bytes`` -- host RSS at the step of a ``log()`` call at most once a second, plus
+  one sample at ``init()`` (step 0) and one at finish (the last step); the CUDA allocator's
+  ``sys/gpu{i}/...`` counters with it. Both in :mod:`tracker.client.signals`; off with
+  ``auto_signals=False`` or with the system metrics (``system_interval=None``).
+* Console output of a run started by hand, teed into ``run_log_chunks`` (bounded; off under a
+  worker or with ``capture_console=False``): :mod:`tracker.client.console`.
+* Exit status: ``sys.exit(N)`` with N != 0 or an uncaught exception ends the run ``failed``
+  with exit code N (1), classified on its console output: :mod:`tracker.client.lifecycle`.
+
+With ``tracker.watch(model, optimizer, scaler, every=50)`` (:mod:`tracker.client.watch`):
+``grad/global_norm``, ``grad/norm/<param>`` (top 5 by norm), ``param/global_norm``,
+``update/ratio``, ``amp/loss_scale``, ``amp/skipped_steps``, ``compile/recompiles``,
+``compile/graph_breaks``.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +61,11 @@ def init(
     ``options`` go to :class:`Run` (``flush_interval``, ``system_interval`` -- ``None``
     turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ``max_memory_mb``
     -- the memory cap of unstored points in MiB, default ``$TRACKER_MAX_MEMORY_MB`` or 256;
-    past it points go to disk --, ...).
+    past it points go to disk --, ``auto_signals``
+    -- step time and RSS per step, see :mod:`tracker.client.signals`; default: on when
+    system metrics are --, ``capture_console`` -- tee stdout/stderr of a run started by hand
+    into the store, default True, see :mod:`tracker.client.console` --,
+    ``console_max_chars`` -- newest console characters a run keeps, default 4 Mi --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
 

@@ -60,9 +60,13 @@ class Run:
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
         exit_timeout: float | None = None,
+        auto_signals: bool | None = None,
+        capture_console: bool = True,
+        console_max_chars: int | None = None,
     ) -> None:
         from tracker import system
         from tracker.client import fork
+        from tracker.client.signals import StepSignals
 
         self.sink = sink
         self.info = info
@@ -90,6 +94,19 @@ class Run:
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
+        self._watches: list[Any] = []  # tracker.watch() hooks, removed at finish
+        self._signals = None
+        if auto_signals is None:  # system metrics off (system_interval=None): these too
+            auto_signals = bool(system_interval)
+        if auto_signals and active:  # step time and memory per step (tracker.client.signals)
+            self._signals = StepSignals(time.time(), allocator=system.allocator_stats)
+            self._put_memory(0)
+        self._console = None  # stdout/stderr teed into the store (tracker.client.console)
+        if capture_console and active and job_id is None and hasattr(sink, "append_logs"):
+            from tracker.client.console import DEFAULT_MAX_CHARS, ConsoleCapture
+
+            limit = console_max_chars or DEFAULT_MAX_CHARS
+            self._console = ConsoleCapture(sink, info.id, max_chars=limit)
         self._sampler = None
         if system_interval:
             self._sampler = system.SystemSampler(
@@ -150,7 +167,16 @@ class Run:
             allocated, peak = self._memory()
             items["sys/step/gpu_allocated_bytes"] = allocated
             items["sys/step/gpu_peak_allocated_bytes"] = peak
-        self._put((step, time.time(), items, has_tensor))
+        now = time.time()
+        if self._signals is not None:
+            self._signals.observe(step, now, items)
+        self._put((step, now, items, has_tensor))
+
+    def _put_memory(self, step: int) -> None:
+        """One RSS/allocator sample at ``step`` (init and finish: short runs get a series)."""
+        values = self._signals.memory() if self._signals is not None else None
+        if values:
+            self._put((step, time.time(), values, False))
 
     def _log_system(self, values: dict[str, float]) -> None:
         self._put((max(self._step - 1, 0), time.time(), values, False))
@@ -236,9 +262,14 @@ class Run:
         final = FinalStatus(self.id, status, exit_code, error, time.time())
         if self._sampler is not None:
             self._sampler.stop()
+        for watch in self._watches:
+            watch.remove()
+        if self._writer.error is None:
+            self._put_memory(max(self._step - 1, 0))
         try:
             self._writer.close(timeout, report=report)
         except StoreUnavailable as exc:  # nothing stored for `timeout`: skip the store
+            self._stop_console(status, error, exit_code)
             if not self.active:
                 raise
             spill = self._writer.exit_spill_path or self._writer.spill_path
@@ -255,11 +286,12 @@ class Run:
         self._store_final_status(final)
 
     def _store_final_status(self, final: FinalStatus) -> None:
+        failure = self._stop_console(final.status, final.error, final.exit_code)
         if not self.active:
             return
         try:
             self.sink.finish_run(
-                self.id, final.status, error=final.error, exit_code=final.exit_code
+                self.id, final.status, error=final.error, exit_code=final.exit_code, **failure
             )
         except StoreUnavailable as exc:
             spill = self._writer.exit_spill_path or self._writer.spill_path
@@ -270,17 +302,32 @@ class Run:
                 f"`tracker db replay {spill}` once the store is back"
             ) from exc
 
+    def _stop_console(
+        self, status: str, error: str | None, exit_code: int | None
+    ) -> dict[str, str]:
+        """Stop the console capture; for a failed run, its failure class from the output."""
+        console, self._console = self._console, None
+        if console is None:
+            return {}
+        console.stop()
+        if status != "failed":
+            return {}
+        from tracker.rules.failure import classify
+
+        found = classify(exit_code, None, console.tail() or error or "")
+        return {} if found is None else {"failure_class": found.cls, "failure_hint": found.hint}
+
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        from tracker.client.lifecycle import status_for_exception
+        from tracker.client.lifecycle import exit_code_for_exception, status_for_exception
 
         if exc is None:
             self.finish("finished")
         else:
             status, message = status_for_exception(exc)
-            self.finish(status, error=message)
+            self.finish(status, error=message or None, exit_code=exit_code_for_exception(exc))
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.project}/{self.name} {self.status}>"

@@ -54,6 +54,7 @@ class SqlSink:
         # Step ranges written since the last rollup refresh: the writer refreshes the chart
         # rollups once it is idle (settle), not inside every ingest transaction.
         self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
+        self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -135,6 +136,16 @@ class SqlSink:
 
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
         self.store.set_checkpoint_state(checkpoint_id, state)
+
+    def append_logs(self, run_id: int, lines: Sequence[tuple[str, float, str]],
+                    max_chars: int) -> None:  # fmt: skip
+        """Store console lines of a run started by hand, keeping its newest ``max_chars``."""
+        from tracker.store import logs
+
+        budget = self._log_budgets.get(run_id)
+        if budget is None:
+            budget = self._log_budgets[run_id] = logs.LogBudget(max_chars)
+        logs.append_run(self.store, run_id, lines, budget)
 
     def close(self) -> None:
         self.store.close()

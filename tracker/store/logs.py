@@ -1,5 +1,10 @@
 """Job output in the store: append fenced chunks, trim the oldest past a budget, read them back.
 
+A run started by hand (no job) has its own console output, teed by the client
+(``tracker/client/console.py``) through :func:`append_run` into ``run_log_chunks``: same chunk
+shape and the same oldest-first trimming past a budget; :func:`run_logs` returns the job's
+output for a job's run and the run's own output otherwise (``job_id`` None, ``attempt`` 0).
+
 The worker appends (:func:`append`, fenced by its lease); the CLI (``tracker jobs logs
 --follow``) and the dashboard's live log views read after a cursor (:func:`logs_after`,
 :func:`run_logs`). Reads raise StoreUnavailable (503) when the database cannot be reached.
@@ -127,7 +132,34 @@ def append(
     return True
 
 
-def _trim(conn: sa.Connection, job_id: int, budget: LogBudget) -> None:
+def append_run(store: Store, run_id: int, lines: Sequence[Line], budget: LogBudget) -> None:
+    """Store console lines of a run started by hand; trim its oldest output past ``budget``.
+
+    Raises:
+        StoreUnavailable: the database cannot be reached (nothing was stored; retry).
+    """
+    chunks = group_lines(lines)
+    if not chunks:
+        return
+    with write_begin(store.engine) as conn:
+        for stream, at, text in chunks:
+            chunk_id = conn.execute(
+                sa.insert(m.RunLogChunkRow)
+                .values(run_id=run_id, stream=stream, at=at, text=text)
+                .returning(m.RunLogChunkRow.id)
+            ).scalar_one()
+            budget.add(chunk_id, len(text))
+        if budget.over():
+            _trim(conn, run_id, budget, m.RunLogChunkRow, "run")
+
+
+def _trim(
+    conn: sa.Connection,
+    job_id: int,
+    budget: LogBudget,
+    table: type[m.JobLogChunkRow] | type[m.RunLogChunkRow] = m.JobLogChunkRow,
+    owner: str = "job",
+) -> None:
     drop = budget.plan_trim()
     if not drop:
         return
@@ -135,14 +167,14 @@ def _trim(conn: sa.Connection, job_id: int, budget: LogBudget) -> None:
     if budget.marker_id is not None:
         drop.append(budget.marker_id)
     if drop:
-        conn.execute(sa.delete(m.JobLogChunkRow).where(m.JobLogChunkRow.id.in_(drop)))
+        conn.execute(sa.delete(table).where(table.id.in_(drop)))
     text = (
         f"[tracker: {budget.trimmed} characters of older output were trimmed; "
-        f"a job keeps at most {budget.limit} characters]\n"
+        f"a {owner} keeps at most {budget.limit} characters]\n"
     )
     conn.execute(
-        sa.update(m.JobLogChunkRow)
-        .where(m.JobLogChunkRow.id == keep_as_marker)
+        sa.update(table)
+        .where(table.id == keep_as_marker)
         .values(stream="meta", text=text, at=time.time())
     )
     budget.marker_id = keep_as_marker
@@ -190,9 +222,24 @@ def run_logs(
     stream: str | None = None,
     tail: bool = False,
 ) -> tuple[int | None, list[LogChunk]]:
-    """(job id, chunks) of the job that runs this run (as ``logs_after``); (None, []) for a
-    run without a job."""
+    """(job id, chunks) of the job that runs this run (as ``logs_after``); for a run without
+    a job, (None, the console output its client captured)."""
     job = job_for_run(store, run_id)
     if job is None:
-        return None, []
+        return None, _own_logs(store, run_id, after, limit, stream, tail)
     return job.id, logs_after(store, job.id, after=after, limit=limit, stream=stream, tail=tail)
+
+
+def _own_logs(
+    store: Store, run_id: int, after: int, limit: int, stream: str | None, tail: bool
+) -> list[LogChunk]:
+    c = m.RunLogChunkRow
+    query = sa.select(c.id, c.stream, c.at, c.text).where(c.run_id == run_id, c.id > after)
+    if stream is not None:
+        if stream not in ("stdout", "stderr"):
+            raise InvalidInput(f"stream={stream!r}: use stdout or stderr", field="stream")
+        query = query.where(c.stream.in_([stream, "meta"]))
+    query = query.order_by(c.id.desc() if tail else c.id).limit(limit)
+    with read_conn(store.engine) as conn:
+        rows = [LogChunk(cid, None, 0, s, at, text) for cid, s, at, text in conn.execute(query)]
+    return rows[::-1] if tail else rows

@@ -260,6 +260,18 @@ class JobLogChunkRow(Base):
     __table_args__ = (sa.Index("ix_job_log_chunks_job_id_id", "job_id", "id"),)
 
 
+class RunLogChunkRow(Base):
+    """Console output of a run started by hand, teed by the client (tracker/client/console.py)."""
+
+    __tablename__ = "run_log_chunks"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
+    stream: Mapped[str] = mapped_column(sa.String(8))
+    at: Mapped[float]
+    text: Mapped[str] = mapped_column(sa.Text)
+    __table_args__ = (sa.Index("ix_run_log_chunks_run_id_id", "run_id", "id"),)
+
+
 class ScheduleRow(Base):
     __tablename__ = "schedules"
     id: Mapped[int] = mapped_column(primary_key=True)

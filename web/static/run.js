@@ -271,7 +271,8 @@
       const doc = await api(`/api/v1/runs/${runId}/logs?${params}`);
       jobId = doc.job_id;
       document.getElementById("log-job").textContent = jobId
-        ? `output of job ${jobId}` : "this run was started by hand: no job output is stored";
+        ? `output of job ${jobId}`
+        : "console output of this run, started by hand (teed by the client)";
       append(doc.chunks);
       after = doc.next_after;
       return doc.chunks.length;
@@ -280,7 +281,7 @@
     async function open() {
       if (following) return;
       await refresh();
-      if (ACTIVE.has(run.status) && jobId) {
+      if (ACTIVE.has(run.status)) {
         following = T.poll(async () => {
           if (document.querySelector('.tab-panel[data-panel="logs"]').hidden) return true;
           await refresh();

@@ -1,0 +1,398 @@
+"""Why did a training job or run fail? A pure classifier over its exit status and output tail.
+
+``classify`` never raises and never reads anything: the worker passes the exit code, the
+signal, the last few KiB of stderr and what it observed (peak GPU memory, host memory
+pressure, its own timeout or cancel); the client passes, for a run started by hand, its exit
+code and the tail of its captured console output (``tracker/client/console.py``). It lives
+in ``tracker.rules`` so both can use it (the client may not import the runner);
+``tracker.runner.failure`` re-exports it. The result (``tracker.entities.Failure``) is a stable
+class string and a hint that tells the user what to try next; whether it is retried is
+decided by the retry policy (:mod:`tracker.runner.retry`).
+
+``killed_by_signal`` is the class of a process stopped by SIGKILL/SIGTERM from outside the
+job; it is not the run status ``killed`` (see ``tracker.entities.RunStatus``).
+
+Order of evidence: the runner's own verdict (cancelled, timed out) first; then SIGKILL and
+SIGTERM, which leave no traceback to read; then what stderr says (CUDA OOM, device assert,
+NCCL, non-finite loss, a Python traceback); then any other signal; then the bare exit code.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from dataclasses import dataclass
+
+__all__ = [
+    "CANCELLED",
+    "CUDA_OOM",
+    "DEVICE_ASSERT",
+    "EXIT_CODE",
+    "FAILURE_CLASSES",
+    "HOST_OOM",
+    "IMPORT_ERROR",
+    "KILLED_BY_SIGNAL",
+    "MISSING_FILE",
+    "NCCL",
+    "NONFINITE_LOSS",
+    "PYTHON_EXCEPTION",
+    "TIMEOUT",
+    "Failure",
+    "PythonError",
+    "classify",
+    "last_python_error",
+]
+
+CUDA_OOM = "cuda_oom"
+NCCL = "nccl"
+DEVICE_ASSERT = "device_assert"
+NONFINITE_LOSS = "nonfinite_loss"
+HOST_OOM = "host_oom"
+KILLED_BY_SIGNAL = "killed_by_signal"
+TIMEOUT = "timeout"
+CANCELLED = "cancelled"
+IMPORT_ERROR = "import_error"
+MISSING_FILE = "missing_file"
+PYTHON_EXCEPTION = "python_exception"
+EXIT_CODE = "exit_code"
+FAILURE_CLASSES = (
+    CUDA_OOM,
+    NCCL,
+    DEVICE_ASSERT,
+    NONFINITE_LOSS,
+    HOST_OOM,
+    KILLED_BY_SIGNAL,
+    TIMEOUT,
+    CANCELLED,
+    IMPORT_ERROR,
+    MISSING_FILE,
+    PYTHON_EXCEPTION,
+    EXIT_CODE,
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an attempt failed: a failure class (the constants above) and a one-line hint that
+    says what to try next. Whether it is retried is the retry policy's decision
+    (``tracker.runner.retry``), not the failure's. Re-exported as ``tracker.entities.Failure``."""
+
+    cls: str
+    hint: str
+
+
+_GIB = 1024**3
+_MAX_DETAIL = 300
+
+
+@dataclass(frozen=True)
+class PythonError:
+    """The final exception of the last traceback: ``type_name: message`` and where it rose."""
+
+    type_name: str
+    message: str
+    location: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}" if self.message else self.type_name
+
+
+# --------------------------------------------------------------------- traceback parsing
+
+# torchrun (PyTorch >= 2.3) prefixes every line of a rank's output with "[rank0]: ".
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]: ?")
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::(?: (.*))?)?$")
+_EXC_LINE_LOOSE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
+_FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+)(?:, in (.+))?$')
+
+
+def _clean_lines(stderr_tail: str) -> list[str]:
+    return [_RANK_PREFIX.sub("", line.rstrip("\r")) for line in stderr_tail.splitlines()]
+
+
+def _shorten(text: str, limit: int = _MAX_DETAIL) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def last_python_error(stderr_tail: str) -> PythonError | None:
+    """The exception that ended the last Python traceback in ``stderr_tail``, if any.
+
+    Chained exceptions print several tracebacks; the last one is the exception that escaped.
+    The exception line is the first unindented line after the traceback's frames. When the
+    tail was cut before any traceback header, the last line shaped like ``SomeError: text``
+    is used instead.
+    """
+    lines = _clean_lines(stderr_tail)
+    header = max(
+        (i for i, line in enumerate(lines) if line.strip() == _TRACEBACK_HEADER), default=None
+    )
+    if header is None:
+        for line in reversed(lines):
+            m = _EXC_LINE_LOOSE.match(line.strip())
+            if m:
+                return PythonError(m.group(1), _shorten(m.group(2)))
+        return None
+    location = None
+    for line in lines[header + 1 :]:
+        frame = _FRAME.match(line)
+        if frame:
+            name = f" in {frame.group(3)}" if frame.group(3) else ""
+            location = f"{frame.group(1)}:{frame.group(2)}{name}"
+            continue
+        if not line.strip() or line[:1].isspace():
+            continue  # source lines, carets, "[Previous line repeated ...]"
+        m = _EXC_LINE.match(line.strip())
+        if m:
+            return PythonError(m.group(1), _shorten(m.group(2) or ""), location)
+        return PythonError(_shorten(line), "", location)
+    return None
+
+
+# ---------------------------------------------------------------------- stderr patterns
+
+_CUDA_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory"
+)
+_TRIED = re.compile(r"Tried to allocate ([\d.]+ [KMGT]?i?B)")
+_CAPACITY = re.compile(r"total capacity of ([\d.]+ [KMGT]?i?B)")
+_DEVICE_ASSERT = re.compile(r"device-side assert(?:ion)? triggered", re.IGNORECASE)
+_NCCL_TIMEOUT = re.compile(
+    r"Watchdog caught collective operation timeout|NCCL.{0,80}tim(?:ed )?out", re.IGNORECASE
+)
+_NCCL_ERROR = re.compile(
+    r"NCCL error|nccl(?:Internal|System|Unhandled\w*|Invalid\w*|Remote)Error|ProcessGroupNCCL"
+    r"|DistBackendError"
+)
+_NCCL_OP = re.compile(r"OpType=(\w+)")
+_NCCL_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
+_NCCL_RANK = re.compile(r"\[Rank (\d+)\]")
+_NONFINITE_TYPES = ("NonFiniteLossError",)
+_NONFINITE_TEXT = re.compile(
+    r"\bloss\b[^\n]{0,40}?\b(?:nan|inf|infinite|infinity|non-?finite)\b", re.IGNORECASE
+)
+_DATALOADER_KILLED = re.compile(
+    r"DataLoader worker \(pids?[^)]*\) (?:is killed by signal: Killed|exited unexpectedly)"
+)
+_HOST_KILLED = re.compile(r"^\s*Killed\s*$|Out of memory: Kill|oom-kill", re.MULTILINE)
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+_CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)'(?: from '([^']+)')?")
+_NO_SUCH_FILE = re.compile(r"No such file or directory: '([^']+)'|can't open file '([^']+)'")
+
+
+def _cuda_oom(text: str, peak_gpu_bytes: int | None) -> Failure:
+    facts = []
+    tried = _TRIED.search(text)
+    if tried:
+        facts.append(f"tried to allocate {tried.group(1)}")
+    if peak_gpu_bytes is not None and peak_gpu_bytes >= 0:
+        facts.append(f"peak allocated {peak_gpu_bytes / _GIB:.2f} GiB")
+    capacity = _CAPACITY.search(text)
+    if capacity:
+        facts.append(f"GPU total {capacity.group(1)}")
+    seen = f" ({'; '.join(facts)})" if facts else ""
+    return Failure(
+        CUDA_OOM,
+        f"CUDA ran out of GPU memory{seen}. Try a smaller batch size (with gradient "
+        "accumulation to keep the effective batch), gradient checkpointing or mixed precision; "
+        "if much memory is reserved but unallocated, set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+    )
+
+
+def _nccl(text: str) -> Failure:
+    if _NCCL_TIMEOUT.search(text):
+        op = _NCCL_OP.search(text)
+        ran = _NCCL_RAN_FOR.search(text)
+        rank = _NCCL_RANK.search(text)
+        what = f"collective {op.group(1)}" if op else "a collective operation"
+        after = f" after {int(ran.group(1)) / 1000:g} s" if ran else ""
+        where = f" on rank {rank.group(1)}" if rank else ""
+        head = f"NCCL {what} timed out{after}{where}: another rank probably died or hung"
+        head += " (look for the first error in every rank's log) or ranks ran different code paths"
+    else:
+        head = "NCCL reported an error: a rank may have died, or the network/GPUs are misconfigured"
+    return Failure(
+        NCCL,
+        f"{head}. Rerun with NCCL_DEBUG=INFO (and TORCH_DISTRIBUTED_DEBUG=DETAIL) to see which.",
+    )
+
+
+def _from_stderr(
+    text: str, error: PythonError | None, peak_gpu_bytes: int | None
+) -> Failure | None:
+    if _DEVICE_ASSERT.search(text):
+        return Failure(
+            DEVICE_ASSERT,
+            "A CUDA kernel hit a device-side assert (often an index out of range, e.g. a label "
+            ">= num_classes in a loss or an embedding index). CUDA reports it late and at the "
+            "wrong line: rerun on CPU or with CUDA_LAUNCH_BLOCKING=1 to see the real error.",
+        )
+    if _CUDA_OOM.search(text):
+        return _cuda_oom(text, peak_gpu_bytes)
+    if _NCCL_TIMEOUT.search(text) or _NCCL_ERROR.search(text):
+        return _nccl(text)
+    nonfinite = _nonfinite(text, error)
+    if nonfinite:
+        return nonfinite
+    if _DATALOADER_KILLED.search(text):
+        return Failure(
+            HOST_OOM,
+            "A DataLoader worker was killed, most likely by the host's out-of-memory killer. "
+            "Lower num_workers or prefetch_factor, or avoid copying large Python lists into "
+            "each worker.",
+        )
+    if error is not None:
+        return _from_python_error(error)
+    return _missing_file(text)
+
+
+def _nonfinite(text: str, error: PythonError | None) -> Failure | None:
+    # With a traceback, only its final exception counts: an earlier "loss: nan" log line
+    # does not explain a later ValueError.
+    if error is not None:
+        short_type = error.type_name.rsplit(".", 1)[-1]
+        m = _NONFINITE_TEXT.search(str(error))
+        if short_type not in _NONFINITE_TYPES and m is None:
+            return None
+        evidence = str(error)
+    else:
+        m = _NONFINITE_TEXT.search(text)
+        if m is None and not any(t in text for t in _NONFINITE_TYPES):
+            return None
+        evidence = m.group(0) if m else ""
+    said = f" ({_shorten(evidence, 120)})" if evidence else ""
+    return Failure(
+        NONFINITE_LOSS,
+        f"The loss became NaN or Inf{said}. Lower the learning rate, add gradient clipping, "
+        "check the inputs for NaN, or use bf16 / a GradScaler instead of plain fp16.",
+    )
+
+
+def _import_failure(text: str) -> Failure:
+    missing = _NO_MODULE.search(text)
+    if missing:
+        name = missing.group(1)
+        return Failure(
+            IMPORT_ERROR,
+            f"Python module '{name}' is not installed in the job's environment: install it "
+            f"(pip install {name.split('.')[0]}) or run the job with the right interpreter.",
+        )
+    cannot = _CANNOT_IMPORT.search(text)
+    what = "a name"
+    if cannot:
+        what = f"'{cannot.group(1)}'" + (f" from '{cannot.group(2)}'" if cannot.group(2) else "")
+    return Failure(
+        IMPORT_ERROR,
+        f"Import failed: cannot import {what} ({_shorten(text, 160)}); check the installed "
+        "package versions.",
+    )
+
+
+def _from_python_error(error: PythonError) -> Failure:
+    short_type = error.type_name.rsplit(".", 1)[-1]
+    if short_type in ("ModuleNotFoundError", "ImportError"):
+        return _import_failure(str(error))
+    if short_type == "FileNotFoundError":
+        found = _missing_file(str(error))
+        if found:
+            return found
+    where = f" (at {error.location})" if error.location else ""
+    return Failure(PYTHON_EXCEPTION, f"{error}{where}")
+
+
+def _missing_file(text: str) -> Failure | None:
+    matches = list(_NO_SUCH_FILE.finditer(text))
+    if not matches:
+        return None
+    m = matches[-1]
+    path = m.group(1) or m.group(2)
+    return Failure(
+        MISSING_FILE,
+        f"File not found: '{path}'. Relative paths resolve against the job's working "
+        "directory; check the path and that the data is mounted on this host.",
+    )
+
+
+# ---------------------------------------------------------------------------- signals
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+_SIGNAL_NOTES: dict[int, str] = {
+    _signal.SIGSEGV: " (segmentation fault: a crash in native code such as a C++/CUDA extension)",
+    _signal.SIGABRT: " (abort: usually a failed check in native code; see the lines above it)",
+    _signal.SIGINT: " (interrupted, as by Ctrl-C)",
+}
+
+
+def _effective_signal(exit_code: int | None, signum: int | None) -> int | None:
+    if signum is not None:
+        return signum
+    if exit_code is not None and exit_code < 0:
+        return -exit_code  # subprocess reports death by signal N as returncode -N
+    if exit_code is not None and 128 < exit_code <= 128 + 64:
+        return exit_code - 128  # shells report it as 128 + N
+    return None
+
+
+def _killed(signum: int, text: str, host_oom_suspected: bool) -> Failure:
+    if signum == _signal.SIGKILL and (host_oom_suspected or _HOST_KILLED.search(text)):
+        return Failure(
+            HOST_OOM,
+            "The process was killed (SIGKILL) while the host was out of memory. Lower "
+            "DataLoader num_workers, the batch size or in-memory caching, or run on a host "
+            "with more RAM.",
+        )
+    return Failure(
+        KILLED_BY_SIGNAL,
+        f"The process was killed by {_signal_name(signum)} from outside the job (another "
+        "user, a cluster scheduler's preemption, or a system shutdown).",
+    )
+
+
+def classify(
+    exit_code: int | None,
+    signal: int | None,
+    stderr_tail: str,
+    *,
+    peak_gpu_bytes: int | None = None,
+    host_oom_suspected: bool = False,
+    timed_out: bool = False,
+    cancelled: bool = False,
+) -> Failure | None:
+    """Classify how a job ended; ``None`` when it succeeded (exit 0, no signal, no flag).
+
+    ``signal`` is the signal that ended the process if known; otherwise a negative
+    ``exit_code`` (``-N``) or one of ``129..192`` (``128 + N``) is read as signal ``N``.
+    Never raises.
+    """
+    text = stderr_tail or ""
+    if cancelled:
+        return Failure(CANCELLED, "The job was cancelled.")
+    if timed_out:
+        return Failure(
+            TIMEOUT,
+            "The job ran past its time limit and was stopped. Raise --timeout, or save "
+            "checkpoints so a retry resumes instead of starting over.",
+        )
+    signum = _effective_signal(exit_code, signal)
+    if exit_code == 0 and signum is None:
+        return None
+    if signum in (_signal.SIGKILL, _signal.SIGTERM):
+        return _killed(signum, text, host_oom_suspected)
+    found = _from_stderr(text, last_python_error(text), peak_gpu_bytes)
+    if found is not None:
+        return found
+    if signum is not None:
+        why = _SIGNAL_NOTES.get(signum, "")
+        return Failure(EXIT_CODE, f"The process was terminated by {_signal_name(signum)}{why}.")
+    if exit_code is None:
+        return Failure(EXIT_CODE, "The process ended without an exit status.")
+    return Failure(EXIT_CODE, f"The process exited with code {exit_code}.")
