@@ -180,8 +180,13 @@ class ConsoleCapture:
                     f"{type(exc).__name__}: {exc}\n",
                 )
 
-    def stop(self) -> None:
-        """Put the original streams back and send what is left (once; never raises)."""
+    def stop(self, *, send: bool = True) -> None:
+        """Put the original streams back and send what is left (once; never raises).
+
+        ``send=False`` (the store is known to be down) sends nothing, and neither does a
+        capture whose thread is still blocked in the store after 5 s: the exit of the
+        process must not wait on the store twice. What is left is reported as not stored.
+        """
         if self._stop.is_set():
             return
         self._stop.set()
@@ -194,7 +199,8 @@ class ConsoleCapture:
                 if tee is not None and handler.stream is tee:
                     handler.stream = original
         self._thread.join(timeout=5)
-        self.send()
+        if send and not self._thread.is_alive():
+            self.send()
         with self._lock:
             left = self._queued
         if left:

@@ -269,7 +269,7 @@ class Run:
         try:
             self._writer.close(timeout, report=report)
         except StoreUnavailable as exc:  # nothing stored for `timeout`: skip the store
-            self._stop_console(status, error, exit_code)
+            self._stop_console(status, error, exit_code, send=False)
             if not self.active:
                 raise
             spill = self._writer.exit_spill_path or self._writer.spill_path
@@ -303,13 +303,13 @@ class Run:
             ) from exc
 
     def _stop_console(
-        self, status: str, error: str | None, exit_code: int | None
+        self, status: str, error: str | None, exit_code: int | None, *, send: bool = True
     ) -> dict[str, str]:
         """Stop the console capture; for a failed run, its failure class from the output."""
         console, self._console = self._console, None
         if console is None:
             return {}
-        console.stop()
+        console.stop(send=send)
         if status != "failed":
             return {}
         from tracker.rules.failure import classify
