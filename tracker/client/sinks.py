@@ -13,11 +13,16 @@ batch whose outcome it does not know.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tracker.entities import CheckpointInfo, RunInfo
+
+_log = logging.getLogger(__name__)
+DIAGNOSE_EVERY_S = 10.0  # live diagnoses of a run written through the SQL sink
 
 Record = tuple[int, int, dict[str, float]]
 
@@ -48,6 +53,7 @@ class SqlSink:
         # Step ranges written since the last rollup refresh: the writer refreshes the chart
         # rollups once it is idle (settle), not inside every ingest transaction.
         self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
+        self._diagnosed_at = time.monotonic()
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -102,9 +108,27 @@ class SqlSink:
 
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id)
+        now = time.monotonic()
+        if now - self._diagnosed_at >= DIAGNOSE_EVERY_S:  # live doctor, off the training thread
+            self._diagnosed_at = now
+            self._diagnose(run_id, final=False)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         self.store.finish_run(run_id, status, **attrs)
+        self._diagnose(run_id, final=True)
+
+    def _diagnose(self, run_id: int, *, final: bool) -> None:
+        """Run the doctor over the stored run (tracker.store.diagnoses); a failure of the
+        doctor is logged and never fails the training script."""
+        from tracker.errors import StoreUnavailable
+        from tracker.store.diagnoses import diagnose_run
+
+        try:
+            diagnose_run(self.store, run_id, final=final)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            _log.exception("run %s: the doctor failed; `tracker doctor %s` retries", run_id, run_id)
 
     def add_event(
         self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None

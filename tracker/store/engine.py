@@ -34,7 +34,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "tracker_begin"
 
 # The newest Alembic revision this code knows; tests check it equals the migrations' head.
-SCHEMA_HEAD = "0004_auth"
+SCHEMA_HEAD = "0005_diagnoses"
 
 
 def resolve_uri(uri: str | None = None) -> str:
