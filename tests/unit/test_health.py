@@ -140,7 +140,7 @@ FAILING: list[tuple[str, Callable[[], Series], str, int, int]] = [
     ("data-loading stall that recovers", _stall, "throughput_drop", 120, 3),
     ("stall to the end", _stall_to_the_end, "throughput_drop", 150, 3),
     ("recompiles", _recompiles, "recompiles", 45, 0),
-    ("amp scale collapse", _scale_collapse, "amp_scale_collapse", 119, 1),
+    ("amp scale collapse", _scale_collapse, "amp_scale_collapse", 120, 0),
     ("all steps skipped", _all_skipped, "amp_scale_collapse", 310, 10),
     ("grad explosion", _explosion, "grad_explosion", 150, 0),
     ("grad vanishing", _vanishing, "grad_vanishing", 100, 0),
@@ -403,14 +403,14 @@ def test_memory_growth_reports_bytes_per_step() -> None:
 
 
 def test_throughput_drop_names_both_step_times() -> None:
-    found = throughput_drop([(s, 0.1 if s < 50 else 0.4) for s in range(100)])
+    found = throughput_drop([(s, 0.1 if s < 50 else 0.4) for s in range(100)])  # 15 s lost
     assert found is not None and found.step == 50
     assert "Steps slowed from 0.1 s to 0.4 s each (25% of the throughput)" in found.message
 
 
 def test_scale_collapse_from_the_scale_alone() -> None:
     found = amp_scale_collapse([(s, 2.0 ** (16 - max(0, s - 10))) for s in range(40)])
-    assert found is not None and found.step == 10
+    assert found is not None and found.step == 11
 
 
 def test_checkpoint_problems_listed() -> None:

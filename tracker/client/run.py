@@ -246,6 +246,13 @@ def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None
             return info
         if info.state != state:
             sink.set_checkpoint_state(info.id, state)
+            # the doctor reports it (checkpoint_corrupt); the event says a resume skipped it
+            sink.add_event(
+                run_id,
+                "checkpoint_skipped",
+                f"checkpoint of step {info.step} is {state} ({info.path}): skipped on resume",
+                {"checkpoint_id": info.id, "step": info.step, "state": state},
+            )
     return None
 
 

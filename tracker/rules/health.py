@@ -114,6 +114,7 @@ class HealthLimits:
     memory_min_growth_rss: float = 64 * 1024**2
     slow_factor: float = 2.0  # step time this many times the baseline is slow
     slow_points: int = 10  # a slow stretch shorter than this is a pause, not a drop
+    slow_min_lost_s: float = 1.0  # ... and one that cost less time than this is noise
     explode_factor: float = 10.0
     vanish_ratio: float = 1e-4  # grad norm below this share of its early median
     vanish_floor: float = 1e-8  # or below this absolute value
@@ -483,8 +484,9 @@ def throughput_drop(
     The baseline is the median step time of the first fifth of the run (at least 10
     points); a point is slow when the median of it and its 4 neighbours is over
     ``slow_factor`` x baseline, so one long step (an evaluation, a checkpoint save) never
-    is. A slow stretch must last ``slow_points`` points or more; the first such stretch is
-    reported, whether it recovered or not.
+    is. A slow stretch must last ``slow_points`` points or more and cost ``slow_min_lost_s``
+    seconds over the baseline (scheduling noise of millisecond steps does not); the first
+    such stretch is reported, whether it recovered or not.
     """
     limits = limits or HealthLimits()
     pts = [(s, v) for s, v in _finite(_sorted(points)) if v >= 0]
@@ -505,7 +507,8 @@ def throughput_drop(
         j = k
         while j < len(slow) and slow[j]:
             j += 1
-        if j - k >= limits.slow_points:
+        lost = math.fsum(max(0.0, v - base) for v in vals[k:j])
+        if j - k >= limits.slow_points and lost >= limits.slow_min_lost_s:
             return _throughput_diagnosis(metric, pts, base, k, j)
         k = j
     return None
@@ -642,12 +645,12 @@ def amp_scale_collapse(
         # back to the first point of the final decline (halvings, or a floor plateau)
         while k > 0 and (pts[k - 1][1] > pts[k][1] or pts[k - 1][1] <= limits.scale_floor):
             k -= 1
-        onset = pts[k][0]
+        onset = pts[min(k + 1, len(pts) - 1)][0]  # the first lowered scale
         return Diagnosis(
             AMP_SCALE_COLLAPSE,
             "error",
             onset,
-            f"The AMP loss scale collapsed from {_fmt(pts[k][1])} at step {onset} to "
+            f"The AMP loss scale collapsed from {_fmt(pts[k][1])} at step {pts[k][0]} to "
             f"{_fmt(pts[-1][1])} at step {pts[-1][0]}: every step overflows, so the "
             "optimizer skips them all.",
             _AMP_HINT,
