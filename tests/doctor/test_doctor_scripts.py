@@ -87,6 +87,7 @@ def test_failing_script_run_by_hand_is_diagnosed(
         assert "checkpoint_skipped" in kinds and "resumed from step 20" in done.stdout
 
 
+@pytest.mark.timeout(1500)  # nine small trainings, three at a time
 def test_failing_scripts_as_queued_jobs(store: Store, procs: Procs, tmp_path: Path) -> None:
     jobs = {}
     for name, *_ in CASES:
@@ -94,7 +95,7 @@ def test_failing_scripts_as_queued_jobs(store: Store, procs: Procs, tmp_path: Pa
         assert done.returncode == 0, done.stderr
         jobs[name] = json.loads(done.stdout)
     worker = procs.worker("--gpus", "none", "--exit-when-idle", "--max-jobs", "3")
-    assert worker.wait(900, "the worker to run every script") == 0, worker.output()
+    assert worker.wait(1400, "the worker to run every script") == 0, worker.output()
     for name, code, metric, onset, window in CASES:
         job = jobs[name]
         _check(store, job["run_id"], code, metric, onset, window)

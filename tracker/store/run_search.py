@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -247,12 +248,29 @@ class _Translator:
             .where(m.MetricSummaryRow.run_id == m.RunRow.id, m.MetricSummaryRow.key_id == key_id)
             .scalar_subquery()
         )
+        if isinstance(c.value, float) and math.isnan(c.value):  # NaN is stored as NULL
+            return (
+                sa.select(m.MetricSummaryRow.run_id)
+                .where(
+                    m.MetricSummaryRow.run_id == m.RunRow.id,
+                    m.MetricSummaryRow.key_id == key_id,
+                    m.MetricSummaryRow.last_value.is_(None),
+                )
+                .exists()
+            )
         return sa.and_(value.is_not(None), getattr(value, _ORDER[c.op])(c.value))
 
     def attribute(self, c: Compare) -> Any:
         name, value, op = c.field.name, c.value, c.op
         if name == "tags":
             return tag_filter(self.dialect, str(value))
+        if name == "diagnosis":  # stored by the doctor (tracker.store.diagnoses)
+            found = sa.select(m.RunEventRow.id).where(
+                m.RunEventRow.run_id == m.RunRow.id, m.RunEventRow.kind == "diagnosis"
+            )
+            if value is None:
+                return ~found.exists()
+            return found.where(m.RunEventRow.code == str(value)).exists()
         if name in _STRING_ATTRS:
             col = _STRING_ATTRS[name]
             if value is None:
