@@ -120,3 +120,18 @@ def test_healthy_script_has_no_diagnosis(tmp_path: Path, shape: str) -> None:
     store = Store(uri)
     [run] = store.list_runs()
     assert list_diagnoses(store, run.id) == []
+
+
+@pytest.mark.timeout(600)
+def test_torchrun_job_names_the_first_failing_rank(store: Store, procs: Procs) -> None:
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            str(SCRIPTS / "fail_rank.py")]  # fmt: skip
+    done = procs.run("submit", "--json", "--", *argv)
+    assert done.returncode == 0, done.stderr
+    job = json.loads(done.stdout)
+    worker = procs.worker("--gpus", "none", "--exit-when-idle")
+    assert worker.wait(500, "the torchrun job to end") == 0, worker.output()
+    info = store_jobs.get_job(store, job["id"])
+    assert (info.status, info.failure_class) == ("failed", "python_exception"), info
+    assert info.failure_hint is not None
+    assert info.failure_hint.startswith("rank 1 failed first: ValueError: rank 1 could not read")
