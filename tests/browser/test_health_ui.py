@@ -18,7 +18,7 @@ def test_health_panel_marker_and_badge(page: Any, dashboard: Dashboard, screensh
     found = diagnose_run(dashboard.store, run_id)
     nonfinite = [d for d in found if d.code == "nonfinite" and d.metric == "train/loss"]
     assert nonfinite and nonfinite[0].step == 420
-    page.goto(f"{dashboard.url}/runs/{run_id}")
+    page.goto(f"{dashboard.url}/runs/{run_id}", timeout=60_000)  # plotly parses slowly on a busy CI
     panel = page.locator("#run-health")
     panel.locator('.health-item[data-code="nonfinite"]').first.wait_for()
     text = panel.inner_text()

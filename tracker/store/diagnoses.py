@@ -173,7 +173,9 @@ def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
     """The run's diagnosis events, by onset step. Raises NotFound for an unknown run."""
     store.get_run(run_id)
     query = sa.select(*m.RunEventRow.__table__.columns).where(
-        m.RunEventRow.run_id == run_id, m.RunEventRow.kind == DIAGNOSIS
+        m.RunEventRow.run_id == run_id,
+        m.RunEventRow.kind == DIAGNOSIS,
+        m.RunEventRow.code.is_not(None),  # the doctor's own (an event posted by hand has none)
     )
     with read_conn(store.engine) as conn:
         rows = [
