@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.client import lifecycle
+from tracker.client.nonfinite import nonfinite_policy
 from tracker.client.run import Run, latest_verified_checkpoint
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import RunInfo
@@ -38,7 +39,9 @@ def init(
     """Start a run (or attach to the one a queued job created) and make it the active run.
 
     ``options`` go to :class:`Run` (``flush_interval``, ``system_interval`` -- ``None``
-    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ...).
+    turns system metrics off --, ``log_gpu_memory``, ``checkpoint_dir``, ``on_nonfinite``
+    -- ``"stop"`` raises ``NonFiniteLossError`` from ``log()`` at the first persistent
+    NaN/Inf of a loss, see :mod:`tracker.client.nonfinite` --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
 
@@ -46,6 +49,7 @@ def init(
         InvalidInput: a config value or tag cannot be stored (the message names it).
         StoreUnavailable / SchemaError: the store cannot be opened.
     """
+    nonfinite_policy(options.get("on_nonfinite", "record"))  # before any run is created
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.client import checkpoint as ckpt
+from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
@@ -49,8 +50,11 @@ class Run:
         max_memory_points: int = 1_000_000,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
+        on_nonfinite: str = "record",
     ) -> None:
         from tracker import system
+
+        self._nonfinite = NonFiniteGuard() if nonfinite_policy(on_nonfinite) else None
 
         self.sink = sink
         self.info = info
@@ -135,6 +139,8 @@ class Run:
             items["sys/step/gpu_allocated_bytes"] = allocated
             items["sys/step/gpu_peak_allocated_bytes"] = peak
         self._put((step, time.time(), items, has_tensor))
+        if self._nonfinite is not None:
+            self._nonfinite.check(items, step)  # after the put: the NaN itself is stored
 
     def _log_system(self, values: dict[str, float]) -> None:
         self._put((max(self._step - 1, 0), time.time(), values, False))

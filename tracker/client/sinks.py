@@ -121,10 +121,9 @@ class SqlSink:
         """Run the doctor over the stored run (tracker.store.diagnoses); a failure of the
         doctor is logged and never fails the training script."""
         from tracker.errors import StoreUnavailable
-        from tracker.store.diagnoses import diagnose_run
 
         try:
-            diagnose_run(self.store, run_id, final=final)
+            self.store.diagnose(run_id, final=final)
         except StoreUnavailable:
             raise
         except Exception:
