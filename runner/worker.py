@@ -410,7 +410,8 @@ class Worker:
             timed_out=r.timed_out,
             cancelled=r.cancelled,
         )
-        return failure or self._diagnosed_failure(r)
+        diagnosed = self._diagnosed_failure(r)  # the doctor's final pass, for every job
+        return failure or diagnosed
 
     def _diagnosed_failure(self, r: Running) -> Failure | None:
         """A job that exited 0 but whose run the doctor found a persistent NaN/Inf loss in
