@@ -103,3 +103,17 @@ def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
     assert nan_id
     bad = client.get("/api/v1/runs", query_string={"q": "metrics.loss > nan"})
     assert bad.status_code == 400 and "only works with == and !=" in envelope(bad)["message"]
+
+
+def test_live_doctor_runs_at_most_once_per_interval(store: Store) -> None:
+    from tracker.web.core.live_doctor import LiveDoctor
+
+    now = [1000.0]
+    doctor = LiveDoctor(store, every_s=5.0, clock=lambda: now[0])
+    run = store.create_run("p", "live")
+    store.log_metrics(run.id, 0, {"loss": 1.0})
+    assert doctor.after_write(run.id) is True
+    now[0] += 4.9
+    assert doctor.after_write(run.id) is False  # within the interval: skipped
+    now[0] += 0.2
+    assert doctor.after_write(run.id) is True

@@ -53,7 +53,7 @@ class SqlSink:
         # Step ranges written since the last rollup refresh: the writer refreshes the chart
         # rollups once it is idle (settle), not inside every ingest transaction.
         self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
-        self._diagnosed_at = time.monotonic()
+        self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -109,9 +109,10 @@ class SqlSink:
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id)
         now = time.monotonic()
-        if now - self._diagnosed_at >= DIAGNOSE_EVERY_S:  # live doctor, off the training thread
-            self._diagnosed_at = now
+        if now >= self._next_diagnosis:  # live doctor, off the training thread
             self._diagnose(run_id, final=False)
+            took = time.monotonic() - now  # at most ~10% of the writer's time for a big run
+            self._next_diagnosis = now + max(DIAGNOSE_EVERY_S, 10 * took)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         self.store.finish_run(run_id, status, **attrs)
