@@ -1,5 +1,6 @@
-"""Cost of the doctor: the pure detectors over a run's series, and a full stored pass
-(read every series of the run, diagnose, record) on SQLite.
+"""Cost of the doctor: the pure detectors over a run's series, a final stored pass (read
+every series of the run, diagnose, record) and a live pass (the newest 5,000 points per
+metric), on SQLite.
 
     python bench/bench_doctor.py [--steps 20000] [--keys 12] [--json out.json]
 
@@ -69,10 +70,11 @@ def main() -> None:
         store.write_points(_rows(store, rows))
         read = timed(lambda: read_run_series(store, run.id))
         full = timed(lambda: diagnose_run(store, run.id, final=True))
+        live = timed(lambda: diagnose_run(store, run.id, final=False))
         store.close()
     points = args.steps * args.keys
     result = {"steps": args.steps, "keys": args.keys, "points": points, "pure_s": pure,
-              "read_s": read, "full_pass_s": full}  # fmt: skip
+              "read_s": read, "full_pass_s": full, "live_pass_s": live}  # fmt: skip
     for k, v in result.items():
         print(f"{k:>12}: {v:.3f}" if isinstance(v, float) else f"{k:>12}: {v}")
     if args.json:
