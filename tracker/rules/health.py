@@ -111,7 +111,7 @@ class HealthLimits:
     diverge_points: int = 10  # points the divergence must last (up to the last one)
     memory_min_points: int = 8
     memory_min_growth_gpu: float = 32 * 1024**2
-    memory_min_growth_rss: float = 64 * 1024**2
+    memory_min_growth_rss: float = 32 * 1024**2
     slow_factor: float = 2.0  # step time this many times the baseline is slow
     slow_points: int = 10  # a slow stretch shorter than this is a pause, not a drop
     slow_min_lost_s: float = 1.0  # ... and one that cost less time than this is noise
@@ -436,7 +436,7 @@ def memory_growth(
 
     Needs ``memory_min_points`` finite samples; the Theil-Sen slope must be positive, the
     rise along it at least ``min_growth`` bytes (default by metric: GPU allocator 32 MiB,
-    host RSS 64 MiB), and the medians of the four quarters of the series must each rise --
+    host RSS 32 MiB), and the medians of the four quarters of the series must each rise --
     a one-time jump (model and optimizer state created), a plateau after warmup or a
     sawtooth (memory freed every N steps) is not a leak.
     """
