@@ -99,6 +99,8 @@ class Execution:
         self._dropped = 0
         self._tail: deque[str] = deque()
         self._tail_chars = 0
+        self._out_tail: deque[str] = deque()
+        self._out_tail_chars = 0
         self._known: set[psutil.Process] = set()
         self.stop_reason: str | None = None
         self.kill_at: float | None = None
@@ -164,6 +166,11 @@ class Execution:
                 self._tail_chars += len(text)
                 while self._tail_chars > TAIL_CHARS and len(self._tail) > 1:
                     self._tail_chars -= len(self._tail.popleft())
+            elif stream == "stdout":  # some scripts print their traceback to stdout
+                self._out_tail.append(text)
+                self._out_tail_chars += len(text)
+                while self._out_tail_chars > TAIL_CHARS and len(self._out_tail) > 1:
+                    self._out_tail_chars -= len(self._out_tail.popleft())
 
     def take_output(self) -> list[Line]:
         """Lines read since the last call (with a note if some had to be dropped)."""
@@ -193,6 +200,10 @@ class Execution:
     def stderr_tail(self) -> str:
         with self._lock:
             return "".join(self._tail)
+
+    def stdout_tail(self) -> str:
+        with self._lock:
+            return "".join(self._out_tail)
 
     # -------------------------------------------------------------- lifecycle
 

@@ -1,5 +1,5 @@
 """Housekeeping on an APScheduler ``BackgroundScheduler``: the lease reaper, silent runs,
-pending reasons and cron schedules.
+pending reasons, cron schedules and the live doctor (diagnoses of running runs).
 
 The same tasks run inside every ``tracker worker`` and in ``tracker scheduler``; running
 them in many processes at once is safe because every step is fenced in the database
@@ -25,6 +25,7 @@ from tracker.rules.liveness import RUN_STALE_S
 from tracker.runner.pending import explain_pending
 from tracker.runner.retry import RetryPolicy
 from tracker.store import Store
+from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
 from tracker.store.schedules import fire_due
 from tracker.store.workers import update_pending_reasons
@@ -37,6 +38,7 @@ class HousekeepingOptions:
     interval_s: float = 5.0  # between passes of the lease reaper
     run_stale_s: float = RUN_STALE_S  # a run without heartbeats this long is marked crashed
     schedules: bool = True
+    doctor_s: float = 5.0  # between live doctor passes over running runs (0: off)
     policy: RetryPolicy = field(default_factory=RetryPolicy)
 
 
@@ -106,6 +108,9 @@ class Housekeeper:
         """The reaper's pass every ``options.interval_s``; due cron schedules every second."""
         reap = dataclasses.replace(options, schedules=False)
         self.every(options.interval_s, "housekeeping", lambda: housekeeping_once(store, reap))
+        if options.doctor_s > 0:  # live diagnoses of running runs whose points moved
+            sweep = LiveSweep(store)
+            self.every(options.doctor_s, "doctor", sweep.once)
         if options.schedules:
             self.every(1.0, "schedules", lambda: fire_schedules(store))
 

@@ -30,7 +30,7 @@ import random
 from dataclasses import dataclass
 
 from tracker.errors import InvalidInput
-from tracker.runner.failure import CANCELLED, HOST_OOM, KILLED_BY_SIGNAL, TIMEOUT
+from tracker.rules.failure import CANCELLED, HOST_OOM, KILLED_BY_SIGNAL, TIMEOUT
 
 __all__ = [
     "ALWAYS_RETRIED",

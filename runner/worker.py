@@ -31,13 +31,13 @@ import psutil
 
 from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
+from tracker.rules.failure import KILLED_BY_SIGNAL, MISSING_FILE, NONFINITE_LOSS, classify
 from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
-from tracker.runner.failure import KILLED_BY_SIGNAL, MISSING_FILE, classify
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.project_root import resolve_job_paths
-from tracker.store import Store, logs, queue, workers
+from tracker.store import Store, diagnoses, logs, queue, workers
 from tracker.store.jobs import RESERVED_ENV
 
 log = logging.getLogger(__name__)
@@ -401,9 +401,9 @@ class Worker:
                 KILLED_BY_SIGNAL,
                 f"The worker {self.id} shut down (SIGTERM) and stopped the job; it can be retried.",
             )
-        tail = ex.stderr_tail()
+        tail = ex.stdout_tail() + "\n" + ex.stderr_tail()  # stderr last: its traceback wins
         peak = self._peak_gpu_bytes(r) if code != 0 else None
-        return classify(
+        failure = classify(
             code,
             None,
             tail,
@@ -412,6 +412,22 @@ class Worker:
             timed_out=r.timed_out,
             cancelled=r.cancelled,
         )
+        diagnosed = self._diagnosed_failure(r)  # the doctor's final pass, for every job
+        return failure or diagnosed
+
+    def _diagnosed_failure(self, r: Running) -> Failure | None:
+        """A job that exited 0 but whose run the doctor found a persistent NaN/Inf loss in
+        has failed (``nonfinite_loss``), it did not succeed."""
+        try:
+            found = diagnoses.nonfinite_loss(
+                diagnoses.diagnose_run(self.store, r.claim.run_id, final=True)
+            )
+        except StoreUnavailable as exc:
+            log.warning("job %s: doctor could not read the run: %s", r.claim.job.id, exc.message)
+            return None
+        if found is None:
+            return None
+        return Failure(NONFINITE_LOSS, f"{found.message} {found.hint}")
 
     def _peak_gpu_bytes(self, r: Running) -> int | None:
         try:

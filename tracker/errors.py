@@ -110,3 +110,10 @@ class WriterError(TrackerError, RuntimeError):
 
 class CheckpointError(TrackerError):
     code = "checkpoint_error"
+
+
+class NonFiniteLossError(TrackerError, FloatingPointError):
+    """A loss-like metric stayed NaN/Inf while ``tracker.init(on_nonfinite="stop")`` asked
+    to stop training at that point (a queued job then fails as ``nonfinite_loss``)."""
+
+    code = "nonfinite_loss"

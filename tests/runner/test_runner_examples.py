@@ -31,7 +31,7 @@ def test_leaking_loop_grows_memory_and_the_fixed_one_does_not(tmp_path: Path, fi
     [run] = store.list_runs()
     points = store.metric_history(run.id, "mem/rss_bytes")
     assert [p.step for p in points] == list(range(120))
-    found = memory_growth([p.step for p in points], [p.value for p in points])
+    found = memory_growth([(p.step, p.value) for p in points], "sys/rss_bytes")
     if fixed:
         assert found is None, found
     else:

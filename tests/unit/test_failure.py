@@ -5,7 +5,7 @@ import signal
 import pytest
 
 from tracker.entities import Failure
-from tracker.runner.failure import (
+from tracker.rules.failure import (
     FAILURE_CLASSES,
     PythonError,
     classify,
@@ -313,4 +313,5 @@ def test_every_class_has_a_stable_name() -> None:
     assert FAILURE_CLASSES == (
         "cuda_oom", "nccl", "device_assert", "nonfinite_loss", "host_oom", "killed_by_signal",
         "timeout", "cancelled", "import_error", "missing_file", "python_exception", "exit_code",
+        "gloo",
     )  # fmt: skip

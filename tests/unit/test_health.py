@@ -1,215 +1,437 @@
+"""The health detectors, table-driven: generated failing runs (right code, onset within a
+small window) and healthy runs of many shapes (zero diagnoses)."""
+
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.rules.health import Diagnosis, HealthError, memory_growth, nonfinite, throughput_drop
+from tracker.rules.health import (
+    CODES,
+    CheckpointFact,
+    Diagnosis,
+    HealthError,
+    HealthLimits,
+    amp_scale_collapse,
+    diagnose,
+    is_loss_key,
+    memory_growth,
+    nonfinite,
+    throughput_drop,
+)
 
 MIB = 1024**2
 GIB = 1024**3
+Series = dict[str, list[tuple[int, float | None]]]
+NAN, INF = math.nan, math.inf
 
 
-# ---------------------------------------------------------------------------- nonfinite
+def _loss(n: int, *, start: float = 2.3, end: float = 0.3, noise: float = 0.05, seed: int = 0,
+          shape: Callable[[float], float] | None = None) -> list[tuple[int, float]]:  # fmt: skip
+    rng = random.Random(seed)
+    shape = shape or (lambda t: math.exp(-4 * t))
+    return [
+        (s, end + (start - end) * shape(s / n) + rng.gauss(0, noise) * (end + 0.1))
+        for s in range(n)
+    ]
+
+
+def _steps(
+    n: int, base: float = 0.05, noise: float = 0.1, seed: int = 1
+) -> list[tuple[int, float]]:
+    rng = random.Random(seed)
+    return [(s, base * (1 + abs(rng.gauss(0, noise)))) for s in range(n)]
+
+
+def _rss(n: int, base: float = 900 * MIB, noise: float = 4 * MIB, seed: int = 2) -> list:
+    rng = random.Random(seed)
+    return [(s, base + rng.uniform(-noise, noise)) for s in range(n)]
+
+
+def _grad(n: int, start: float = 5.0, end: float = 0.5, seed: int = 3) -> list:
+    rng = random.Random(seed)
+    return [(s, (end + (start - end) * math.exp(-5 * s / n)) * math.exp(rng.gauss(0, 0.2)))
+            for s in range(n)]  # fmt: skip
+
+
+# ------------------------------------------------------------------ failing runs
+
+
+def _nan_from_high_lr() -> Series:
+    loss = _loss(300)
+    loss = [(s, v if s < 180 else (v * 10 ** (s - 180) if s < 185 else NAN)) for s, v in loss]
+    return {"loss": loss, "sys/step_time_s": _steps(300)}
+
+
+def _nan_after_amp_calibration() -> Series:
+    # an AMP run: an inf grad norm at step 0 (calibration, recovered), later a real collapse
+    grad = [(s, INF if s in (0, 1) else v) for s, v in _grad(400)]
+    loss = [(s, v if s < 250 else NAN) for s, v in _loss(400)]
+    scale = [(s, 65536.0 / (4 if s >= 2 else 2**s)) for s in range(400)]
+    return {"loss": loss, "grad/global_norm": grad, "amp/loss_scale": scale}
+
+
+def _memory_leak() -> Series:
+    rng = random.Random(5)
+    rss = [(s, 800 * MIB + 3 * MIB * s + rng.uniform(-6, 6) * MIB) for s in range(0, 60)]
+    return {"loss": _loss(60), "sys/rss_bytes": [(0, 300 * MIB), *rss[1:]]}
+
+
+def _gpu_leak_after_warmup() -> Series:
+    gpu = [(s, 2 * GIB + (max(0, s - 100) * 0.5 * MIB)) for s in range(0, 400, 5)]
+    return {"sys/gpu0/allocated_bytes": gpu}
+
+
+def _stall() -> Series:
+    steps = [(s, v * (6 if 120 <= s < 200 else 1)) for s, v in _steps(300)]
+    return {"loss": _loss(300), "sys/step_time_s": steps}
+
+
+def _stall_to_the_end() -> Series:
+    steps = [(s, v * (4 if s >= 150 else 1)) for s, v in _steps(200)]
+    return {"sys/step_time_s": steps}
+
+
+def _recompiles() -> Series:
+    return {"compile/recompiles": [(s, float(min(s // 5, 20))) for s in range(100)]}
+
+
+def _scale_collapse() -> Series:
+    scale = [(s, 65536.0 if s < 120 else max(65536.0 / 2 ** (s - 119), 2.0**-10))
+             for s in range(200)]  # fmt: skip
+    skipped = [(s, float(max(0, s - 119))) for s in range(200)]
+    return {"loss": _loss(200), "amp/loss_scale": scale, "amp/skipped_steps": skipped}
+
+
+def _all_skipped() -> Series:
+    skipped = [(s * 10, float(max(0, s - 30) * 10)) for s in range(50)]
+    return {"amp/skipped_steps": skipped}
+
+
+def _explosion() -> Series:
+    grad = [(s, v * (1e3 * 1.5 ** (s - 150) if s >= 150 else 1)) for s, v in _grad(200)]
+    return {"grad/global_norm": grad, "loss": _loss(200)}
+
+
+def _vanishing() -> Series:
+    grad = [(s, v if s < 100 else 1e-9 * v) for s, v in _grad(200)]
+    return {"grad/global_norm": grad}
+
+
+def _divergence() -> Series:
+    loss = [(s, v if s < 200 else 0.35 + 0.05 * (s - 200)) for s, v in _loss(300)]
+    return {"loss": loss}
+
+
+def _spike() -> Series:
+    loss = [(s, v * (8 if s == 150 else 1)) for s, v in _loss(300)]
+    return {"train/loss": loss}
+
+
+FAILING: list[tuple[str, Callable[[], Series], str, int, int]] = [
+    ("nan from a too-high lr", _nan_from_high_lr, "nonfinite", 185, 0),
+    ("nan after AMP calibration", _nan_after_amp_calibration, "nonfinite", 250, 0),
+    ("leak kept graph (60 samples)", _memory_leak, "memory_growth", 0, 3),
+    ("gpu leak after warmup", _gpu_leak_after_warmup, "memory_growth", 100, 10),
+    ("data-loading stall that recovers", _stall, "throughput_drop", 120, 3),
+    ("stall to the end", _stall_to_the_end, "throughput_drop", 150, 3),
+    ("recompiles", _recompiles, "recompiles", 45, 0),
+    ("amp scale collapse", _scale_collapse, "amp_scale_collapse", 120, 0),
+    ("all steps skipped", _all_skipped, "amp_scale_collapse", 310, 10),
+    ("grad explosion", _explosion, "grad_explosion", 150, 0),
+    ("grad vanishing", _vanishing, "grad_vanishing", 100, 0),
+    ("loss divergence", _divergence, "divergence", 200, 15),
+    ("loss spike", _spike, "loss_spike", 150, 0),
+]
 
 
 @pytest.mark.parametrize(
-    ("points", "step", "fragment"),
+    ("series", "code", "onset", "window"),
     [
-        ([(0, 2.3), (1, 2.1), (2, math.nan), (3, math.inf)], 2, "loss became NaN at step 2"),
-        ([(0, 2.3), (10, math.inf)], 10, "became +Inf at step 10"),
-        ([(5, -math.inf)], 5, "became -Inf at step 5"),
-        ([(7, None)], 7, "became NaN at step 7"),
+        pytest.param(make, code, onset, window, id=name)
+        for name, make, code, onset, window in FAILING
     ],
 )
-def test_nonfinite_finds_first_bad_step(
-    points: list[tuple[int, float | None]], step: int, fragment: str
+def test_failing_run_is_diagnosed_at_its_onset(
+    series: Callable[[], Series], code: str, onset: int, window: int
 ) -> None:
-    diagnosis = nonfinite(points, metric="loss" if step == 2 else "metric")
-    assert diagnosis is not None
-    assert diagnosis.code == "nonfinite" and diagnosis.step == step
-    assert fragment in diagnosis.message
+    found = [d for d in diagnose(series(), final=True) if d.code == code]
+    assert found, diagnose(series(), final=True)
+    diagnosis = found[0]
+    assert abs((diagnosis.step or 0) - onset) <= window, diagnosis
+    assert diagnosis.severity in ("error", "warning")
+    assert diagnosis.hint and diagnosis.message and diagnosis.evidence is not None
+    doc = diagnosis.as_dict()
+    assert doc["code"] == code and doc["evidence"]["window"][0] <= doc["evidence"]["window"][1]
 
 
-def test_nonfinite_mentions_last_finite_value() -> None:
-    diagnosis = nonfinite([(99, 0.25), (100, math.nan)], metric="train/loss")
-    assert diagnosis is not None
-    assert "train/loss became NaN at step 100 (last finite value 0.25 at step 99)" in (
-        diagnosis.message
-    )
-    assert "learning rate" in diagnosis.message
+def test_every_code_has_a_failing_case() -> None:
+    covered = {code for *_, code, _, _ in [(n, m, c, o, w) for n, m, c, o, w in FAILING]}
+    assert covered | {"checkpoint_corrupt"} == set(CODES)
 
 
-@pytest.mark.parametrize("points", [[], [(0, 1.0), (1, -1e308), (2, 0.0)]])
-def test_nonfinite_healthy(points: list[tuple[int, float]]) -> None:
-    assert nonfinite(points) is None
+# ------------------------------------------------------------------- healthy runs
 
 
-def test_nonfinite_accepts_a_generator() -> None:
-    diagnosis = nonfinite((s, 1.0 if s < 50 else math.nan) for s in range(100))
-    assert diagnosis == Diagnosis(
-        "nonfinite",
-        "metric became NaN at step 50 (last finite value 1 at step 49): lower the learning "
-        "rate, clip gradients, check inputs for NaN, or use bf16 / a GradScaler with fp16.",
-        50,
-    )
+def _cosine(t: float) -> float:
+    return 0.5 * (1 + math.cos(math.pi * t))
 
 
-# ------------------------------------------------------------------------ memory_growth
+def _warmup_cosine() -> Series:
+    loss = _loss(1000, shape=lambda t: 1.0 if t < 0.05 else _cosine((t - 0.05) / 0.95))
+    lr = [(s, 3e-4 * min(1.0, s / 50) * _cosine(s / 1000)) for s in range(1000)]
+    return {"train/loss": loss, "lr": lr, "sys/step_time_s": _steps(1000)}
 
 
-def _leak(n: int, per_step: float, base: float = 4 * GIB, noise: float = 0.0, seed: int = 0):
-    rng = random.Random(seed)
-    steps = list(range(0, n * 10, 10))
-    values = [base + per_step * s + rng.uniform(-noise, noise) for s in steps]
-    return steps, values
+def _step_schedule() -> Series:
+    loss = _loss(900, shape=lambda t: 1.0 if t < 0.33 else (0.5 if t < 0.66 else 0.1))
+    return {"loss": loss, "lr": [(s, 0.1 * 0.1 ** (s // 300)) for s in range(900)]}
 
 
-def test_memory_growth_detects_steady_leak_with_readable_rate() -> None:
-    steps, values = _leak(500, per_step=0.12 * MIB, noise=2 * MIB)  # ~12 MiB per 100 steps
-    diagnosis = memory_growth(steps, values)
-    assert diagnosis is not None
-    assert diagnosis.code == "memory_growth"
-    assert diagnosis.step == steps[-1]
-    assert "GPU memory grows ~12 MiB per 100 steps" in diagnosis.message
-    assert "losses.append(loss) instead of loss.item()" in diagnosis.message
+def _eval_pauses() -> Series:
+    steps = [(s, v * (25 if s % 50 == 49 else 1)) for s, v in _steps(600)]
+    val = [(s, 1.0 - 0.5 * s / 600 + 0.01 * (s % 7)) for s in range(49, 600, 50)]
+    return {"sys/step_time_s": steps, "val/loss": val, "loss": _loss(600)}
+
+
+def _checkpoint_saves() -> Series:
+    steps = [(s, v * (40 if s % 100 == 0 and s else 1)) for s, v in _steps(800)]
+    rss = [(s, v + (300 * MIB if s % 100 == 0 and s else 0)) for s, v in _rss(800)]
+    return {"sys/step_time_s": steps, "sys/rss_bytes": rss}
+
+
+def _noisy_loss() -> Series:
+    return {"loss": _loss(2000, noise=0.3, seed=9)}
+
+
+def _plateau() -> Series:
+    return {
+        "loss": _loss(500, start=2.3, end=2.3, noise=0.02),
+        "acc": [(s, 0.1) for s in range(500)],
+    }
+
+
+def _amp_calibration() -> Series:
+    scale = [(s, 65536.0 / 2 ** min(s, 4) * (2 if s >= 300 else 1)) for s in range(600)]
+    skipped = [(s, float(min(s, 4))) for s in range(600)]
+    grad = [(s, INF if s < 4 else v) for s, v in _grad(600)]
+    loss = [(s, NAN if s < 2 else v) for s, v in _loss(600)]
+    return {"amp/loss_scale": scale, "amp/skipped_steps": skipped, "grad/global_norm": grad,
+            "loss": loss}  # fmt: skip
+
+
+def _warm_restarts() -> Series:
+    loss = [
+        (s, 0.3 + 1.5 * math.exp(-s / 100) + 0.25 * _cosine((s % 200) / 200)) for s in range(1000)
+    ]
+    return {"loss": loss}
+
+
+def _resumed_run() -> Series:
+    # a retried job resumes at step 300 of 500: the loss bumps a little after the resume
+    first = _loss(500)[:320]
+    second = [(s, v * (1.15 if s < 330 else 1)) for s, v in _loss(500, seed=4)[300:]]
+    return {"loss": first + second}
+
+
+def _model_created_then_flat_memory() -> Series:
+    rss = [(0, 250 * MIB), *[(s, v) for s, v in _rss(50)[1:]]]
+    gpu = [(s, (0 if s == 0 else 3 * GIB) + (s % 10) * MIB) for s in range(50)]
+    return {"sys/rss_bytes": rss, "sys/gpu0/allocated_bytes": gpu}
+
+
+def _sawtooth_memory() -> Series:
+    return {"sys/gpu0/allocated_bytes": [(s, 4 * GIB + (s % 100) * 5 * MIB) for s in range(1000)]}
+
+
+def _grad_decreasing() -> Series:
+    return {"grad/global_norm": _grad(800, start=20.0, end=0.2)}
+
+
+def _grad_rising_slowly() -> Series:
+    return {"grad/global_norm": [(s, 0.2 + 0.8 * s / 1000 + 0.05 * (s % 3)) for s in range(1000)]}
+
+
+def _few_recompiles() -> Series:
+    return {"compile/recompiles": [(s, float(min(s, 3))) for s in range(200)]}
+
+
+def _compile_warmup_steps() -> Series:
+    steps = [(s, 30.0 if s == 0 else (2.0 if s < 3 else v)) for s, v in _steps(300)]
+    return {"sys/step_time_s": steps}
+
+
+def _short_run() -> Series:
+    return {"loss": _loss(12), "sys/rss_bytes": _rss(3), "sys/step_time_s": _steps(12)}
+
+
+def _negative_loss() -> Series:
+    return {
+        "elbo_loss": [
+            (s, -10.0 - 50 * (1 - math.exp(-s / 100)) + (s % 5) * 0.3) for s in range(600)
+        ]
+    }
+
+
+def _loss_to_zero() -> Series:
+    return {"loss": [(s, 2.0 * math.exp(-s / 30) + 1e-5 * (s % 4)) for s in range(600)]}
+
+
+def _val_overfit() -> Series:
+    val = [(s, 1.0 - 0.6 * math.sin(math.pi * s / 2000) ** 0.5 + 0.2 * (s / 2000) ** 2)
+           for s in range(0, 2000, 100)]  # fmt: skip
+    return {"val/loss": val, "loss": _loss(2000)}
+
+
+def _metrics_and_constants() -> Series:
+    return {
+        "acc": [(s, min(0.99, s / 300)) for s in range(500)],
+        "lr": [(s, 1e-3) for s in range(500)],
+    }
+
+
+def _mild_slowdown() -> Series:
+    return {"sys/step_time_s": [(s, v * (1 + 0.3 * s / 500)) for s, v in _steps(500)]}
+
+
+def _small_rss_growth() -> Series:
+    return {"sys/rss_bytes": [(s, 900 * MIB + 0.05 * MIB * s) for s in range(400)]}
+
+
+def _one_skipped_nan() -> Series:
+    return {"loss": [(s, NAN if s == 77 else v) for s, v in _loss(300)]}
+
+
+def _every_50_watch() -> Series:
+    grad = [(s, v) for s, v in _grad(2000) if s % 50 == 0]
+    scale = [(s, 65536.0 * (2 if s >= 1000 else 1)) for s in range(0, 2000, 50)]
+    return {"grad/global_norm": grad, "amp/loss_scale": scale,
+            "amp/skipped_steps": [(s, 3.0) for s in range(0, 2000, 50)]}  # fmt: skip
+
+
+HEALTHY: list[tuple[str, Callable[[], Series]]] = [
+    ("warmup + cosine", _warmup_cosine),
+    ("step schedule", _step_schedule),
+    ("eval every 50 steps", _eval_pauses),
+    ("checkpoint saves", _checkpoint_saves),
+    ("noisy loss", _noisy_loss),
+    ("plateau", _plateau),
+    ("AMP calibration", _amp_calibration),
+    ("warm restarts (SGDR)", _warm_restarts),
+    ("resumed run", _resumed_run),
+    ("model created, then flat memory", _model_created_then_flat_memory),
+    ("sawtooth memory", _sawtooth_memory),
+    ("grad norm decreasing", _grad_decreasing),
+    ("grad norm rising slowly", _grad_rising_slowly),
+    ("a few recompiles", _few_recompiles),
+    ("slow first steps (compile)", _compile_warmup_steps),
+    ("short run", _short_run),
+    ("negative loss", _negative_loss),
+    ("loss to ~zero", _loss_to_zero),
+    ("val loss overfits mildly", _val_overfit),
+    ("accuracy and a constant lr", _metrics_and_constants),
+    ("mild slowdown", _mild_slowdown),
+    ("small RSS growth", _small_rss_growth),
+    ("one skipped NaN batch", _one_skipped_nan),
+    ("watch every 50 steps", _every_50_watch),
+]
+
+
+@pytest.mark.parametrize("final", [True, False])
+@pytest.mark.parametrize("series", [pytest.param(m, id=n) for n, m in HEALTHY])
+def test_healthy_run_has_no_diagnosis(series: Callable[[], Series], final: bool) -> None:
+    assert diagnose(series(), final=final) == []
+
+
+def test_at_least_twenty_healthy_shapes() -> None:
+    assert len(HEALTHY) >= 20
+
+
+# ------------------------------------------------------------------ single rules
 
 
 @pytest.mark.parametrize(
-    ("per_step", "expected"),
-    [(3 * MIB, "~300 MiB per 100 steps"), (0.25 * MIB, "~25 MiB per 100 steps"),
-     (0.002 * MIB, "~2 MiB per 1000 steps"), (0.04 * MIB, "~4 MiB per 100 steps"),
-     (30 * MIB, "~2.93 GiB per 100 steps")],
-)  # fmt: skip
-def test_memory_growth_rate_units(per_step: float, expected: str) -> None:
-    steps, values = _leak(2000, per_step=per_step)
-    diagnosis = memory_growth(steps, values)
-    assert diagnosis is not None and expected in diagnosis.message
-
-
-def test_memory_growth_ignores_flat_memory_after_warmup() -> None:
-    steps = list(range(1000))
-    # allocator warmup: memory jumps over the first 50 steps, then stays flat with noise
-    rng = random.Random(1)
-    values = [(2 * GIB if s < 50 else 6 * GIB) + rng.uniform(-8, 8) * MIB for s in steps]
-    assert memory_growth(steps, values) is None
-
-
-def test_memory_growth_ignores_noise_and_sawtooth() -> None:
-    rng = random.Random(2)
-    steps = list(range(1000))
-    noisy = [5 * GIB + rng.uniform(-500, 500) * MIB for _ in steps]
-    assert memory_growth(steps, noisy) is None
-    sawtooth = [5 * GIB + (s % 100) * 5 * MIB for s in steps]  # freed every 100 steps
-    assert memory_growth(steps, sawtooth) is None
-
-
-def test_memory_growth_ignores_small_total_growth_and_decrease() -> None:
-    steps, values = _leak(100, per_step=1024)  # 1 KiB per step: < 32 MiB over the run
-    assert memory_growth(steps, values) is None
-    steps, values = _leak(100, per_step=-1 * MIB)
-    assert memory_growth(steps, values) is None
-
-
-def test_memory_growth_needs_enough_points() -> None:
-    steps, values = _leak(10, per_step=10 * MIB)
-    assert memory_growth(steps, values) is None
-    assert memory_growth(steps, values, min_points=5) is not None
-    assert memory_growth([], []) is None
-
-
-def test_memory_growth_skips_nonfinite_samples() -> None:
-    steps, values = _leak(200, per_step=MIB)
-    values[10] = math.nan
-    values[20] = math.inf
-    assert memory_growth(steps, values) is not None
-
-
-def test_memory_growth_identical_steps_give_no_slope() -> None:
-    assert memory_growth([5] * 50, [float(i) * GIB for i in range(50)]) is None
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [{"warmup_fraction": 1.0}, {"warmup_fraction": -0.1}, {"min_r2": 1.5}, {"min_points": 1}],
+    ("points", "final", "amp", "step"),
+    [
+        ([(0, 1.0), (1, NAN)], True, False, 1),  # the run ended on a NaN
+        ([(0, 1.0), (1, NAN)], False, False, None),  # live: may still recover
+        ([(0, 1.0), (1, NAN), (2, INF), (3, NAN)], False, False, 1),  # 3 in a row: persistent
+        ([(0, NAN), (1, 1.0), (2, 1.0)], True, False, None),  # a transient that recovered
+        ([(0, NAN), (1, NAN), (2, NAN), (3, 1.0)], True, True, None),  # AMP skips, recovered
+        ([(0, NAN), (1, NAN), (2, NAN), (3, 1.0)], True, False, 0),  # no AMP: 3 bad steps
+        ([(0, NAN), (1, 1.0), (5, None), (6, None), (7, None)], False, True, 5),
+        ([(3, 1.0), (1, NAN), (2, 2.0)], True, False, None),  # sorted by step first
+    ],
 )
-def test_memory_growth_rejects_bad_thresholds(kwargs: dict) -> None:
-    with pytest.raises(HealthError, match="memory_growth"):
-        memory_growth([0, 1], [0, 1], **kwargs)
+def test_nonfinite_counts_only_persistent_stretches(
+    points: list, final: bool, amp: bool, step: int | None
+) -> None:
+    found = nonfinite(points, "loss", final=final, amp=amp)
+    assert (found.step if found else None) == step
 
 
-def test_lengths_must_match() -> None:
+def test_nonfinite_message_names_metric_step_and_last_finite_value() -> None:
+    found = nonfinite([(99, 0.25), (100, NAN), (101, INF), (102, NAN)], "train/loss")
+    assert found is not None and found.severity == "error"
+    assert found.message.startswith("train/loss became NaN at step 100 (last finite value 0.25")
+    assert "learning rate" in found.hint
+    other = nonfinite([(0, INF)], "grad/norm/fc.weight")
+    assert other is not None and other.severity == "warning" and "+Inf" in other.message
+
+
+@pytest.mark.parametrize(
+    ("key", "loss_like"),
+    [("loss", True), ("train/loss", True), ("val_loss", True), ("LossTotal", True),
+     ("amp/loss_scale", False), ("acc", False), ("loss/acc", False)],
+)  # fmt: skip
+def test_loss_keys(key: str, loss_like: bool) -> None:
+    assert is_loss_key(key) is loss_like
+
+
+def test_memory_growth_reports_bytes_per_step() -> None:
+    pts = [(s, 1 * GIB + 2 * MIB * s) for s in range(40)]
+    found = memory_growth(pts, "sys/gpu0/allocated_bytes")
+    assert found is not None and found.evidence is not None
+    assert found.evidence.numbers["bytes_per_step"] == pytest.approx(2 * MIB)
+    assert "GPU memory (sys/gpu0/allocated_bytes) grows ~2 MiB per step" in found.message
+    assert "loss.item()" in found.hint
+    assert memory_growth(pts[:7], "sys/rss_bytes") is None  # too few samples
+
+
+def test_throughput_drop_names_both_step_times() -> None:
+    found = throughput_drop([(s, 0.1 if s < 50 else 0.4) for s in range(100)])  # 15 s lost
+    assert found is not None and found.step == 50
+    assert "Steps slowed from 0.1 s to 0.4 s each (25% of the throughput)" in found.message
+
+
+def test_scale_collapse_from_the_scale_alone() -> None:
+    found = amp_scale_collapse([(s, 2.0 ** (16 - max(0, s - 10))) for s in range(40)])
+    assert found is not None and found.step == 11
+
+
+def test_checkpoint_problems_listed() -> None:
+    facts = [CheckpointFact(100, "a.pt", "ok"), CheckpointFact(200, "b.pt", "corrupt"),
+             CheckpointFact(300, "c.pt", "missing")]  # fmt: skip
+    [found] = diagnose({}, final=True, checkpoints=facts)
+    assert found.code == "checkpoint_corrupt" and found.step == 200
+    assert "step 200 (corrupt), step 300 (missing)" in found.message
+
+
+def test_diagnosis_json_uses_the_wire_form_for_nonfinite_values() -> None:
+    found = nonfinite([(0, 1.0), (1, NAN), (2, INF), (3, NAN)], "loss")
+    assert isinstance(found, Diagnosis)
+    assert found.as_dict()["evidence"]["values"] == [1.0, "NaN", "Infinity", "NaN"]
+    assert found.key == "nonfinite:loss"
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"persist": 0}, {"slow_factor": 1.0}, {"vanish_ratio": 2.0}, {"history": 0}]
+)
+def test_limits_are_checked(kwargs: dict) -> None:
     with pytest.raises(HealthError) as info:
-        memory_growth([0, 1, 2], [1.0, 2.0])
-    assert "bytes: 2 values for 3 steps" in str(info.value)
+        HealthLimits(**kwargs)
     assert isinstance(info.value, InvalidInput) and info.value.code == "invalid_health_input"
-    with pytest.raises(HealthError, match="steps: 1 values for 2 times"):
-        throughput_drop([0.0, 1.0], [0])
-
-
-# ---------------------------------------------------------------------- throughput_drop
-
-
-def _timeline(rates: list[float], steps_per_log: int = 10) -> tuple[list[float], list[int]]:
-    times, steps = [1_700_000_000.0], [0]
-    for rate in rates:
-        times.append(times[-1] + steps_per_log / rate)
-        steps.append(steps[-1] + steps_per_log)
-    return times, steps
-
-
-def test_throughput_drop_detected_with_numbers_in_message() -> None:
-    times, steps = _timeline([10.0] * 40 + [3.0] * 10)
-    diagnosis = throughput_drop(times, steps)
-    assert diagnosis is not None
-    assert diagnosis.code == "throughput_drop" and diagnosis.step == steps[-1] == 500
-    assert "throughput fell to 3 steps/s over steps 400–500, 30% of the earlier median 10" in (
-        diagnosis.message
-    )
-    assert "num_workers" in diagnosis.message
-
-
-def test_throughput_steady_or_mild_slowdown_is_fine() -> None:
-    rng = random.Random(4)
-    times, steps = _timeline([10.0 + rng.uniform(-2, 2) for _ in range(60)])
-    assert throughput_drop(times, steps) is None
-    times, steps = _timeline([10.0] * 40 + [6.0] * 10)  # 60% of median, above the 50% bar
-    assert throughput_drop(times, steps) is None
-    assert throughput_drop(times, steps, threshold=0.7) is not None
-
-
-def test_throughput_single_slow_interval_in_history_does_not_move_median() -> None:
-    times, steps = _timeline([10.0] * 20 + [0.1] + [10.0] * 19 + [4.0] * 10)
-    diagnosis = throughput_drop(times, steps)
-    assert diagnosis is not None and "of the earlier median 10 steps/s" in diagnosis.message
-
-
-def test_throughput_needs_history() -> None:
-    times, steps = _timeline([10.0] * 19 + [1.0] * 10)  # 19 intervals of history, 20 needed
-    assert throughput_drop(times, steps) is None
-    assert throughput_drop(times, steps, window=5) is not None
-
-
-def test_throughput_stalled_steps_count_as_zero_rate() -> None:
-    times, steps = _timeline([10.0] * 30)
-    for _ in range(10):
-        times.append(times[-1] + 5.0)
-        steps.append(steps[-1])  # logging continues, steps do not advance
-    diagnosis = throughput_drop(times, steps)
-    assert diagnosis is not None and "fell to 0 steps/s" in diagnosis.message
-
-
-def test_throughput_step_reset_or_clock_skew_is_ignored() -> None:
-    times, steps = _timeline([10.0] * 40)
-    steps_reset = steps[:-10] + [s - 10_000 for s in steps[-10:]]
-    assert throughput_drop(times, steps_reset) is None
-    frozen_clock = times[:-11] + [times[-11]] * 11
-    assert throughput_drop(frozen_clock, steps) is None
-
-
-@pytest.mark.parametrize("kwargs", [{"window": 0}, {"threshold": 0.0}, {"threshold": 1.0}])
-def test_throughput_rejects_bad_settings(kwargs: dict) -> None:
-    with pytest.raises(HealthError, match="throughput_drop"):
-        throughput_drop([0.0], [0], **kwargs)

@@ -176,7 +176,9 @@ def test_unknown_field_lists_allowed_attributes() -> None:
         parse_query("colour == red")
     for name in ATTRIBUTES:
         assert name in info.value.detail
-    assert ATTRIBUTES == ("status", "name", "project", "tags", "host", "created", "duration", "id")
+    assert ATTRIBUTES == (
+        "status", "name", "project", "tags", "host", "created", "duration", "id", "diagnosis",
+    )  # fmt: skip
 
 
 def test_value_error_example_from_spec() -> None:

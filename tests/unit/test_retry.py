@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.runner.failure import FAILURE_CLASSES
+from tracker.rules.failure import FAILURE_CLASSES
 from tracker.runner.retry import (
     ALWAYS_RETRIED,
     NEVER_RETRIED,

@@ -29,6 +29,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 # command name -> ("module:attribute", extras it needs); each module owns its commands.
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "db": ("tracker.cli.db:db", ()),
+    "doctor": ("tracker.cli.doctor:doctor", ()),
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),

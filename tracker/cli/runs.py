@@ -140,6 +140,16 @@ def show(uri: str | None, token: str | None, run_id: int, as_json: bool) -> None
               _metrics_text(c.metrics), c.path] for c in checkpoints],
             cap=None,
         )  # fmt: skip
+    diagnoses = [e for e in events if e.kind == "diagnosis"]
+    if diagnoses:  # stored by the doctor (tracker.store.diagnoses)
+        click.echo("\nhealth:")
+        for event in sorted(diagnoses, key=lambda e: (e.data or {}).get("step") or 0):
+            d = event.data or {}
+            click.echo(
+                f"  [{d.get('severity')}] {d.get('code')} at step {d.get('step')}: {event.message}"
+            )
+            click.echo(f"      try: {d.get('hint')}")
+    events = [e for e in events if e.kind != "diagnosis"]
     if events:
         click.echo("\nevents:")
         for event in events:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.client import lifecycle
+from tracker.client.nonfinite import nonfinite_policy
 from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
@@ -65,7 +66,10 @@ def init(
     -- step time and RSS per step, see :mod:`tracker.client.signals`; default: on when
     system metrics are --, ``capture_console`` -- tee stdout/stderr of a run started by hand
     into the store, default True, see :mod:`tracker.client.console` --,
-    ``console_max_chars`` -- newest console characters a run keeps, default 4 Mi --, ...).
+    ``console_max_chars`` -- newest console characters a run keeps, default 4 Mi --,
+    ``on_nonfinite``
+    -- ``"stop"`` raises ``NonFiniteLossError`` from ``log()`` at the first persistent
+    NaN/Inf of a loss, see :mod:`tracker.client.nonfinite` --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
 
@@ -74,6 +78,7 @@ def init(
         StoreUnavailable / SchemaError: the store cannot be opened.
     """
     memory_cap_bytes(options.get("max_memory_mb"))  # a bad cap fails before a run exists
+    nonfinite_policy(options.get("on_nonfinite", "record"))  # before any run is created
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()

@@ -12,6 +12,7 @@ from typing import Any
 from tracker.client import checkpoint as ckpt
 from tracker.client import final_status
 from tracker.client.final_status import FinalStatus
+from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
@@ -63,10 +64,13 @@ class Run:
         auto_signals: bool | None = None,
         capture_console: bool = True,
         console_max_chars: int | None = None,
+        on_nonfinite: str = "record",
     ) -> None:
         from tracker import system
         from tracker.client import fork
         from tracker.client.signals import StepSignals
+
+        self._nonfinite = NonFiniteGuard() if nonfinite_policy(on_nonfinite) else None
 
         self.sink = sink
         self.info = info
@@ -171,6 +175,8 @@ class Run:
         if self._signals is not None:
             self._signals.observe(step, now, items)
         self._put((step, now, items, has_tensor))
+        if self._nonfinite is not None:
+            self._nonfinite.check(items, step)  # after the put: the NaN itself is stored
 
     def _put_memory(self, step: int) -> None:
         """One RSS/allocator sample at ``step`` (init and finish: short runs get a series)."""
@@ -347,6 +353,13 @@ def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None
             return info
         if info.state != state:
             sink.set_checkpoint_state(info.id, state)
+            # the doctor reports it (checkpoint_corrupt); the event says a resume skipped it
+            sink.add_event(
+                run_id,
+                "checkpoint_skipped",
+                f"checkpoint of step {info.step} is {state} ({info.path}): skipped on resume",
+                {"checkpoint_id": info.id, "step": info.step, "state": state},
+            )
     return None
 
 

@@ -18,11 +18,16 @@ job over, the store refuses its points, events, heartbeats and status changes wi
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
+
+_log = logging.getLogger(__name__)
+DIAGNOSE_EVERY_S = 10.0  # live diagnoses of a run written through the SQL sink
 
 Record = tuple[int, int, dict[str, float]]
 
@@ -55,6 +60,7 @@ class SqlSink:
         # rollups once it is idle (settle), not inside every ingest transaction.
         self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
+        self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -117,9 +123,27 @@ class SqlSink:
 
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id, fence=self.fence)
+        now = time.monotonic()
+        if now >= self._next_diagnosis:  # live doctor, off the training thread
+            self._diagnose(run_id, final=False)
+            took = time.monotonic() - now  # at most ~10% of the writer's time for a big run
+            self._next_diagnosis = now + max(DIAGNOSE_EVERY_S, 10 * took)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         self.store.finish_run(run_id, status, fence=self.fence, **attrs)
+        self._diagnose(run_id, final=True)
+
+    def _diagnose(self, run_id: int, *, final: bool) -> None:
+        """Run the doctor over the stored run (tracker.store.diagnoses); a failure of the
+        doctor is logged and never fails the training script."""
+        from tracker.errors import StoreUnavailable
+
+        try:
+            self.store.diagnose(run_id, final=final)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            _log.exception("run %s: the doctor failed; `tracker doctor %s` retries", run_id, run_id)
 
     def add_event(
         self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None

@@ -4,8 +4,8 @@
 signal, the last few KiB of stderr and what it observed (peak GPU memory, host memory
 pressure, its own timeout or cancel); the client passes, for a run started by hand, its exit
 code and the tail of its captured console output (``tracker/client/console.py``). It lives
-in ``tracker.rules`` so both can use it (the client may not import the runner);
-``tracker.runner.failure`` re-exports it. The result (``tracker.entities.Failure``) is a stable
+in ``tracker.rules`` so both can use it (the client may not import the runner).
+The result (``tracker.entities.Failure``) is a stable
 class string and a hint that tells the user what to try next; whether it is retried is
 decided by the retry policy (:mod:`tracker.runner.retry`).
 
@@ -14,7 +14,14 @@ job; it is not the run status ``killed`` (see ``tracker.entities.RunStatus``).
 
 Order of evidence: the runner's own verdict (cancelled, timed out) first; then SIGKILL and
 SIGTERM, which leave no traceback to read; then what stderr says (CUDA OOM, device assert,
-NCCL, non-finite loss, a Python traceback); then any other signal; then the bare exit code.
+NCCL, gloo, non-finite loss, a Python traceback); then any other signal; then the bare exit
+code.
+
+torchrun (``torch.distributed.run``) ends every failure with its own ``ChildFailedError``
+traceback, and the other ranks die of the first one's death ("Connection closed by peer",
+SIGTERM). When that traceback is there, only the output of the rank its "Root Cause (first
+observed failure)" names (the lines prefixed ``[rankN]:``) is classified, and the hint says
+which rank failed first.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ __all__ = [
     "DEVICE_ASSERT",
     "EXIT_CODE",
     "FAILURE_CLASSES",
+    "GLOO",
     "HOST_OOM",
     "IMPORT_ERROR",
     "KILLED_BY_SIGNAL",
@@ -41,10 +49,12 @@ __all__ = [
     "PythonError",
     "classify",
     "last_python_error",
+    "torchrun_root_cause",
 ]
 
 CUDA_OOM = "cuda_oom"
 NCCL = "nccl"
+GLOO = "gloo"
 DEVICE_ASSERT = "device_assert"
 NONFINITE_LOSS = "nonfinite_loss"
 HOST_OOM = "host_oom"
@@ -68,6 +78,7 @@ FAILURE_CLASSES = (
     MISSING_FILE,
     PYTHON_EXCEPTION,
     EXIT_CODE,
+    GLOO,
 )
 
 
@@ -219,6 +230,56 @@ def _nccl(text: str) -> Failure:
     )
 
 
+_GLOO_TIMEOUT = re.compile(r"gloo.{0,200}?Timed out waiting (\d+)ms for (\w+) operation")
+_GLOO_PEER = re.compile(r"gloo.{0,200}?Connection closed by peer")
+
+
+def _gloo(text: str) -> Failure | None:
+    timeout = _GLOO_TIMEOUT.search(text)
+    if timeout:
+        ms, op = int(timeout.group(1)), timeout.group(2)
+        return Failure(
+            GLOO,
+            f"A gloo collective ({op}) timed out after {ms / 1000:g} s: another rank hung or "
+            "died before reaching it (read the other ranks' first error), or the ranks ran "
+            "different code paths. Raise the timeout of init_process_group only if a rank is "
+            "legitimately slow (e.g. saving a checkpoint).",
+        )
+    if _GLOO_PEER.search(text):
+        return Failure(
+            GLOO,
+            "A gloo connection was closed by a peer rank: that rank crashed first; its own "
+            "error is the one to fix (look for the first traceback among the ranks' logs).",
+        )
+    return None
+
+
+# torchrun's summary: "Root Cause (first observed failure):\n[0]:\n  time : ...\n  rank : 1"
+_CHILD_FAILED = "ChildFailedError"
+_ROOT_CAUSE = re.compile(
+    r"Root Cause \(first observed failure\):(?:\n.*){0,4}?\n\s*rank\s*:\s*(\d+)"
+)
+_RANK_LINE = re.compile(r"^\[(?:default)?rank(\d+)\]:(.*)$")
+
+
+def torchrun_root_cause(text: str) -> tuple[int, str] | None:
+    """The first failing rank torchrun names, and that rank's own output (its ``[rankN]:``
+    lines, unprefixed), or ``None`` when ``text`` is not a torchrun failure or the rank's
+    output cannot be told apart."""
+    if _CHILD_FAILED not in text:
+        return None
+    found = _ROOT_CAUSE.search(text)
+    if found is None:
+        return None
+    rank = int(found.group(1))
+    own = [m.group(2) for line in text.splitlines() if (m := _RANK_LINE.match(line.rstrip("\r")))
+           and int(m.group(1)) == rank]  # fmt: skip
+    if not own:  # older torch, or output redirected: torchrun's head holds the rank's error
+        head = text[: text.rfind(_TRACEBACK_HEADER)] if _TRACEBACK_HEADER in text else ""
+        return (rank, head) if head.strip() else None
+    return rank, "\n".join(line[1:] if line.startswith(" ") else line for line in own)
+
+
 def _from_stderr(
     text: str, error: PythonError | None, peak_gpu_bytes: int | None
 ) -> Failure | None:
@@ -233,6 +294,9 @@ def _from_stderr(
         return _cuda_oom(text, peak_gpu_bytes)
     if _NCCL_TIMEOUT.search(text) or _NCCL_ERROR.search(text):
         return _nccl(text)
+    gloo = _gloo(text)
+    if gloo is not None:
+        return gloo
     nonfinite = _nonfinite(text, error)
     if nonfinite:
         return nonfinite
@@ -387,6 +451,12 @@ def classify(
         return None
     if signum in (_signal.SIGKILL, _signal.SIGTERM):
         return _killed(signum, text, host_oom_suspected)
+    root = torchrun_root_cause(text)
+    if root is not None:
+        rank, own = root
+        found = _from_stderr(own, last_python_error(own), peak_gpu_bytes)
+        if found is not None:
+            return Failure(found.cls, f"rank {rank} failed first: {found.hint}")
     found = _from_stderr(text, last_python_error(text), peak_gpu_bytes)
     if found is not None:
         return found

@@ -1,203 +1,811 @@
-"""Health detectors over metric streams: pure functions, no I/O, no clock.
+"""Training-health detectors over stored metric series: pure functions, no I/O, no clock.
 
-Each detector looks at one stream and returns a ``Diagnosis`` (a stable ``code``, a message
-that says what to try, and the step it points at) or ``None`` when the stream looks healthy.
+Each detector reads one or two series -- ``(step, value)`` pairs in step order, ``None``
+standing for NaN as the store returns it -- and returns a :class:`Diagnosis` or ``None``
+when the series looks healthy. A diagnosis has a stable ``code`` (see ``CODES``), a
+``severity`` (``error`` or ``warning``), the ``step`` at which the problem *began* (its
+onset, not when it was noticed), the ``evidence`` (metric, the step window and a few values)
+and a ``hint`` that says what to try.
+
+Every threshold is relative to the run's own history (median and MAD, a robust slope), so a
+noisy loss, a warmup, a step schedule or an evaluation pause is not a problem; each one is a
+field of :class:`HealthLimits` and the defaults are kept honest by the healthy-run table in
+``tests/unit/test_health.py``. ``diagnose`` routes a run's series (keyed by metric name) to
+the detectors. ``final`` says the run has ended: some problems (a NaN at the very last
+step) can only be told apart from a transient once no more points will come.
+
+Failure modes: ``HealthError`` (an ``InvalidInput``) for limits out of range; malformed
+series (unsorted steps, repeated steps) are tolerated -- points are sorted by step first.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from tracker.errors import InvalidInput
-from tracker.rules.units import MIB, format_bytes
+from tracker.rules.jsonvalues import encode_float
+from tracker.rules.units import format_bytes
 
 __all__ = [
+    "AMP_SCALE_COLLAPSE",
+    "CHECKPOINT_CORRUPT",
+    "CODES",
+    "DIVERGENCE",
+    "GRAD_EXPLOSION",
+    "GRAD_VANISHING",
+    "LOSS_SPIKE",
+    "MEMORY_GROWTH",
+    "NONFINITE",
+    "RECOMPILES",
+    "THROUGHPUT_DROP",
+    "CheckpointFact",
     "Diagnosis",
+    "Evidence",
     "HealthError",
+    "HealthLimits",
+    "amp_scale_collapse",
+    "checkpoint_problems",
+    "diagnose",
+    "divergence",
+    "grad_explosion",
+    "grad_vanishing",
+    "is_loss_key",
+    "loss_spike",
     "memory_growth",
     "nonfinite",
+    "recompiles",
     "throughput_drop",
 ]
 
+NONFINITE = "nonfinite"
+LOSS_SPIKE = "loss_spike"
+DIVERGENCE = "divergence"
+MEMORY_GROWTH = "memory_growth"
+THROUGHPUT_DROP = "throughput_drop"
+GRAD_EXPLOSION = "grad_explosion"
+GRAD_VANISHING = "grad_vanishing"
+AMP_SCALE_COLLAPSE = "amp_scale_collapse"
+RECOMPILES = "recompiles"
+CHECKPOINT_CORRUPT = "checkpoint_corrupt"
+CODES = (
+    NONFINITE,
+    LOSS_SPIKE,
+    DIVERGENCE,
+    MEMORY_GROWTH,
+    THROUGHPUT_DROP,
+    GRAD_EXPLOSION,
+    GRAD_VANISHING,
+    AMP_SCALE_COLLAPSE,
+    RECOMPILES,
+    CHECKPOINT_CORRUPT,
+)
+
+Point = tuple[int, float | None]
+_MAX_VALUES = 12  # values kept as evidence
+_SIGMA = 1.4826  # MAD -> standard deviation of a normal distribution
+
 
 class HealthError(InvalidInput):
-    """Detector inputs that break a rule (lengths differ, thresholds out of range)."""
+    """Detector limits that break a rule (a threshold out of its range)."""
 
     code = "invalid_health_input"
 
 
 @dataclass(frozen=True)
+class HealthLimits:
+    """Every threshold of the detectors; the defaults suit ordinary training runs."""
+
+    persist: int = 3  # non-finite points in a row that make a problem persistent
+    history: int = 20  # points of history before a spike/explosion can be judged
+    spike_sigmas: float = 10.0  # robust z of a loss spike over its trailing window
+    spike_ratio: float = 0.5  # ... and at least this fraction above the trailing median
+    diverge_sigmas: float = 8.0
+    diverge_progress: float = 0.5  # rise back by this share of the progress made, or
+    diverge_ratio: float = 1.0  # by this share of the best level (doubled), to diverge
+    diverge_points: int = 10  # points the divergence must last (up to the last one)
+    memory_min_points: int = 8
+    memory_min_growth_gpu: float = 32 * 1024**2
+    memory_min_growth_rss: float = 32 * 1024**2
+    slow_factor: float = 2.0  # step time this many times the baseline is slow
+    slow_points: int = 10  # a slow stretch shorter than this is a pause, not a drop
+    slow_min_lost_s: float = 1.0  # ... and one that cost less time than this is noise
+    explode_factor: float = 10.0
+    vanish_ratio: float = 1e-4  # grad norm below this share of its early median
+    vanish_floor: float = 1e-8  # or below this absolute value
+    scale_floor: float = 1.0  # GradScaler's scale at or below this has collapsed
+    skipped_points: int = 5  # logged points in a row that all skipped their steps
+    recompile_limit: int = 8  # torch._dynamo's default cache_size_limit
+
+    def __post_init__(self) -> None:
+        for name in ("persist", "history", "diverge_points", "memory_min_points"):
+            if getattr(self, name) < 1:
+                raise HealthError(f"{name} must be >= 1", field=name)
+        if self.slow_factor <= 1 or self.explode_factor <= 1:
+            raise HealthError("slow_factor and explode_factor must be > 1", field="factor")
+        if not 0 < self.vanish_ratio < 1:
+            raise HealthError("vanish_ratio must be in (0, 1)", field="vanish_ratio")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a diagnosis rests on: one metric, the step window and a few of its values."""
+
+    metric: str
+    window: tuple[int, int]
+    values: tuple[float, ...] = ()  # NaN/Inf kept; as_dict writes the JSON wire form
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "window": list(self.window),
+            "values": [encode_float(v) for v in self.values],
+            **{k: encode_float(v) for k, v in self.numbers.items()},
+        }
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     code: str
-    message: str
-    step: int | None
+    severity: str  # "error" or "warning"
+    step: int | None  # the onset: the first step of the problem
+    message: str  # what was seen, with numbers
+    hint: str  # what to try
+    evidence: Evidence | None = None
+
+    @property
+    def metric(self) -> str | None:
+        return self.evidence.metric if self.evidence else None
+
+    @property
+    def key(self) -> str:
+        """Identity of a diagnosis within a run: one per code and metric."""
+        return f"{self.code}:{self.metric or ''}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "step": self.step,
+            "metric": self.metric,
+            "message": self.message,
+            "hint": self.hint,
+            "evidence": self.evidence.as_dict() if self.evidence else None,
+        }
 
 
-def _same_length(a_name: str, a: Sequence[object], b_name: str, b: Sequence[object]) -> None:
-    if len(a) != len(b):
-        raise HealthError(
-            f"{b_name}: {len(b)} values for {len(a)} {a_name}; each needs exactly one",
-            field=b_name,
-        )
+# ------------------------------------------------------------------------ helpers
 
 
-def _describe(value: float) -> str:
+def _sorted(points: Iterable[Point]) -> list[tuple[int, float]]:
+    """Points by step, ``None`` read as NaN; a repeated step keeps its last value."""
+    by_step: dict[int, float] = {}
+    for step, value in points:
+        by_step[int(step)] = math.nan if value is None else float(value)
+    return sorted(by_step.items())
+
+
+def _finite(points: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    return [(s, v) for s, v in points if math.isfinite(v)]
+
+
+def _median_sigma(values: Sequence[float]) -> tuple[float, float]:
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    return med, _SIGMA * mad
+
+
+def _values(points: Sequence[tuple[int, float]], lo: int, hi: int) -> tuple[float, ...]:
+    picked = [v for s, v in points if lo <= s <= hi]
+    if len(picked) > _MAX_VALUES:
+        half = _MAX_VALUES // 2
+        picked = picked[:half] + picked[-half:]
+    return tuple(picked)
+
+
+def _fmt(value: float) -> str:
     if math.isnan(value):
         return "NaN"
-    return "+Inf" if value > 0 else "-Inf"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:.4g}"
+
+
+_LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
+
+
+def is_loss_key(key: str) -> bool:
+    """A loss-like metric: its last path part names a loss (``loss``, ``train/loss``,
+    ``val_loss``), but not the AMP loss scale."""
+    last = key.rsplit("/", 1)[-1].lower()
+    return bool(_LOSS_NAME.search(last)) and "scale" not in last and not key.startswith("amp/")
+
+
+# ---------------------------------------------------------------------- nonfinite
+
+_NONFINITE_HINT = (
+    "Lower the learning rate (or lengthen its warmup), clip gradients "
+    "(torch.nn.utils.clip_grad_norm_), check the inputs and labels for NaN, or train in bf16 "
+    "/ with a GradScaler instead of plain fp16."
+)
 
 
 def nonfinite(
-    points: Iterable[tuple[int, float | None]], metric: str = "metric"
+    points: Iterable[Point],
+    metric: str = "metric",
+    *,
+    final: bool = True,
+    amp: bool = False,
+    limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
-    """The first point (in the given order) whose value is NaN or ±Inf; ``None`` means NaN.
+    """The first step of a *persistent* stretch of NaN/±Inf values of one metric.
 
-    The message names the metric, the step and the last finite value before it.
+    A stretch is persistent when it lasts ``limits.persist`` points or more, or when it
+    reaches the last point of a run that has ended (``final``). A stretch that recovers
+    (finite values follow) and is shorter than ``persist`` is a transient (a skipped batch),
+    and with ``amp`` (the run logs a GradScaler) any stretch that recovers is AMP's own
+    overflow-and-skip, not a problem.
     """
-    last_finite: tuple[int, float] | None = None
-    for step, raw in points:
-        value = math.nan if raw is None else float(raw)
-        if math.isfinite(value):
-            last_finite = (step, value)
+    limits = limits or HealthLimits()
+    pts = _sorted(points)
+    i = 0
+    while i < len(pts):
+        if math.isfinite(pts[i][1]):
+            i += 1
             continue
-        before = (
-            f" (last finite value {last_finite[1]:.6g} at step {last_finite[0]})"
-            if last_finite
-            else ""
-        )
+        j = i
+        while j < len(pts) and not math.isfinite(pts[j][1]):
+            j += 1
+        length, recovered = j - i, j < len(pts)
+        if recovered:
+            counts = length >= limits.persist and not amp
+        else:
+            counts = final or length >= limits.persist
+        if counts:
+            return _nonfinite_diagnosis(metric, pts, i, j, recovered)
+        i = j
+    return None
+
+
+def _nonfinite_diagnosis(
+    metric: str, pts: list[tuple[int, float]], i: int, j: int, recovered: bool
+) -> Diagnosis:
+    step, value = pts[i]
+    before = [(s, v) for s, v in pts[:i] if math.isfinite(v)]
+    last = f" (last finite value {_fmt(before[-1][1])} at step {before[-1][0]})" if before else ""
+    how = f"for {j - i} points" if recovered else "and stayed non-finite"
+    end = pts[j - 1][0]
+    first = before[-1][0] if before else step
+    return Diagnosis(
+        NONFINITE,
+        "error" if is_loss_key(metric) else "warning",
+        step,
+        f"{metric} became {_fmt(value)} at step {step}{last} {how} (to step {end}).",
+        _NONFINITE_HINT,
+        Evidence(metric, (first, end), _values(pts, first, end)),
+    )
+
+
+# ------------------------------------------------------------ loss spike, divergence
+
+
+def loss_spike(
+    points: Iterable[Point], metric: str = "loss", *, limits: HealthLimits | None = None
+) -> Diagnosis | None:
+    """The first finite value far above its trailing window (median + ``spike_sigmas``
+    robust standard deviations, and ``spike_ratio`` above the median) that recovers."""
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(points))
+    w = limits.history
+    spikes: list[int] = []
+    for k in range(w, len(pts)):
+        med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
+        sigma = max(sigma, 1e-3 * abs(med), 1e-12)
+        bar = med + max(limits.spike_sigmas * sigma, limits.spike_ratio * abs(med))
+        if pts[k][1] > bar:
+            after = [v for _, v in pts[k + 1 : k + 1 + limits.persist * 2]]
+            if after and min(after) <= bar:  # it came back: a spike, not a divergence
+                spikes.append(k)
+    if not spikes:
+        return None
+    k = spikes[0]
+    step, value = pts[k]
+    med = statistics.median(v for _, v in pts[k - w : k])
+    more = f"; {len(spikes)} spikes in all" if len(spikes) > 1 else ""
+    return Diagnosis(
+        LOSS_SPIKE,
+        "warning",
+        step,
+        f"{metric} spiked to {_fmt(value)} at step {step}, {value / med:.3g}x the median "
+        f"{_fmt(med)} of the {w} points before it{more}.",
+        "Look at the batch of that step (bad samples, a data-order change); lower the "
+        "learning rate or clip gradients; with Adam, a larger eps or lower beta2 damps spikes.",
+        Evidence(metric, (pts[k - w][0], step), _values(pts, pts[max(0, k - 5)][0], step)),
+    )
+
+
+def divergence(
+    points: Iterable[Point], metric: str = "loss", *, limits: HealthLimits | None = None
+) -> Diagnosis | None:
+    """The loss rose far above its best level and stayed there to the last point.
+
+    The level is a running median over ``history // 2`` points; the best level is its
+    minimum. Diverged means above ``best + max(diverge_sigmas * sigma, diverge_progress *
+    (start - best), diverge_ratio * |best|)`` for the last ``diverge_points`` points or more;
+    the onset is the first point of that final stretch.
+    """
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(points))
+    w = max(3, limits.history // 2)
+    if len(pts) < w + limits.diverge_points:
+        return None
+    vals = [v for _, v in pts]
+    level = [statistics.median(vals[max(0, k - w + 1) : k + 1]) for k in range(len(vals))]
+    start = level[w - 1]
+    best_k = min(range(w - 1, len(level)), key=level.__getitem__)
+    best = level[best_k]
+    _, sigma = _median_sigma(vals[max(0, best_k - w + 1) : best_k + w])
+    bar = best + max(
+        limits.diverge_sigmas * sigma,
+        limits.diverge_progress * (start - best),
+        limits.diverge_ratio * abs(best),
+    )
+    k = len(pts)
+    while k > best_k + 1 and vals[k - 1] > bar:
+        k -= 1
+    if len(pts) - k < limits.diverge_points:
+        return None
+    lasted = len(pts) - k
+    rise = best + max(3 * sigma, 0.1 * (bar - best))  # the rise began where it left the best
+    while k > best_k + 1 and vals[k - 1] > rise:
+        k -= 1
+    step = pts[k][0]
+    return Diagnosis(
+        DIVERGENCE,
+        "error",
+        step,
+        f"{metric} diverged from step {step}: it stayed above {_fmt(bar)} for "
+        f"{lasted} points, up to {_fmt(vals[-1])}, after its best level {_fmt(best)} "
+        f"at step {pts[best_k][0]}.",
+        "The learning rate is too high for this point of training: lower it or lengthen the "
+        "warmup, clip gradients, and check that the schedule does not jump (restarts, "
+        "resuming with a fresh optimizer state).",
+        Evidence(
+            metric,
+            (pts[best_k][0], pts[-1][0]),
+            _values(pts, pts[max(0, k - 3)][0], pts[-1][0]),
+            {"best": best, "threshold": bar},
+        ),
+    )
+
+
+# ------------------------------------------------------------------- memory growth
+
+
+def _thin(pts: list[tuple[int, float]], most: int) -> list[tuple[int, float]]:
+    """At most ``most`` points, evenly spread, keeping the first and the last."""
+    if len(pts) <= most:
+        return pts
+    step = (len(pts) - 1) / (most - 1)
+    return [pts[round(i * step)] for i in range(most)]
+
+
+def _theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Median of pairwise slopes: a line fit that ignores outliers (on <= 60 points)."""
+    n = len(xs)
+    stride = max(1, n // 60)
+    idx = list(range(0, n, stride))
+    slopes = [
+        (ys[b] - ys[a]) / (xs[b] - xs[a])
+        for i, a in enumerate(idx)
+        for b in idx[i + 1 :]
+        if xs[b] != xs[a]
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def _onset_of_rise(pts: Sequence[tuple[int, float]], slope: float) -> int:
+    """Where a flat start turns into the rise: the last point still within the early level
+    before the values keep climbing (the break of a flat-then-line fit)."""
+    best_k, best_cost = 0, math.inf
+    n = len(pts)
+    for k in range(0, max(1, n - 4)):
+        flat = statistics.median(v for _, v in pts[: k + 1])
+        cost = math.fsum(abs(v - flat) for _, v in pts[: k + 1])
+        s0 = pts[k][0]
+        cost += math.fsum(abs(v - (flat + slope * (s - s0))) for s, v in pts[k + 1 :])
+        if cost < best_cost * 0.999:
+            best_k, best_cost = k, cost
+    return pts[best_k][0]
+
+
+def memory_growth(
+    points: Iterable[Point],
+    metric: str = "sys/rss_bytes",
+    *,
+    min_growth: float | None = None,
+    limits: HealthLimits | None = None,
+) -> Diagnosis | None:
+    """A steady rise of memory over steps (a leak): robust slope in bytes per step.
+
+    Needs ``memory_min_points`` finite samples; the Theil-Sen slope must be positive, the
+    rise along it at least ``min_growth`` bytes (default by metric: GPU allocator 32 MiB,
+    host RSS 32 MiB), and the medians of the four quarters of the series must each rise --
+    a one-time jump (model and optimizer state created), a plateau after warmup or a
+    sawtooth (memory freed every N steps) is not a leak.
+    """
+    limits = limits or HealthLimits()
+    pts = _thin(_finite(_sorted(points)), 240)  # the break search below is quadratic
+    if len(pts) < limits.memory_min_points:
+        return None
+    if min_growth is None:
+        gpu = metric.startswith("sys/gpu")
+        min_growth = limits.memory_min_growth_gpu if gpu else limits.memory_min_growth_rss
+    xs = [float(s) for s, _ in pts]
+    ys = [v for _, v in pts]
+    slope = _theil_sen(xs, ys)
+    span = xs[-1] - xs[0]
+    growth = slope * span
+    if slope <= 0 or growth < min_growth:
+        return None
+    q = len(pts) // 4
+    medians = [statistics.median(ys[i * q : (i + 1) * q if i < 3 else len(ys)]) for i in range(4)]
+    rises = [b - a for a, b in itertools.pairwise(medians)]
+    if min(rises) < 0.25 * growth / 4:
+        return None
+    onset = _onset_of_rise(pts, slope)
+    per100 = slope * 100
+    where = "GPU memory" if metric.startswith("sys/gpu") else "Host memory (RSS)"
+    return Diagnosis(
+        MEMORY_GROWTH,
+        "error" if growth >= 1024**3 else "warning",
+        onset,
+        f"{where} ({metric}) grows ~{format_bytes(slope)} per step "
+        f"({format_bytes(per100)} per 100 steps; +{format_bytes(ys[-1] - ys[0])} from step "
+        f"{pts[0][0]} to {pts[-1][0]}).",
+        "Something keeps each step's tensors alive: a loss or output kept with its graph "
+        "(losses.append(loss) instead of loss.item(), or a metric computed outside "
+        "torch.no_grad()), a growing cache or list, or retain_graph=True.",
+        Evidence(
+            metric,
+            (pts[0][0], pts[-1][0]),
+            _values(pts, pts[0][0], pts[-1][0]),
+            {"bytes_per_step": slope},
+        ),
+    )
+
+
+# ---------------------------------------------------------------- throughput drop
+
+
+def throughput_drop(
+    points: Iterable[Point], metric: str = "sys/step_time_s", *, limits: HealthLimits | None = None
+) -> Diagnosis | None:
+    """A lasting slowdown of step time: a change point that persists.
+
+    The baseline is the median step time of the first fifth of the run (at least 10
+    points); a point is slow when the median of it and its 4 neighbours is over
+    ``slow_factor`` x baseline, so one long step (an evaluation, a checkpoint save) never
+    is. A slow stretch must last ``slow_points`` points or more and cost ``slow_min_lost_s``
+    seconds over the baseline (scheduling noise of millisecond steps does not); the first
+    such stretch is reported, whether it recovered or not.
+    """
+    limits = limits or HealthLimits()
+    pts = [(s, v) for s, v in _finite(_sorted(points)) if v >= 0]
+    if len(pts) < 10 + limits.slow_points:
+        return None
+    vals = [v for _, v in pts]
+    head = max(10, len(vals) // 5)
+    base = statistics.median(vals[:head])
+    if base <= 0:
+        return None
+    smooth = [statistics.median(vals[max(0, k - 2) : k + 3]) for k in range(len(vals))]
+    slow = [s > limits.slow_factor * base for s in smooth]
+    k = 0
+    while k < len(slow):
+        if not slow[k]:
+            k += 1
+            continue
+        j = k
+        while j < len(slow) and slow[j]:
+            j += 1
+        lost = math.fsum(max(0.0, v - base) for v in vals[k:j])
+        if j - k >= limits.slow_points and lost >= limits.slow_min_lost_s:
+            return _throughput_diagnosis(metric, pts, base, k, j)
+        k = j
+    return None
+
+
+def _throughput_diagnosis(
+    metric: str, pts: list[tuple[int, float]], base: float, k: int, j: int
+) -> Diagnosis:
+    slow = statistics.median(v for _, v in pts[k:j])
+    recovered = j < len(pts)
+    until = f"until step {pts[j][0]}" if recovered else "to the last step"
+    return Diagnosis(
+        THROUGHPUT_DROP,
+        "warning",
+        pts[k][0],
+        f"Steps slowed from {_fmt(base)} s to {_fmt(slow)} s each ({base / slow:.0%} of the "
+        f"throughput) from step {pts[k][0]} {until} ({j - k} points).",
+        "Check data loading (DataLoader num_workers, pin_memory, a slow disk or network "
+        "mount), other processes on the machine or GPU, thermal throttling, and work that "
+        "grows with the step (logging, evaluation or saving every step).",
+        Evidence(
+            metric,
+            (pts[k][0], pts[j - 1][0]),
+            _values(pts, pts[max(0, k - 3)][0], pts[j - 1][0]),
+            {"baseline_s": base, "slow_s": slow},
+        ),
+    )
+
+
+# ------------------------------------------------------------------- gradients
+
+
+def grad_explosion(
+    points: Iterable[Point], metric: str = "grad/global_norm", *, limits: HealthLimits | None = None
+) -> Diagnosis | None:
+    """The gradient norm jumped ``explode_factor`` x above its trailing median and stayed
+    there for ``persist`` points (or to the last point); one-point spikes are ignored."""
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(points))
+    w = limits.history
+    for k in range(w, len(pts)):
+        med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
+        bar = max(limits.explode_factor * med, med + limits.spike_sigmas * sigma)
+        if pts[k][1] <= bar or med <= 0:
+            continue
+        run = pts[k : k + limits.persist]
+        if all(v > bar for _, v in run) and (
+            len(run) == limits.persist or k + len(run) == len(pts)
+        ):
+            step, value = pts[k]
+            return Diagnosis(
+                GRAD_EXPLOSION,
+                "error",
+                step,
+                f"{metric} exploded at step {step}: {_fmt(value)}, {value / med:.3g}x its "
+                f"median {_fmt(med)} over the {w} points before, and stayed high.",
+                "Clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)), lower the "
+                "learning rate or lengthen the warmup; check for a normalization layer "
+                "missing or a loss that is not averaged over the batch.",
+                Evidence(
+                    metric,
+                    (pts[k - w][0], run[-1][0]),
+                    _values(pts, pts[k - 3][0], run[-1][0]),
+                    {"median_before": med},
+                ),
+            )
+    return None
+
+
+def grad_vanishing(
+    points: Iterable[Point], metric: str = "grad/global_norm", *, limits: HealthLimits | None = None
+) -> Diagnosis | None:
+    """The gradient norm fell below ``vanish_ratio`` x its early median (or below
+    ``vanish_floor``) and stayed there to the last point, for ``persist`` points or more."""
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(points))
+    if len(pts) < limits.persist + 3:
+        return None
+    early = statistics.median(v for _, v in pts[: max(3, min(limits.history, len(pts) // 5))])
+    bar = max(limits.vanish_ratio * early, limits.vanish_floor)
+    k = len(pts)
+    while k > 0 and pts[k - 1][1] < bar:
+        k -= 1
+    if len(pts) - k < limits.persist:
+        return None
+    step = pts[k][0]
+    return Diagnosis(
+        GRAD_VANISHING,
+        "warning",
+        step,
+        f"{metric} vanished from step {step}: below {_fmt(bar)} for {len(pts) - k} points "
+        f"(early median {_fmt(early)}, last {_fmt(pts[-1][1])}).",
+        "Gradients no longer reach the weights: look for saturated activations (sigmoid/tanh "
+        "on large inputs), dead ReLUs after a too-large step, a detach() or no_grad() in the "
+        "forward pass, or a learning rate schedule that reached zero; try normalization "
+        "layers, residual connections or a better initialization.",
+        Evidence(
+            metric,
+            (step, pts[-1][0]),
+            _values(pts, pts[max(0, k - 3)][0], pts[-1][0]),
+            {"early_median": early},
+        ),
+    )
+
+
+# ------------------------------------------------------------------------ AMP
+
+
+def _increments(pts: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Per-point counts of a counter that may be cumulative (non-decreasing) or per-point."""
+    vals = [v for _, v in pts]
+    cumulative = all(b >= a for a, b in itertools.pairwise(vals))
+    if not cumulative:
+        return list(pts)
+    return [(s, v - p) for (s, v), p in zip(pts[1:], vals, strict=False)]
+
+
+def amp_scale_collapse(
+    scale: Iterable[Point],
+    skipped: Iterable[Point] = (),
+    *,
+    limits: HealthLimits | None = None,
+) -> Diagnosis | None:
+    """GradScaler's loss scale fell to ``scale_floor`` or below and stayed, or every step
+    was skipped for ``skipped_points`` logged points in a row (up to the last one).
+
+    The onset is the first step of the final run of decreases that led below the floor:
+    ordinary calibration (a few halvings at the start, then growth) never reaches it.
+    """
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(scale))
+    if pts and pts[-1][1] <= limits.scale_floor:
+        k = len(pts) - 1
+        # back to the first point of the final decline (halvings, or a floor plateau)
+        while k > 0 and (pts[k - 1][1] > pts[k][1] or pts[k - 1][1] <= limits.scale_floor):
+            k -= 1
+        onset = pts[min(k + 1, len(pts) - 1)][0]  # the first lowered scale
         return Diagnosis(
-            code="nonfinite",
-            message=(
-                f"{metric} became {_describe(value)} at step {step}{before}: lower the learning "
-                "rate, clip gradients, check inputs for NaN, or use bf16 / a GradScaler with fp16."
-            ),
-            step=step,
+            AMP_SCALE_COLLAPSE,
+            "error",
+            onset,
+            f"The AMP loss scale collapsed from {_fmt(pts[k][1])} at step {pts[k][0]} to "
+            f"{_fmt(pts[-1][1])} at step {pts[-1][0]}: every step overflows, so the "
+            "optimizer skips them all.",
+            _AMP_HINT,
+            Evidence("amp/loss_scale", (onset, pts[-1][0]), _values(pts, onset, pts[-1][0])),
+        )
+    inc = _increments(_finite(_sorted(skipped)))
+    k = len(inc)
+    while k > 0 and inc[k - 1][1] > 0:
+        k -= 1
+    if len(inc) - k >= limits.skipped_points:
+        onset = inc[k][0]
+        return Diagnosis(
+            AMP_SCALE_COLLAPSE,
+            "error",
+            onset,
+            f"Every logged interval since step {onset} skipped optimizer steps "
+            f"({len(inc) - k} in a row): the gradients overflow at every step.",
+            _AMP_HINT,
+            Evidence("amp/skipped_steps", (onset, inc[-1][0]), tuple(v for _, v in inc[k:][-12:])),
         )
     return None
 
 
-def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares slope of ys over xs and R² (the fraction of variance it explains)."""
-    mx = statistics.fmean(xs)
-    my = statistics.fmean(ys)
-    sxx = math.fsum((x - mx) ** 2 for x in xs)
-    syy = math.fsum((y - my) ** 2 for y in ys)
-    sxy = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    if sxx == 0:
-        return 0.0, 0.0
-    slope = sxy / sxx
-    r2 = 1.0 if syy == 0 else (sxy * sxy) / (sxx * syy)
-    return slope, r2
+_AMP_HINT = (
+    "The fp16 gradients are Inf/NaN at every step, so the scale only shrinks: look for a "
+    "non-finite loss or input, an op that overflows in fp16 (use bf16, or keep it in fp32 "
+    "with autocast(enabled=False)), or a learning rate so high that the weights overflowed."
+)
 
 
-def _per_steps(slope: float) -> tuple[float, int]:
-    # "~12 MiB per 100 steps"; slower leaks are given per 1000 or 10000 steps to read >= 1 MiB.
-    for n in (100, 1000):
-        if slope * n >= MIB:
-            return slope * n, n
-    return slope * 10_000, 10_000
+# -------------------------------------------------------------------- recompiles
 
 
-def memory_growth(
-    steps: Sequence[int],
-    bytes_: Sequence[float],
+def recompiles(
+    points: Iterable[Point],
+    metric: str = "compile/recompiles",
     *,
-    min_points: int = 20,
-    min_r2: float = 0.8,
-    min_growth_bytes: float = 32 * MIB,
-    warmup_fraction: float = 0.1,
+    limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
-    """A steady linear rise of allocated GPU memory across steps (a leak), or ``None``.
+    """torch.compile recompiled more than ``recompile_limit`` times (a cumulative count;
+    per-interval counts are summed). The onset is the step the limit was passed."""
+    limits = limits or HealthLimits()
+    pts = _finite(_sorted(points))
+    vals = [v for _, v in pts]
+    cumulative = all(b >= a for a, b in itertools.pairwise(vals))
+    total = 0.0
+    for step, value in pts:
+        total = value if cumulative else total + value
+        if total > limits.recompile_limit:
+            return Diagnosis(
+                RECOMPILES,
+                "warning",
+                step,
+                f"torch.compile recompiled {int(total)} times by step {step} (limit "
+                f"{limits.recompile_limit}); each recompile stalls training for seconds.",
+                "Recompiles come from changing shapes, dtypes or Python values the graph "
+                "depends on: pad to fixed shapes (drop_last=True), mark dynamic dimensions "
+                "(torch._dynamo.mark_dynamic or dynamic=True), keep scalars as tensors; "
+                "TORCH_LOGS=recompiles shows the reason of each.",
+                Evidence(
+                    metric,
+                    (pts[0][0], step),
+                    _values(pts, pts[0][0], step),
+                    {"limit": float(limits.recompile_limit)},
+                ),
+            )
+    return None
 
-    Points in the first ``warmup_fraction`` of the step range are ignored: memory normally
-    rises there (optimizer state, allocator caches) and then stays flat. The rest must be
-    ``min_points`` or more, fit a rising line with R² >= ``min_r2``, and grow by at least
-    ``min_growth_bytes`` along it. Non-finite byte counts are skipped.
 
-    Raises ``HealthError`` when the lengths differ or a threshold is out of range.
-    """
-    _same_length("steps", steps, "bytes", bytes_)
-    if not 0 <= warmup_fraction < 1 or not 0 <= min_r2 <= 1 or min_points < 2:
-        raise HealthError(
-            "memory_growth: needs 0 <= warmup_fraction < 1, 0 <= min_r2 <= 1, min_points >= 2",
-            field="memory_growth",
-        )
-    pairs = [(s, float(b)) for s, b in zip(steps, bytes_, strict=True) if math.isfinite(b)]
-    if len(pairs) < min_points:
+# -------------------------------------------------------------------- checkpoints
+
+
+@dataclass(frozen=True)
+class CheckpointFact:
+    """What the doctor knows of one checkpoint: its state and, when verified, the outcome."""
+
+    step: int
+    path: str
+    state: str  # "ok", "corrupt", "missing", "pending", ...
+    created_at: float = 0.0
+
+
+def checkpoint_problems(facts: Sequence[CheckpointFact]) -> Diagnosis | None:
+    """Corrupt or missing checkpoints (a torn file, a hash mismatch, a deleted file)."""
+    bad = [f for f in sorted(facts, key=lambda f: f.step) if f.state in ("corrupt", "missing")]
+    if not bad:
         return None
-    lo, hi = min(s for s, _ in pairs), max(s for s, _ in pairs)
-    cut = lo + warmup_fraction * (hi - lo)
-    kept = [(s, b) for s, b in pairs if s >= cut]
-    if len(kept) < min_points:
-        return None
-    xs = [float(s) for s, _ in kept]
-    slope, r2 = _fit(xs, [b for _, b in kept])
-    first, last = min(xs), max(xs)
-    growth = slope * (last - first)
-    if slope <= 0 or r2 < min_r2 or growth < min_growth_bytes:
-        return None
-    amount, per = _per_steps(slope)
+    first = bad[0]
+    listed = ", ".join(f"step {f.step} ({f.state})" for f in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
     return Diagnosis(
-        code="memory_growth",
-        message=(
-            f"GPU memory grows ~{format_bytes(amount)} per {per} steps "
-            f"(+{format_bytes(growth)} from step {int(first)} to {int(last)}, R² {r2:.2f}): "
-            "are you keeping tensors that require grad (e.g. losses.append(loss) instead of "
-            "loss.item())?"
-        ),
-        step=int(last),
+        CHECKPOINT_CORRUPT,
+        "error",
+        first.step,
+        f"{len(bad)} checkpoint(s) failed verification: {listed}{more}; a resume skips them.",
+        "A torn or changed file no longer matches the sha256 recorded at save: check free "
+        "disk space and quotas, that nothing else writes into the checkpoint directory, and "
+        "save with tracker.save_checkpoint (temporary file, fsync, rename).",
+        Evidence("checkpoints", (first.step, bad[-1].step), tuple(float(f.step) for f in bad[:12])),
     )
 
 
-def throughput_drop(
-    times: Sequence[float],
-    steps: Sequence[int],
+# ------------------------------------------------------------------------ routing
+
+
+def diagnose(
+    series: Mapping[str, Sequence[Point]],
     *,
-    window: int = 10,
-    threshold: float = 0.5,
-) -> Diagnosis | None:
-    """Steps/s over the last ``window`` intervals fell below ``threshold`` x the earlier median.
+    final: bool,
+    checkpoints: Sequence[CheckpointFact] = (),
+    limits: HealthLimits | None = None,
+) -> list[Diagnosis]:
+    """Every diagnosis of one run, from its series keyed by metric name, by onset step.
 
-    ``times`` are wall-clock seconds of each logged step, in logging order. The baseline is
-    the median of per-interval rates before the last window; at least ``2 * window`` such
-    intervals are needed. Intervals with no time elapsed or no step progress are skipped.
-
-    Raises ``HealthError`` when the lengths differ, ``window < 1`` or ``threshold`` is not in
-    (0, 1).
+    Which detector reads which metric: every metric for non-finite values; loss-like keys
+    (``is_loss_key``) for spikes and divergence; ``sys/rss_bytes`` and
+    ``sys/gpu<i>/allocated_bytes`` for memory growth; ``sys/step_time_s`` for throughput;
+    ``grad/global_norm`` (and ``grad/norm/<param>`` for vanishing) for gradients;
+    ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles``.
     """
-    _same_length("times", times, "steps", steps)
-    if window < 1 or not 0 < threshold < 1:
-        raise HealthError(
-            f"throughput_drop: window={window!r}, threshold={threshold!r}; needs window >= 1 "
-            "and 0 < threshold < 1",
-            field="throughput_drop",
+    limits = limits or HealthLimits()
+    amp = "amp/loss_scale" in series or "amp/skipped_steps" in series
+    found: list[Diagnosis | None] = []
+    for key, points in series.items():
+        found.append(nonfinite(points, key, final=final, amp=amp, limits=limits))
+        if is_loss_key(key):
+            div = divergence(points, key, limits=limits)
+            found.append(div)
+            if div is None:
+                found.append(loss_spike(points, key, limits=limits))
+        elif key == "sys/rss_bytes" or _GPU_ALLOCATED.fullmatch(key):
+            found.append(memory_growth(points, key, limits=limits))
+        elif key == "sys/step_time_s":
+            found.append(throughput_drop(points, key, limits=limits))
+        elif key == "grad/global_norm":
+            found.append(grad_explosion(points, key, limits=limits))
+            found.append(grad_vanishing(points, key, limits=limits))
+        elif key == "compile/recompiles":
+            found.append(recompiles(points, key, limits=limits))
+    if amp:
+        found.append(
+            amp_scale_collapse(
+                series.get("amp/loss_scale", ()), series.get("amp/skipped_steps", ()), limits=limits
+            )
         )
-    if len(times) < 3 * window + 1:
-        return None
-    split = len(times) - 1 - window
-    rates = [
-        (steps[i] - steps[i - 1]) / (times[i] - times[i - 1])
-        for i in range(1, split + 1)
-        if times[i] > times[i - 1] and steps[i] > steps[i - 1]
-    ]
-    elapsed = times[-1] - times[split]
-    progress = steps[-1] - steps[split]
-    if len(rates) < 2 * window or elapsed <= 0 or progress < 0:
-        return None
-    baseline = statistics.median(rates)
-    recent = progress / elapsed
-    if recent >= threshold * baseline:
-        return None
-    return Diagnosis(
-        code="throughput_drop",
-        message=(
-            f"throughput fell to {recent:.3g} steps/s over steps {steps[split]}–{steps[-1]}, "
-            f"{recent / baseline:.0%} of the earlier median {baseline:.3g} steps/s: check data "
-            "loading (num_workers, disk), other processes on the GPU, thermal throttling, or "
-            "work that grows with the step (e.g. evaluation or logging every step)."
-        ),
-        step=steps[-1],
-    )
+    found.append(checkpoint_problems(checkpoints))
+    return sorted((d for d in found if d is not None), key=lambda d: (d.step or 0, d.code))
+
+
+_GPU_ALLOCATED = re.compile(r"sys/gpu\d+/allocated_bytes")

@@ -46,7 +46,11 @@ __all__ = [
     "parse_query",
 ]
 
-ATTRIBUTES = ("status", "name", "project", "tags", "host", "created", "duration", "id")
+ATTRIBUTES = (
+    "status", "name", "project", "tags", "host", "created", "duration", "id", "diagnosis",
+)  # fmt: skip
+# metric values that are not numbers: ``metrics.loss == nan`` (the last value is NaN)
+_NONFINITE_WORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
 MAX_QUERY_LENGTH = 10_000
 # Nested groups and negations: SQLite's parser overflows its stack (a driver error) at about
 # 30 nested parenthesized groups of the translated SQL, so the limit keeps a margin below that.
@@ -69,6 +73,8 @@ _ATTR_RULES: dict[str, tuple[frozenset[str], str, str]] = {
     "created": (_ORDER_OPS, "date", "created > 2024-05-01"),
     "duration": (_ORDER_OPS | {"in"}, "duration", "duration > 1h30m"),
     "id": (frozenset({"==", "!=", "in"}), "any", "id == 42"),
+    # a health code the doctor found (tracker.rules.health.CODES); null: none at all
+    "diagnosis": (frozenset({"==", "!=", "in"}), "string", 'diagnosis == "memory_growth"'),
 }
 
 
@@ -368,6 +374,13 @@ class _Parser:
                 f'expected a value {after} (e.g. 0.9 or "adam"), got {_describe(tok)}',
             )
         self.advance()
+        special = _NONFINITE_WORDS.get(tok.text.lower()) if tok.kind == "word" else None
+        if kind == "number" and special is not None:  # metrics.loss == nan
+            if op not in ("==", "!=", "in"):
+                raise QueryError(
+                    tok.pos, f"{tok.text} only works with == and != (e.g. {field} == nan)"
+                )
+            return special
         return _coerce(tok, field, kind)
 
 

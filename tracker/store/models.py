@@ -178,7 +178,15 @@ class RunEventRow(Base):
     kind: Mapped[str] = mapped_column(sa.String(32))
     message: Mapped[str] = mapped_column(sa.Text)
     data: Mapped[Any | None] = mapped_column(JsonType)
-    __table_args__ = (sa.Index("ix_run_events_run_at", "run_id", "at"),)
+    # diagnoses only (tracker.store.diagnoses): the health code and "code:metric", unique
+    # per run so that re-running the doctor updates instead of adding
+    code: Mapped[str | None] = mapped_column(sa.String(40))
+    dedupe_key: Mapped[str | None] = mapped_column(sa.String(300))
+    __table_args__ = (
+        sa.Index("ix_run_events_run_at", "run_id", "at"),
+        sa.Index("uq_run_events_run_dedupe_key", "run_id", "dedupe_key", unique=True),
+        sa.Index("ix_run_events_code", "code"),
+    )
 
 
 class WorkerRow(Base):

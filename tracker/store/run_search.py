@@ -23,8 +23,10 @@ Reads raise StoreUnavailable (503) when the database cannot be reached
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +106,7 @@ class RunHit:
     failure_hint: str | None
     config: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    diagnoses: list[str] = field(default_factory=list)  # health codes, by onset step
 
     @property
     def duration(self) -> float | None:
@@ -247,12 +250,29 @@ class _Translator:
             .where(m.MetricSummaryRow.run_id == m.RunRow.id, m.MetricSummaryRow.key_id == key_id)
             .scalar_subquery()
         )
+        if isinstance(c.value, float) and math.isnan(c.value):  # NaN is stored as NULL
+            return (
+                sa.select(m.MetricSummaryRow.run_id)
+                .where(
+                    m.MetricSummaryRow.run_id == m.RunRow.id,
+                    m.MetricSummaryRow.key_id == key_id,
+                    m.MetricSummaryRow.last_value.is_(None),
+                )
+                .exists()
+            )
         return sa.and_(value.is_not(None), getattr(value, _ORDER[c.op])(c.value))
 
     def attribute(self, c: Compare) -> Any:
         name, value, op = c.field.name, c.value, c.op
         if name == "tags":
             return tag_filter(self.dialect, str(value))
+        if name == "diagnosis":  # stored by the doctor (tracker.store.diagnoses)
+            found = sa.select(m.RunEventRow.id).where(
+                m.RunEventRow.run_id == m.RunRow.id, m.RunEventRow.kind == "diagnosis"
+            )
+            if value is None:
+                return ~found.exists()
+            return found.where(m.RunEventRow.code == str(value)).exists()
         if name in _STRING_ATTRS:
             col = _STRING_ATTRS[name]
             if value is None:
@@ -406,6 +426,7 @@ def _load_rows(
     query = run_select().add_columns(*config_cols).where(m.RunRow.id.in_(ids))
     by_id = {r.id: r for r in conn.execute(query)}
     metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
+    codes = _diagnosis_codes(conn, ids)
     out = []
     for run_id in ids:
         r = by_id[run_id]
@@ -415,7 +436,23 @@ def _load_rows(
             config[name] = (
                 json.loads(raw) if isinstance(raw, str) and dialect != "postgresql" else raw
             )
-        out.append(_row(r, config, metrics.get(run_id, {})))
+        hit = _row(r, config, metrics.get(run_id, {}))
+        out.append(dataclasses.replace(hit, diagnoses=codes.get(run_id, [])))
+    return out
+
+
+def _diagnosis_codes(conn: sa.Connection, ids: list[int]) -> dict[int, list[str]]:
+    """The doctor's codes per run (tracker.store.diagnoses), each once, in onset order."""
+    query = (
+        sa.select(m.RunEventRow.run_id, m.RunEventRow.code)
+        .where(m.RunEventRow.run_id.in_(ids), m.RunEventRow.kind == "diagnosis")
+        .order_by(m.RunEventRow.run_id, m.RunEventRow.id)
+    )
+    out: dict[int, list[str]] = {}
+    for run_id, code in conn.execute(query):
+        seen = out.setdefault(run_id, [])
+        if code and code not in seen:
+            seen.append(code)
     return out
 
 

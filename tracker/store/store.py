@@ -504,6 +504,13 @@ class Store:
                 )
             )
 
+    def diagnose(self, run_id: int, *, final: bool | None = None) -> list[Any]:
+        """Run the doctor over this run and record its diagnoses (idempotent); see
+        :func:`tracker.store.diagnoses.diagnose_run`, which this calls."""
+        from tracker.store.diagnoses import diagnose_run
+
+        return list(diagnose_run(self, run_id, final=final))
+
     def list_events(self, run_id: int) -> list[RunEventInfo]:
         query = (
             sa.select(*m.RunEventRow.__table__.columns)

@@ -9,6 +9,7 @@ from flask import current_app
 
 from tracker.store import Store
 from tracker.web.core.ingest import MetricIngest
+from tracker.web.core.live_doctor import LiveDoctor
 
 __all__ = ["AppState", "state"]
 
@@ -19,6 +20,10 @@ class AppState:
     ingest: MetricIngest
     checkpoint_roots: list[Path] = field(default_factory=list)
     file_roots: dict[str, list[Path]] = field(default_factory=dict)
+    live_doctor: LiveDoctor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.live_doctor = LiveDoctor(self.store)
 
 
 def state() -> AppState:

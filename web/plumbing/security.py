@@ -103,6 +103,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.multi_run_series": LOG,
     "api.compare": LOG,
     "api.run_events": LOG,
+    "api.run_diagnoses": LOG,
     "api.run_logs": LOG,
     "api.run_checkpoints": LOG,
     "api.checkpoint_download": LOG,
@@ -121,6 +122,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.set_checkpoint_state": LOG,
     "api.add_event": LOG,
     "api.finish_run": LOG,
+    "api.rerun_diagnoses": LOG,
     # admin: whatever makes a worker run something, stops it, or deletes
     "api.clone_run": ADMIN,
     "api_queue.clone": ADMIN,

@@ -170,7 +170,7 @@
     box.checked = selected.has(r.id);
     const cells = [
       h("td", { class: "check" }, box),
-      h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint)),
+      h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint), Health.badges(r.diagnoses)),
       h("td", { class: "name" }, T.runLink(r), h("span", { class: "muted id" }, ` #${r.id}`)),
       h("td", {}, r.project),
       h("td", {}, (r.tags || []).map((t) => h("span", { class: "tag" }, t))),

@@ -24,7 +24,7 @@ from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
 from tracker.rules.secrets import env_keys_only
-from tracker.store import SCHEMA_HEAD, run_reads, run_search
+from tracker.store import SCHEMA_HEAD, diagnoses, run_reads, run_search
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
@@ -328,7 +328,22 @@ def start_run(run_id: int) -> Any:
 def finish_run(run_id: int) -> Any:
     args = parse.finish_run_args(json_body())
     state().store.finish_run(run_id, args.pop("status"), fence=_fence(), **args)
+    diagnoses.diagnose_run(state().store, run_id, final=True)  # the doctor's final pass
     return {"run_id": run_id, "ok": True}
+
+
+@bp.get("/runs/<int:run_id>/diagnoses")
+def run_diagnoses(run_id: int) -> Any:
+    found = diagnoses.list_diagnoses(state().store, run_id)
+    return {"run_id": run_id, "diagnoses": [diagnoses.diagnosis_json(e) for e in found]}
+
+
+@bp.post("/runs/<int:run_id>/diagnoses")
+def rerun_diagnoses(run_id: int) -> Any:
+    json_body()
+    diagnoses.diagnose_run(state().store, run_id)
+    found = diagnoses.list_diagnoses(state().store, run_id)
+    return {"run_id": run_id, "diagnoses": [diagnoses.diagnosis_json(e) for e in found]}
 
 
 @bp.post("/runs/<int:run_id>/heartbeat")
@@ -341,6 +356,7 @@ def heartbeat(run_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/metrics")
 def write_metrics(run_id: int) -> Any:
     points = state().ingest.write(run_id, json_body(), _fence())
+    state().live_doctor.after_write(run_id)
     return {"run_id": run_id, "points": points}
 
 

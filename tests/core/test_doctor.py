@@ -1,0 +1,135 @@
+"""The doctor end to end on a real store (SQLite file and PostgreSQL): idempotent records,
+a final pass that drops what no longer holds, the live sweep over running runs, the CLI
+(`tracker doctor`, `tracker runs show`), and the client's on_nonfinite="stop" policy."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tracker
+from tracker.errors import InvalidInput, NonFiniteLossError
+from tracker.rules.health import Diagnosis, Evidence
+from tracker.store import Store
+from tracker.store.diagnoses import LiveSweep, diagnose_run, list_diagnoses, record_diagnoses
+
+CLI = [
+    sys.executable,
+    "-c",
+    "import sys; sys.argv[0] = 'tracker'; from tracker.cli import main; main()",
+]
+
+
+def _nan_run(store: Store, status: str = "finished") -> int:
+    run = store.create_run("p", "nan")
+    for s in range(30):
+        store.log_metrics(run.id, s, {"loss": 1.0 / (s + 1) if s < 20 else math.nan})
+    if status != "running":
+        store.finish_run(run.id, status)
+    return run.id
+
+
+def _d(code: str, metric: str, step: int) -> Diagnosis:
+    return Diagnosis(code, "warning", step, f"{code} msg", "hint", Evidence(metric, (step, step)))
+
+
+def test_record_is_idempotent_and_final_pass_replaces(store: Store) -> None:
+    run_id = _nan_run(store)
+    first = diagnose_run(store, run_id)
+    assert [(d.code, d.metric, d.step) for d in first] == [("nonfinite", "loss", 20)]
+    for _ in range(3):
+        diagnose_run(store, run_id)
+    [event] = list_diagnoses(store, run_id)
+    assert event.data is not None and event.data["step"] == 20
+    record_diagnoses(store, run_id, [_d("loss_spike", "loss", 5)])  # live: adds, keeps
+    assert len(list_diagnoses(store, run_id)) == 2
+    record_diagnoses(store, run_id, [_d("loss_spike", "loss", 7)])  # same key: updated
+    steps = {e.data["code"]: e.data["step"] for e in list_diagnoses(store, run_id) if e.data}
+    assert steps == {"nonfinite": 20, "loss_spike": 7}
+    diagnose_run(store, run_id)  # final pass: the spike no longer holds
+    assert [e.data["code"] for e in list_diagnoses(store, run_id) if e.data] == ["nonfinite"]
+    other = store.create_run("p", "other")
+    store.add_event(other.id, "note", "not a diagnosis")
+    diagnose_run(store, other.id, final=True)
+    assert [e.kind for e in store.list_events(other.id)] == ["note"]
+
+
+def test_live_sweep_diagnoses_running_runs_once_per_change(store: Store) -> None:
+    run_id = _nan_run(store, status="running")
+    finished = _nan_run(store)
+    sweep = LiveSweep(store)
+    found = sweep.once()
+    assert set(found) == {run_id}  # finished runs are the final pass's business
+    assert [d.code for d in found[run_id]] == ["nonfinite"]
+    assert sweep.once() == {}  # nothing new: nothing read
+    store.log_metrics(run_id, 30, {"loss": math.nan})
+    assert set(sweep.once()) == {run_id}
+    assert len(list_diagnoses(store, run_id)) == 1 and list_diagnoses(store, finished) == []
+
+
+def test_doctor_and_runs_show_cli(store_url: str, store: Store, tmp_path: Path) -> None:
+    run_id = _nan_run(store)
+    healthy = store.create_run("p", "ok")
+    store.log_metrics(healthy.id, 0, {"loss": 1.0})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_URI"] = store_url
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120, check=False)  # fmt: skip
+
+    done = cli("doctor", str(run_id))
+    assert done.returncode == 1, done.stderr
+    assert "[error] nonfinite at step 20 (loss)" in done.stdout
+    assert "loss became NaN at step 20 (last finite value 0.05 at step 19)" in done.stdout
+    assert "try: Lower the learning rate" in done.stdout
+    as_json = cli("doctor", str(run_id), "--json")
+    doc = json.loads(as_json.stdout)
+    assert doc["diagnoses"][0]["evidence"]["values"][-1] == "NaN"
+    ok = cli("doctor", str(healthy.id))
+    assert (ok.returncode, ok.stdout.strip()) == (0, f"run {healthy.id}: no problems found")
+    missing = cli("doctor", "987654")
+    assert missing.returncode == 2 and "run 987654 does not exist" in missing.stderr
+    show = cli("runs", "show", str(run_id))
+    assert "health:" in show.stdout and "[error] nonfinite at step 20" in show.stdout
+    assert len(list_diagnoses(store, run_id)) == 1
+
+
+def test_direct_run_is_diagnosed_at_finish(store_url: str, store: Store) -> None:
+    with tracker.init(project="p", uri=store_url, system_interval=None) as run:
+        for s in range(20):
+            tracker.log({"loss": 0.5 if s < 10 else math.inf}, step=s)
+    [event] = list_diagnoses(store, run.id)
+    assert event.data is not None and (event.data["code"], event.data["step"]) == ("nonfinite", 10)
+
+
+def test_on_nonfinite_stop_raises_at_the_first_persistent_nan(store_url: str, store: Store) -> None:
+    run = tracker.init(project="p", uri=store_url, system_interval=None, on_nonfinite="stop")
+    tracker.log({"loss": 0.7, "acc": math.nan}, step=0)  # not a loss: ignored
+    tracker.log({"loss": math.nan}, step=1)  # one skipped batch ...
+    tracker.log({"loss": 0.6}, step=2)  # ... that recovered
+    tracker.log({"train/loss": math.nan}, step=3)
+    tracker.log({"train/loss": math.inf}, step=4)
+    with pytest.raises(NonFiniteLossError) as info:
+        tracker.log({"train/loss": math.nan}, step=5)
+    assert info.value.code == "nonfinite_loss"
+    assert "train/loss is nan at step 5: non-finite 3 times in a row since step 3" in str(
+        info.value
+    )
+    assert "on_nonfinite='stop'" in str(info.value)
+    tracker.finish()
+    steps = [p.step for p in store.metric_history(run.id, "train/loss")]
+    assert steps == [3, 4, 5]  # the NaN that stopped it is stored
+
+
+def test_on_nonfinite_rejects_unknown_policy(store_url: str, store: Store) -> None:
+    with pytest.raises(InvalidInput) as info:
+        tracker.init(project="p", uri=store_url, system_interval=None, on_nonfinite="halt")
+    assert info.value.field == "on_nonfinite" and "record, stop" in str(info.value)
+    assert store.list_runs() == []

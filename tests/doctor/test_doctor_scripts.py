@@ -1,0 +1,137 @@
+"""The failing-script suite: each small CPU training script in ``scripts/`` has exactly one
+thing wrong, and the doctor names it with the right code within a small window of its true
+onset -- run by hand (the SQL sink's final pass) and as a queued job (the real worker,
+whose verdict for a NaN loss is ``failed``/``nonfinite_loss``). Healthy shapes of the same
+loop get no diagnosis at all."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.runner import TRACKER, Procs
+from tracker.store import Store
+from tracker.store import jobs as store_jobs
+from tracker.store.diagnoses import list_diagnoses
+
+pytestmark = pytest.mark.slow
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _first_nonfinite(store: Store, run_id: int, key: str) -> int:
+    return next(
+        p.step for p in store.metric_history(run_id, key) if not math.isfinite(p.value or math.nan)
+    )
+
+
+# script, code, metric, true onset (a step, or a function of the stored run), window
+CASES: list[tuple[str, str, str, object, int]] = [
+    ("nan_lr.py", "nonfinite", "loss", lambda s, r: _first_nonfinite(s, r, "loss"), 0),
+    ("leak.py", "memory_growth", "sys/rss_bytes", 0, 8),
+    ("stall.py", "throughput_drop", "sys/step_time_s", 100, 3),
+    ("recompiles.py", "recompiles", "compile/recompiles", 90, 0),
+    ("amp_collapse.py", "amp_scale_collapse", "amp/loss_scale", 60, 1),
+    ("grad_explosion.py", "grad_explosion", "grad/global_norm", 100, 1),
+    ("grad_vanishing.py", "grad_vanishing", "grad/global_norm", 100, 1),
+    ("divergence.py", "divergence", "loss", 150, 5),
+    ("torn_checkpoint.py", "checkpoint_corrupt", "checkpoints", 40, 0),
+]
+
+
+def _env(uri: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_URI"] = uri
+    return env
+
+
+def _check(store: Store, run_id: int, code: str, metric: str, onset: object, window: int) -> None:
+    found = [e.data for e in list_diagnoses(store, run_id) if e.data and e.data["code"] == code]
+    assert found, f"no {code} among {[e.data for e in list_diagnoses(store, run_id)]}"
+    [d] = [d for d in found if d["metric"] == metric]
+    true_onset = onset(store, run_id) if callable(onset) else onset
+    assert abs(d["step"] - true_onset) <= window, (d, true_onset)
+    assert d["hint"] and d["message"] and d["evidence"]["metric"] == metric
+
+
+@pytest.mark.parametrize(("name", "code", "metric", "onset", "window"), CASES)
+def test_failing_script_run_by_hand_is_diagnosed(
+    tmp_path: Path, name: str, code: str, metric: str, onset: object, window: int
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'tracker.db'}"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / name)], env=_env(uri), cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = Store(uri)
+    [run] = store.list_runs()
+    _check(store, run.id, code, metric, onset, window)
+    # re-running the doctor does not duplicate, and says the same
+    doctor = subprocess.run(
+        [*TRACKER, "doctor", str(run.id), "--json"], env=_env(uri),
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert doctor.returncode == 1, doctor.stderr
+    assert code in {d["code"] for d in json.loads(doctor.stdout)["diagnoses"]}
+    keys = [(e.data["code"], e.data["metric"]) for e in list_diagnoses(store, run.id) if e.data]
+    assert len(keys) == len(set(keys)), keys
+    if name == "torn_checkpoint.py":
+        kinds = [e.kind for e in store.list_events(run.id)]
+        assert "checkpoint_skipped" in kinds and "resumed from step 20" in done.stdout
+
+
+@pytest.mark.timeout(1500)  # nine small trainings, three at a time
+def test_failing_scripts_as_queued_jobs(store: Store, procs: Procs, tmp_path: Path) -> None:
+    jobs = {}
+    for name, *_ in CASES:
+        done = procs.run("submit", "--json", "--", sys.executable, str(SCRIPTS / name))
+        assert done.returncode == 0, done.stderr
+        jobs[name] = json.loads(done.stdout)
+    worker = procs.worker("--gpus", "none", "--exit-when-idle", "--max-jobs", "3")
+    assert worker.wait(1400, "the worker to run every script") == 0, worker.output()
+    for name, code, metric, onset, window in CASES:
+        job = jobs[name]
+        _check(store, job["run_id"], code, metric, onset, window)
+        info = store_jobs.get_job(store, job["id"])
+        if code == "nonfinite":  # exit 0 with a NaN loss is a failed job, not a success
+            assert (info.status, info.failure_class) == ("failed", "nonfinite_loss"), info
+            run = store.get_run(job["run_id"])
+            assert (run.status, run.failure_class) == ("failed", "nonfinite_loss")
+            assert "loss became +Inf at step" in (run.failure_hint or "")
+        else:
+            assert info.status == "succeeded", info
+
+
+@pytest.mark.parametrize("shape", ["cosine", "step", "plateau"])
+def test_healthy_script_has_no_diagnosis(tmp_path: Path, shape: str) -> None:
+    uri = f"sqlite:///{tmp_path / 'tracker.db'}"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "healthy.py"), shape], env=_env(uri), cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = Store(uri)
+    [run] = store.list_runs()
+    assert list_diagnoses(store, run.id) == []
+
+
+@pytest.mark.timeout(600)
+def test_torchrun_job_names_the_first_failing_rank(store: Store, procs: Procs) -> None:
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            str(SCRIPTS / "fail_rank.py")]  # fmt: skip
+    done = procs.run("submit", "--json", "--", *argv)
+    assert done.returncode == 0, done.stderr
+    job = json.loads(done.stdout)
+    worker = procs.worker("--gpus", "none", "--exit-when-idle")
+    assert worker.wait(500, "the torchrun job to end") == 0, worker.output()
+    info = store_jobs.get_job(store, job["id"])
+    assert (info.status, info.failure_class) == ("failed", "python_exception"), info
+    assert info.failure_hint is not None
+    assert info.failure_hint.startswith("rank 1 failed first: ValueError: rank 1 could not read")

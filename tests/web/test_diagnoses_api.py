@@ -1,0 +1,119 @@
+"""Diagnoses over the JSON API and the run search: stored at finish and live after ingest,
+read with GET, re-run with POST (idempotent), searched with ``diagnosis == "code"`` and
+``metrics.loss == nan``; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from flask.testing import FlaskClient
+
+from tests.support.web import envelope
+from tracker.store import Store
+from tracker.store.diagnoses import diagnose_run
+
+
+def _create(client: FlaskClient, name: str) -> int:
+    response = client.post("/api/v1/runs", json={"project": "p", "name": name})
+    assert response.status_code in (200, 201), response.json
+    return int(response.json["id"])
+
+
+def _send(client: FlaskClient, run_id: int, points: list[tuple[int, dict[str, Any]]]) -> None:
+    now = int(time.time() * 1000)
+    records = [[s, now + s, m] for s, m in points]
+    response = client.post(f"/api/v1/runs/{run_id}/metrics", json={"records": records})
+    assert response.status_code == 200, response.json
+
+
+def _nan_run(client: FlaskClient) -> int:
+    run_id = _create(client, "nan")
+    points = [(s, {"loss": 1.0 / (s + 1) if s < 30 else "NaN"}) for s in range(40)]
+    _send(client, run_id, points)
+    return run_id
+
+
+def test_live_after_ingest_then_final_at_finish(client: FlaskClient) -> None:
+    run_id = _nan_run(client)
+    # the live pass ran after the batch: 10 NaN points in a row are persistent already
+    live = client.get(f"/api/v1/runs/{run_id}/diagnoses").json["diagnoses"]
+    assert [(d["code"], d["metric"], d["step"]) for d in live] == [("nonfinite", "loss", 30)]
+    assert live[0]["severity"] == "error" and "learning rate" in live[0]["hint"]
+    assert live[0]["evidence"]["values"][-1] == "NaN"  # the JSON wire form
+    assert client.post(f"/api/v1/runs/{run_id}/finish", json={"status": "finished"}).json["ok"]
+    final = client.get(f"/api/v1/runs/{run_id}/diagnoses").json["diagnoses"]
+    assert [d["id"] for d in final] == [d["id"] for d in live]  # updated, not duplicated
+
+
+def test_post_reruns_idempotently(client: FlaskClient, store: Store) -> None:
+    run_id = _nan_run(client)
+    first = client.post(f"/api/v1/runs/{run_id}/diagnoses", json={}).json["diagnoses"]
+    again = client.post(f"/api/v1/runs/{run_id}/diagnoses", json={}).json["diagnoses"]
+    assert len(first) == len(again) == 1 and first[0]["id"] == again[0]["id"]
+    assert [e.kind for e in store.list_events(run_id)].count("diagnosis") == 1
+
+
+def test_healthy_run_has_an_empty_list(client: FlaskClient) -> None:
+    run_id = _create(client, "ok")
+    _send(client, run_id, [(s, {"loss": 2.0 - s / 100}) for s in range(60)])
+    client.post(f"/api/v1/runs/{run_id}/finish", json={"status": "finished"})
+    assert client.get(f"/api/v1/runs/{run_id}/diagnoses").json == {
+        "run_id": run_id,
+        "diagnoses": [],
+    }
+
+
+def test_unknown_run_is_a_404_envelope(client: FlaskClient) -> None:
+    for response in (
+        client.get("/api/v1/runs/999999/diagnoses"),
+        client.post("/api/v1/runs/999999/diagnoses", json={}),
+    ):
+        assert response.status_code == 404
+        assert envelope(response)["code"] == "not_found"
+
+
+def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
+    nan_id = _nan_run(client)
+    leak = store.create_run("p", "leak")
+    store.log_metrics(leak.id, 0, {"loss": 1.0})
+    for s in range(1, 50):
+        store.log_metrics(leak.id, s, {"sys/rss_bytes": 1e9 + s * 5e6, "loss": 1.0})
+    store.finish_run(leak.id, "finished")
+    diagnose_run(store, leak.id)
+    inf = store.create_run("p", "inf")
+    store.log_metrics(inf.id, 0, {"loss": math.inf})
+    healthy = store.create_run("p", "healthy")
+    store.log_metrics(healthy.id, 0, {"loss": 0.5})
+
+    def names(q: str) -> list[str]:
+        response = client.get("/api/v1/runs", query_string={"q": q})
+        assert response.status_code == 200, response.json
+        return sorted(r["name"] for r in response.json["runs"])
+
+    assert names('diagnosis == "memory_growth"') == ["leak"]
+    assert names("diagnosis == nonfinite") == ["nan"]
+    assert names("diagnosis in (nonfinite, memory_growth)") == ["leak", "nan"]
+    assert names("diagnosis == null") == ["healthy", "inf"]
+    assert "leak" not in names("diagnosis != memory_growth")
+    assert names("metrics.loss == nan") == ["nan"]
+    assert names("metrics.loss == inf") == ["inf"]
+    assert names("metrics.loss != nan") == ["healthy", "inf", "leak"]
+    assert nan_id
+    bad = client.get("/api/v1/runs", query_string={"q": "metrics.loss > nan"})
+    assert bad.status_code == 400 and "only works with == and !=" in envelope(bad)["message"]
+
+
+def test_live_doctor_runs_at_most_once_per_interval(store: Store) -> None:
+    from tracker.web.core.live_doctor import LiveDoctor
+
+    now = [1000.0]
+    doctor = LiveDoctor(store, every_s=5.0, clock=lambda: now[0])
+    run = store.create_run("p", "live")
+    store.log_metrics(run.id, 0, {"loss": 1.0})
+    assert doctor.after_write(run.id) is True
+    now[0] += 4.9
+    assert doctor.after_write(run.id) is False  # within the interval: skipped
+    now[0] += 0.2
+    assert doctor.after_write(run.id) is True

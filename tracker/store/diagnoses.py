@@ -1,0 +1,229 @@
+"""The doctor's data: read a run's series, run the health detectors, record diagnoses.
+
+``diagnose_run`` reads every metric of one run (the last ``MAX_POINTS`` points of each;
+``LIVE_POINTS`` in a live pass, where the evidence is recent),
+its checkpoints (optionally re-hashing their files), runs :func:`tracker.rules.health.
+diagnose` and records the result as run events of kind ``diagnosis``. Recording is
+idempotent: each diagnosis is one row per run and ``code:metric`` (the unique index
+``uq_run_events_run_dedupe_key``), so running the doctor again -- by hand, at finish, or
+in several housekeeping processes at once -- updates that row instead of adding one. A
+final pass (the run has ended) also removes diagnoses that no longer hold.
+
+``sweep_live`` is the housekeeping pass over running runs: one query finds the runs with
+points newer than the last pass, and only those are diagnosed (cheap when nothing moved).
+
+Every read and write raises ``StoreUnavailable`` when the database cannot be reached, and
+``NotFound`` for an unknown run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from tracker.entities import RunEventInfo
+from tracker.rules.health import (
+    NONFINITE,
+    CheckpointFact,
+    Diagnosis,
+    HealthLimits,
+    diagnose,
+    is_loss_key,
+)
+from tracker.store import models as m
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.rows import dialect_insert
+from tracker.store.store import Store
+
+__all__ = [
+    "DIAGNOSIS",
+    "LIVE_POINTS",
+    "MAX_POINTS",
+    "LiveSweep",
+    "diagnose_run",
+    "diagnosis_json",
+    "list_diagnoses",
+    "nonfinite_loss",
+    "read_run_series",
+    "record_diagnoses",
+]
+
+DIAGNOSIS = "diagnosis"  # run_events.kind
+MAX_POINTS = 20_000  # per metric: the newest points, enough for every detector's window
+LIVE_POINTS = 5_000  # per metric in a live pass: the recent history, 4x cheaper to read
+_LIVE_STATUSES = ("running",)
+
+
+def read_run_series(
+    store: Store, run_id: int, *, max_points: int = MAX_POINTS
+) -> dict[str, list[tuple[int, float | None]]]:
+    """Every metric of a run as ``(step, value)`` by step (NaN as ``None``), newest
+    ``max_points`` per metric."""
+    keys = sa.select(m.MetricSummaryRow.key_id, m.MetricKeyRow.name).join(
+        m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id
+    )
+    out: dict[str, list[tuple[int, float | None]]] = {}
+    with read_conn(store.engine) as conn:
+        found = conn.execute(keys.where(m.MetricSummaryRow.run_id == run_id)).all()
+        for key_id, name in found:
+            query = (
+                sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
+                .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
+                .order_by(m.MetricPointRow.step.desc())
+                .limit(max_points)
+            )
+            out[name] = [(int(s), v) for s, v in reversed(conn.execute(query).all())]
+    return out
+
+
+def _checkpoint_facts(store: Store, run_id: int, verify: bool) -> list[CheckpointFact]:
+    facts = []
+    for c in store.list_checkpoints(run_id):
+        state = c.state
+        if verify and state not in ("corrupt", "missing"):
+            state = _verify_file(Path(c.path), c.sha256)
+            if state != c.state:
+                store.set_checkpoint_state(c.id, state)
+        facts.append(CheckpointFact(c.step, c.path, state, c.created_at))
+    return facts
+
+
+def _verify_file(path: Path, sha256: str) -> str:
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "corrupt"
+    return "ok" if digest.hexdigest() == sha256 else "corrupt"
+
+
+def diagnose_run(
+    store: Store,
+    run_id: int,
+    *,
+    final: bool | None = None,
+    verify_checkpoints: bool = False,
+    limits: HealthLimits | None = None,
+    now: float | None = None,
+) -> list[Diagnosis]:
+    """Diagnose one run from its stored data and record the result (idempotent).
+
+    ``final`` defaults to whether the run has ended. ``verify_checkpoints`` re-hashes every
+    checkpoint file not already known bad and records a mismatch as ``corrupt`` (or
+    ``missing``). Raises NotFound for an unknown run.
+    """
+    run = store.get_run(run_id)
+    if final is None:
+        final = run.status not in ("running", "queued")
+    series = read_run_series(store, run_id, max_points=MAX_POINTS if final else LIVE_POINTS)
+    facts = _checkpoint_facts(store, run_id, verify_checkpoints)
+    found = diagnose(series, final=final, checkpoints=facts, limits=limits)
+    record_diagnoses(store, run_id, found, replace=final, now=now)
+    return found
+
+
+def record_diagnoses(
+    store: Store,
+    run_id: int,
+    diagnoses: Sequence[Diagnosis],
+    *,
+    replace: bool = False,
+    now: float | None = None,
+) -> None:
+    """Upsert one ``diagnosis`` event per ``code:metric``; with ``replace``, delete the
+    run's other diagnoses (those that no longer hold)."""
+    now = time.time() if now is None else now
+    events = m.RunEventRow
+    with write_begin(store.engine) as conn:
+        for d in diagnoses:
+            insert = dialect_insert(conn)(events).values(
+                run_id=run_id,
+                at=now,
+                kind=DIAGNOSIS,
+                message=d.message,
+                data=d.as_dict(),
+                code=d.code,
+                dedupe_key=d.key,
+            )
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["run_id", "dedupe_key"],
+                    set_={"message": insert.excluded.message, "data": insert.excluded.data},
+                )
+            )
+        if replace:
+            keep = [d.key for d in diagnoses]
+            conn.execute(
+                sa.delete(events).where(
+                    events.run_id == run_id,
+                    events.kind == DIAGNOSIS,
+                    events.dedupe_key.not_in(keep) if keep else sa.true(),
+                )
+            )
+
+
+def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
+    """The run's diagnosis events, by onset step. Raises NotFound for an unknown run."""
+    store.get_run(run_id)
+    query = sa.select(*m.RunEventRow.__table__.columns).where(
+        m.RunEventRow.run_id == run_id,
+        m.RunEventRow.kind == DIAGNOSIS,
+        m.RunEventRow.code.is_not(None),  # the doctor's own (an event posted by hand has none)
+    )
+    with read_conn(store.engine) as conn:
+        rows = [
+            RunEventInfo(e.id, e.run_id, e.at, e.kind, e.message, e.data)
+            for e in conn.execute(query)
+        ]
+    return sorted(rows, key=lambda e: ((e.data or {}).get("step") or 0, e.id))
+
+
+def nonfinite_loss(diagnoses: Sequence[Diagnosis]) -> Diagnosis | None:
+    """The first non-finite diagnosis of a loss-like metric (what fails a queued job)."""
+    for d in diagnoses:
+        if d.code == NONFINITE and d.metric is not None and is_loss_key(d.metric):
+            return d
+    return None
+
+
+@dataclass
+class LiveSweep:
+    """Diagnose running runs whose points moved since the previous pass (housekeeping).
+
+    Keeps, in memory, the newest point time seen per run; a fresh process re-diagnoses each
+    running run once, which the unique index makes harmless.
+    """
+
+    store: Store
+    limits: HealthLimits | None = None
+    _seen: dict[int, int] = field(default_factory=dict, init=False)
+
+    def once(self, now: float | None = None) -> dict[int, list[Diagnosis]]:
+        newest = (
+            sa.select(m.RunRow.id, sa.func.max(m.MetricSummaryRow.last_wall_ms))
+            .join(m.MetricSummaryRow, m.MetricSummaryRow.run_id == m.RunRow.id)
+            .where(m.RunRow.status.in_(_LIVE_STATUSES))
+            .group_by(m.RunRow.id)
+        )
+        with read_conn(self.store.engine) as conn:
+            moved = {int(r): int(w) for r, w in conn.execute(newest) if self._seen.get(r) != w}
+        out: dict[int, list[Diagnosis]] = {}
+        for run_id, wall in moved.items():
+            out[run_id] = diagnose_run(self.store, run_id, final=False, limits=self.limits, now=now)
+            self._seen[run_id] = wall
+        return out
+
+
+def diagnosis_json(event: RunEventInfo) -> dict[str, Any]:
+    """A stored diagnosis as the API and ``--json`` show it."""
+    return {**(event.data or {}), "id": event.id, "detected_at": event.at}

@@ -1,0 +1,112 @@
+/* The doctor's diagnoses in the pages (API: GET /api/v1/runs/<id>/diagnoses).
+ * - Health.badges(codes): one badge per code, for the runs table (like the failure class).
+ * - On the run page (#run-health present): the Health panel (severity, code, onset step,
+ *   message, what to try), refreshed every 5 s while the run is live, and a marker on the
+ *   chart of each diagnosed metric: a dashed line at the onset step and a band over the
+ *   evidence window (step axis only). Charts are redrawn by Plotly.react, which drops
+ *   shapes, so the markers are put back after every draw (plotly_afterplot). */
+"use strict";
+
+const Health = (() => {
+  const { h, api, clear } = T;
+  const LABEL = {
+    nonfinite: "NaN/Inf", loss_spike: "loss spike", divergence: "divergence",
+    memory_growth: "memory growth", throughput_drop: "throughput drop",
+    grad_explosion: "grad explosion", grad_vanishing: "grad vanishing",
+    amp_scale_collapse: "AMP scale collapse", recompiles: "recompiles",
+    checkpoint_corrupt: "corrupt checkpoint",
+  };
+
+  function badges(codes) {
+    return (codes || []).map((code) => h("span", {
+      class: "health-badge", title: `diagnosed: ${code} (see the run's Health panel)`,
+      dataset: { code },
+    }, LABEL[code] || code));
+  }
+
+  let found = [];
+
+  function shapesFor(plot) {
+    const keys = (plot.dataset.keys || "").split(",");
+    const axis = document.getElementById("x-axis");
+    if (axis && axis.value !== "step") return [];
+    const out = [];
+    for (const d of found) {
+      if (!d.metric || d.step === null || d.step === undefined || !keys.includes(d.metric)) continue;
+      const end = d.evidence && d.evidence.window ? d.evidence.window[1] : d.step;
+      out.push({ type: "rect", name: "health", xref: "x", yref: "paper", x0: d.step, x1: Math.max(end, d.step),
+        y0: 0, y1: 1, fillcolor: "rgba(220, 38, 38, 0.08)", line: { width: 0 }, layer: "below" });
+      out.push({ type: "line", name: "health", xref: "x", yref: "paper", x0: d.step, x1: d.step, y0: 0, y1: 1,
+        line: { color: "#dc2626", width: 1.5, dash: "dash" } });
+    }
+    return out;
+  }
+
+  function mark(plot) {
+    if (!plot.layout) return;
+    const ours = shapesFor(plot);
+    const label = found.filter((d) => (plot.dataset.keys || "").split(",").includes(d.metric))
+      .map((d) => `${d.code}@${d.step}`).join(",");
+    const kept = (plot.layout.shapes || []).filter((s) => s.name !== "health");
+    const have = (plot.layout.shapes || []).filter((s) => s.name === "health").length;
+    plot.dataset.healthMarkers = ours.length ? label : "";
+    if (have === ours.length && plot.dataset.healthDrawn === label) return;
+    plot.dataset.healthDrawn = label;
+    Plotly.relayout(plot, { shapes: [...kept, ...ours] });
+  }
+
+  function hook(plot) {
+    if (plot.dataset.healthHooked) return;
+    plot.dataset.healthHooked = "1";
+    if (typeof plot.on === "function") plot.on("plotly_afterplot", () => mark(plot));
+    else setTimeout(() => { plot.dataset.healthHooked = ""; hook(plot); }, 500);
+  }
+
+  function markAll() {
+    for (const plot of document.querySelectorAll("#chart-groups .chart")) {
+      if (typeof plot.on === "function") { hook(plot); mark(plot); }
+    }
+  }
+
+  function renderPanel(panel) {
+    panel.hidden = found.length === 0;
+    clear(panel).append(
+      h("h2", {}, "Health"),
+      h("ul", { class: "health-list" }, found.map((d) => h("li", { class: `health-item ${d.severity}`, dataset: { code: d.code } },
+        h("div", { class: "health-head" },
+          h("span", { class: `health-severity ${d.severity}` }, d.severity),
+          h("strong", {}, LABEL[d.code] || d.code),
+          d.step !== null && d.step !== undefined ? h("span", { class: "muted" }, ` at step ${d.step}`) : null,
+          d.metric ? h("code", {}, d.metric) : null),
+        h("p", { class: "health-message" }, d.message),
+        d.hint ? h("p", { class: "health-hint" }, h("em", {}, "Try: "), d.hint) : null))));
+  }
+
+  async function refresh(panel, runId) {
+    try {
+      const body = await api(`/api/v1/runs/${runId}/diagnoses`);
+      found = body.diagnoses || [];
+    } catch (err) {
+      return; // the panel keeps what it showed; the run page shows connection problems
+    }
+    renderPanel(panel);
+    markAll();
+  }
+
+  function start() {
+    const panel = document.getElementById("run-health");
+    if (!panel) return;
+    const runId = Number(document.getElementById("main").dataset.runId);
+    refresh(panel, runId);
+    const live = document.getElementById("live-indicator");
+    setInterval(() => { if (live && !live.hidden) refresh(panel, runId); }, 5000);
+    const groups = document.getElementById("chart-groups");
+    if (groups) new MutationObserver(() => markAll()).observe(groups, { childList: true, subtree: true });
+    const axis = document.getElementById("x-axis");
+    if (axis) axis.addEventListener("change", () => setTimeout(markAll, 0));
+  }
+
+  document.addEventListener("DOMContentLoaded", start);
+  if (document.readyState !== "loading") start();
+  return { badges, LABEL };
+})();
