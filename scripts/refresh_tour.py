@@ -34,6 +34,7 @@ TOUR = {
     "compare.png": "compare",
     "queue.png": "queue-active",
     "clone-editor.png": "clone-form-float-sweep",
+    "run-diagnosed.png": "run-diagnosed",
 }
 
 
