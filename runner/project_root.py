@@ -6,7 +6,10 @@ Jobs submitted by ``tracker submit`` record their directory relative to a projec
 the project. :func:`resolve_job_paths` turns them into this host's paths:
 
 * a relative directory is joined to the worker's project root (``tracker worker
-  --project-root DIR``, default: the directory the worker was started in);
+  --project-root DIR``); a worker given no ``--project-root`` uses the submitting host's
+  project root (recorded with the job) when the job's directory exists there -- the same
+  host, or a shared file system -- and else the directory it was started in
+  (:func:`choose_project_root`);
 * ``python`` becomes this worker's interpreter (``sys.executable``); a pinned interpreter
   path is kept (one that does not exist here is replaced later, as before);
 * an absolute directory (jobs stored before this rule, or outside the project root) is used
@@ -26,6 +29,21 @@ from collections.abc import Sequence
 from tracker.runner.execution import SpawnError
 
 PYTHON = "python"
+
+
+def choose_project_root(
+    worker_root: str, given: bool, submitted_root: str | None, cwd: str | None
+) -> str:
+    """The project root a job's relative directory resolves against on this worker.
+
+    An explicit ``--project-root`` (``given``) always wins; otherwise the submitting host's
+    root when the job's directory exists under it here, else the worker's own directory.
+    """
+    if given or submitted_root is None or cwd is None or os.path.isabs(cwd):
+        return worker_root
+    if os.path.isdir(os.path.join(submitted_root, cwd)):
+        return submitted_root
+    return worker_root
 
 
 def resolve_job_paths(

@@ -36,7 +36,7 @@ from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
-from tracker.runner.project_root import resolve_job_paths
+from tracker.runner.project_root import choose_project_root, resolve_job_paths
 from tracker.store import Store, diagnoses, logs, queue, workers
 from tracker.store.jobs import RESERVED_ENV
 
@@ -93,6 +93,7 @@ class Worker:
         self.options = options
         self.host = socket.gethostname()
         self.project_root = os.path.abspath(options.project_root or os.getcwd())
+        self.project_root_given = options.project_root is not None
         self.id = options.worker_id or f"{self.host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
         self.nvml = Nvml()
         self.slots = GpuSlots(parse_gpus(options.gpus, self.nvml), self.nvml)
@@ -253,7 +254,10 @@ class Worker:
             r.lost = True
             return
         try:
-            local, cwd = resolve_job_paths(job.argv, job.cwd, self.project_root, self.host)
+            root = choose_project_root(
+                self.project_root, self.project_root_given, job.project_root, job.cwd
+            )
+            local, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
             argv = wrap_argv(_local_argv(local), job.nproc_per_node)
             r.execution = Execution(
                 argv, cwd=cwd, env=self._job_env(claim, devices, resume), on_exit=self._wake.set

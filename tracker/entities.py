@@ -178,6 +178,9 @@ class JobSpec:
     argv: list[str]
     project: str = "default"
     cwd: str | None = None
+    # The project root on the submitting host (absolute): a worker given no --project-root
+    # resolves a relative ``cwd`` there when that directory exists on its host.
+    project_root: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     priority: int = 0
     gpus: int = 0
@@ -228,6 +231,7 @@ class JobInfo:
     started_at: float | None
     ended_at: float | None
     position: int | None = None
+    project_root: str | None = None  # on the submitting host (see JobSpec.project_root)
 
     @property
     def gpus(self) -> int:

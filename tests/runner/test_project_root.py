@@ -107,3 +107,29 @@ def test_jobs_stored_with_absolute_paths_still_run(
     job = wait_for(lambda: finished(store, job_id), 60, f"job {job_id} to finish")
     assert job.status == "succeeded", job.failure_hint
     assert json.loads(report.read_text())["cwd"] == str(laptop / "examples")
+
+
+def test_a_worker_without_project_root_on_the_same_host_finds_the_submitters_copy(
+    procs: Procs, store: Store, laptop: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "same-host.json"
+    job_id = submit_from(procs, laptop / "examples", "report.py", "--env", f"REPORT={report}")
+    assert store_jobs.get_job(store, job_id).project_root == str(laptop)
+    # The worker starts in the test's directory, which holds no `examples/`.
+    assert not (procs.tmp / "examples").exists()
+    procs.worker("--gpus", "none", "--exit-when-idle")
+    job = wait_for(lambda: finished(store, job_id), 60, f"job {job_id} to finish")
+    assert job.status == "succeeded", (job.failure_class, job.failure_hint)
+    assert json.loads(report.read_text())["cwd"] == str(laptop / "examples")
+
+
+def test_an_explicit_worker_project_root_wins_over_the_submitters(
+    procs: Procs, store: Store, laptop: Path, tmp_path: Path
+) -> None:
+    server = copy_of_project(tmp_path / "server" / "proj")
+    report = tmp_path / "explicit.json"
+    job_id = submit_from(procs, laptop / "examples", "report.py", "--env", f"REPORT={report}")
+    procs.worker("--gpus", "none", "--exit-when-idle", "--project-root", str(server))
+    job = wait_for(lambda: finished(store, job_id), 60, f"job {job_id} to finish")
+    assert job.status == "succeeded", job.failure_hint
+    assert json.loads(report.read_text())["cwd"] == str(server / "examples")

@@ -116,7 +116,7 @@ def test_clone_copies_the_submitted_job_and_edits_only_config_and_priority(
 ) -> None:
     job = submitted_job(store, config={"lr": 0.1}, tags=("base",))
     for field, value in (("argv", SHELL), ("cwd", "/tmp"), ("env", {"LD_PRELOAD": "/x.so"}),
-                         ("command", SHELL)):  # fmt: skip
+                         ("command", SHELL), ("project_root", "/tmp")):  # fmt: skip
         for url in (f"/api/v1/runs/{job.run_id}/clone", f"/api/v1/jobs/{job.id}/clone"):
             response = client.post(url, json={"config": {"lr": 1}, field: value})
             assert response.status_code == 400, (url, field)
@@ -134,6 +134,7 @@ def test_clone_copies_the_submitted_job_and_edits_only_config_and_priority(
     (new_id,) = response.json["job_ids"]
     new = store_jobs.get_job(store, new_id)
     assert (new.argv, new.cwd, new.env) == (job.argv, job.cwd, job.env)
+    assert new.project_root == job.project_root
     assert (new.config, new.priority, new.parent_job_id) == ({"lr": 0.5}, 3, job.id)
     schedule = client.post(
         "/api/v1/schedules", json={"run_id": job.run_id, "cron": "0 3 * * *"}

@@ -35,6 +35,7 @@ PYTHON = "python"  # the recorded interpreter: a worker runs its own sys.executa
 class JobCommand:
     argv: list[str]
     cwd: str  # relative to the project root, or absolute when outside it
+    root: str | None = None  # the project root (absolute) when ``cwd`` is relative to it
 
 
 def build_command(args: Sequence[str], cwd: str, project_root: str | None = None) -> JobCommand:
@@ -133,7 +134,7 @@ def relative_to_root(argv: Sequence[str], cwd: str, root: str) -> JobCommand:
     if os.path.isabs(path) and _inside(path, root):
         rel = os.path.relpath(path, cwd)
         argv[target] = rel if target == 1 or os.sep in rel else "." + os.sep + rel
-    return JobCommand(argv, os.path.relpath(cwd, root))
+    return JobCommand(argv, os.path.relpath(cwd, root), root)
 
 
 def _inside(path: str, root: str) -> bool:

@@ -115,6 +115,7 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
         argv=recorded.argv,
         project=o["project"],
         cwd=recorded.cwd,
+        project_root=recorded.root,
         config=config,
         priority=o["priority"],
         gpus=o["gpus"],

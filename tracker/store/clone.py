@@ -52,6 +52,7 @@ def spec_from_job(store: Store, job_id: int) -> JobSpec:
         argv=list(job.argv or []),
         project=job.project,
         cwd=job.cwd,
+        project_root=job.project_root,
         config=dict(job.config or {}),
         priority=job.priority,
         gpus=int(res.get("gpus") or 0),

@@ -116,6 +116,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
             priority=spec.priority,
             argv=list(spec.argv),
             cwd=spec.cwd,
+            project_root=spec.project_root,
             config=spec.config,
             resources=resources,
             env=dict(spec.env),
@@ -196,6 +197,7 @@ def job_info(row: Any, position: int | None = None) -> JobInfo:
         started_at=row.started_at,
         ended_at=row.ended_at,
         position=position,
+        project_root=row.project_root,
     )
 
 

@@ -209,6 +209,7 @@ class JobRow(Base):
     priority: Mapped[int] = mapped_column(default=0)
     argv: Mapped[Any] = mapped_column(JsonType)
     cwd: Mapped[str | None] = mapped_column(sa.Text)
+    project_root: Mapped[str | None] = mapped_column(sa.Text)
     config: Mapped[Any] = mapped_column(JsonType)
     resources: Mapped[Any] = mapped_column(JsonType)
     env: Mapped[Any] = mapped_column(JsonType)

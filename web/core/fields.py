@@ -35,7 +35,7 @@ def body_field(
 
 # What a worker executes: set only by a trusted submitter (``tracker submit``), never by a
 # clone or a schedule made over HTTP.
-LAUNCH_FIELDS = ("argv", "command", "cwd", "env")
+LAUNCH_FIELDS = ("argv", "command", "cwd", "project_root", "env")
 
 
 def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,13 +43,13 @@ def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
     and ``priority`` (checked further by ``tracker.store.clone.clone_specs``).
 
     Raises:
-        InvalidInput (400): the body tries to set the argv, command, cwd or env.
+        InvalidInput (400): the body tries to set the argv, command, cwd, project root or env.
     """
     for name in LAUNCH_FIELDS:
         if name in body:
             raise InvalidInput(
-                f"{name} cannot be set here: a copy keeps the argv, cwd and env of the job it "
-                "copies; to run something else, submit it with `tracker submit`",
+                f"{name} cannot be set here: a copy keeps the argv, cwd, project root and env "
+                "of the job it copies; to run something else, submit it with `tracker submit`",
                 field=name,
             )
     return {name: body.get(name) for name in ("config", "grid", "priority")}
