@@ -59,6 +59,7 @@ _COMPRESS_MIN = 1024
 MAX_POINTS_PER_REQUEST = 20_000  # < 6 MiB of JSON even with 250-character keys
 MAX_LOG_CHARS_PER_REQUEST = 512 * 1024  # < 6 MiB of JSON even if every character is escaped
 MAX_LOG_CHUNKS_PER_REQUEST = 10_000
+LOG_CHUNK_CHARS = 8192  # as tracker.store.logs.CHUNK_CHARS
 _RUN_FIELDS = set(RunInfo.__dataclass_fields__)
 _CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
 
@@ -257,8 +258,9 @@ def _log_parts(
     lines: Sequence[tuple[str, float, str]], most_chars: int, most_chunks: int
 ) -> list[list[list[Any]]]:
     """Console lines as request bodies' ``chunks``: consecutive lines of one stream merged
-    (first time kept), a text longer than ``most_chars`` cut, each part at most
-    ``most_chars`` characters in at most ``most_chunks`` chunks."""
+    (first time kept) into chunks of at most ``LOG_CHUNK_CHARS`` (the store's chunk size, so
+    trimming keeps most of a run's budget), each part at most ``most_chars`` characters in
+    at most ``most_chunks`` chunks."""
     parts: list[list[list[Any]]] = []
     part: list[list[Any]] = []
     chars = 0
@@ -267,12 +269,14 @@ def _log_parts(
             if chars >= most_chars or len(part) >= most_chunks:
                 parts.append(part)
                 part, chars = [], 0
-            piece = text[: most_chars - chars]
-            text = text[len(piece) :]
-            if part and part[-1][0] == stream:
-                part[-1][2] += piece
+            last = part[-1] if part else None
+            if last is not None and last[0] == stream and len(last[2]) < LOG_CHUNK_CHARS:
+                piece = text[: min(most_chars - chars, LOG_CHUNK_CHARS - len(last[2]))]
+                last[2] += piece
             else:
+                piece = text[: min(most_chars - chars, LOG_CHUNK_CHARS)]
                 part.append([stream, at, piece])
+            text = text[len(piece) :]
             chars += len(piece)
     if part:
         parts.append(part)

@@ -4,7 +4,8 @@ A script run by hand with ``TRACKER_URI=http://...`` tees its stdout/stderr
 (``tracker/client/console.py``); the sink posts what it captured as
 ``{"chunks": [[stream, wall_time, text], ...], "max_chars": N}``: ``stream`` is ``stdout``,
 ``stderr`` or ``meta`` (the client's own notes), ``wall_time`` epoch seconds, ``text`` the
-output with its newlines (a NUL character, which PostgreSQL cannot store, becomes U+FFFD).
+output with its newlines (a NUL character, which PostgreSQL cannot store, becomes U+FFFD;
+a text longer than the store's chunk size is cut into chunks of that size).
 They are stored as the SQL sink stores them (``tracker.store.logs.append_run``, same
 chunks, same trimming): the run keeps its newest ``max_chars`` characters (default
 ``DEFAULT_MAX_CHARS``, at most ``MAX_CHARS_LIMIT``); older chunks are deleted and a ``meta``
@@ -99,8 +100,9 @@ def parse_log_batch(body: Mapping[str, Any]) -> LogBatch:
             raise InvalidInput(f"{where}: wall_time {at!r} must be epoch seconds >= 0", field=where)
         if type(text) is not str:
             raise InvalidInput(f"{where}: text must be a string", field=where)
-        if text:
-            lines.append((stream, float(at), text.replace("\x00", "\ufffd")))
+        text = text.replace("\x00", "\ufffd")
+        for start in range(0, len(text), store_logs.CHUNK_CHARS):  # trimming needs small chunks
+            lines.append((stream, float(at), text[start : start + store_logs.CHUNK_CHARS]))
     return LogBatch(lines, max_chars)
 
 
