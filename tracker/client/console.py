@@ -160,8 +160,12 @@ class ConsoleCapture:
                 self._queued = 0
                 dropped, self._dropped = self._dropped, 0
             if dropped:
-                note = f"[tracker: {dropped} characters of console output were dropped while "
-                note += "the store was unreachable]\n"
+                note = (
+                    f"[tracker: {dropped} characters of older console output were dropped "
+                    f"before they were stored: a run keeps its newest {self.max_chars} "
+                    "characters, and more came between two sends or while the store was "
+                    "unreachable]\n"
+                )
                 batch.insert(0, ("meta", time.time(), note))
             if not batch:
                 return
