@@ -93,7 +93,7 @@ def test_unknown_url_unexpected_exception_and_tracker_errors(make_app) -> None:
     assert response.status_code == 503 and envelope(response)["code"] == "store_unavailable"
 
 
-@pytest.mark.parametrize("path", ["/api/v1/runs/1/metrics", "/api/v1/runs"])
+@pytest.mark.parametrize("path", ["/api/v1/runs/1/metrics", "/api/v1/runs/1/logs", "/api/v1/runs"])
 def test_too_large_and_bad_encoding_bodies(make_app, path: str) -> None:
     client = make_app(MAX_CONTENT_LENGTH=100).test_client()
     response = client.post(path, data="{" + " " * 200 + "}", content_type="application/json")

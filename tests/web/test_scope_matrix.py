@@ -89,6 +89,12 @@ def test_every_route_is_in_the_scope_table() -> None:
     assert {e for e in endpoints if e.startswith("mlflow.")} <= explicit  # the MLflow API: log
 
 
+def test_training_hosts_write_their_console_with_a_log_token() -> None:
+    # A script run by hand sends its console output with the same token as its metrics.
+    assert ENDPOINT_SCOPES["api.append_run_logs"] == ENDPOINT_SCOPES["api.write_metrics"] == LOG
+    assert ("api.append_run_logs", "POST", "/api/v1/runs/987654/logs") in ROUTES
+
+
 def test_unknown_endpoints_fail_closed() -> None:
     for method in MUTATING:
         assert required_scope("new_blueprint.new_view", method) == ADMIN

@@ -20,9 +20,9 @@ active, ``sys.stdout`` and ``sys.stderr`` are replaced by tees:
   is pointed at the tee while the capture runs, and back after.
 
 Off when the run belongs to a job (the worker already stores its output), for a follower rank,
-with ``tracker.init(capture_console=False)``, and with a sink that cannot store logs (the HTTP
-sink). Not captured: bytes written straight to file descriptors 1/2 (C/C++ code, child
-processes) or to ``sys.stdout.buffer``.
+and with ``tracker.init(capture_console=False)``. Both sinks store it: the SQL sink directly,
+the HTTP sink through ``POST /api/v1/runs/<id>/logs``. Not captured: bytes written straight
+to file descriptors 1/2 (C/C++ code, child processes) or to ``sys.stdout.buffer``.
 
 Failure modes: a store error other than ``StoreUnavailable`` stops storing (one note on the
 original stderr); the tee itself keeps passing output through. Output still queued when
@@ -160,8 +160,12 @@ class ConsoleCapture:
                 self._queued = 0
                 dropped, self._dropped = self._dropped, 0
             if dropped:
-                note = f"[tracker: {dropped} characters of console output were dropped while "
-                note += "the store was unreachable]\n"
+                note = (
+                    f"[tracker: {dropped} characters of older console output were dropped "
+                    f"before they were stored: a run keeps its newest {self.max_chars} "
+                    "characters, and more came between two sends or while the store was "
+                    "unreachable]\n"
+                )
                 batch.insert(0, ("meta", time.time(), note))
             if not batch:
                 return

@@ -13,7 +13,9 @@ connection is refused, i.e. when the server certainly did not receive it.
 Bodies are JSON, gzip-compressed above 1 KiB; NaN and ±Inf travel as "NaN", "Infinity" and
 "-Infinity" (the wire form of :mod:`tracker.rules.jsonvalues`). ``TRACKER_TOKEN`` (or
 ``token=``) is sent as ``Authorization: Bearer``. A metric batch goes out in requests of at
-most ``MAX_POINTS_PER_REQUEST`` points, well inside the server's body limit (8 MiB).
+most ``MAX_POINTS_PER_REQUEST`` points, well inside the server's body limit (8 MiB). Console
+output of a run started by hand (``append_logs``, teed by ``tracker.client.console``) goes to
+``POST /runs/<id>/logs`` in requests of at most ``MAX_LOG_CHARS_PER_REQUEST`` characters.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ _ERRORS: dict[str, type[TrackerError]] = {
 _RETRY_STATUS = (408, 429)
 _COMPRESS_MIN = 1024
 MAX_POINTS_PER_REQUEST = 20_000  # < 6 MiB of JSON even with 250-character keys
+MAX_LOG_CHARS_PER_REQUEST = 512 * 1024  # < 6 MiB of JSON even if every character is escaped
+MAX_LOG_CHUNKS_PER_REQUEST = 10_000
+LOG_CHUNK_CHARS = 8192  # as tracker.store.logs.CHUNK_CHARS
 _RUN_FIELDS = set(RunInfo.__dataclass_fields__)
 _CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
 
@@ -211,6 +216,24 @@ class HttpSink:
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
         self._call("PATCH", f"/checkpoints/{checkpoint_id}", {"state": state}, idempotent=True)
 
+    def append_logs(
+        self, run_id: int, lines: Sequence[tuple[str, float, str]], max_chars: int
+    ) -> None:
+        """Send console lines of a run started by hand (``POST /runs/<id>/logs``); the run
+        keeps its newest ``max_chars`` characters.
+
+        Consecutive lines of one stream travel as one chunk; a batch goes out in requests of
+        at most ``MAX_LOG_CHARS_PER_REQUEST`` characters. No retry here, as for metric
+        batches: ``StoreUnavailable`` goes to the console capture, which keeps the lines
+        and sends them again a second later (so its thread never sleeps through the
+        process's exit). Not idempotent: a request whose answer was lost (timeout, reset)
+        is stored twice when sent again, and so is the first part of a batch split over
+        several requests that fails after it.
+        """
+        for part in _log_parts(lines, MAX_LOG_CHARS_PER_REQUEST, MAX_LOG_CHUNKS_PER_REQUEST):
+            body = {"chunks": part, "max_chars": max_chars}
+            self._send("POST", f"/runs/{run_id}/logs", body)
+
     def close(self) -> None:
         """Nothing to release: every request uses its own connection."""
 
@@ -228,6 +251,35 @@ def _parts(records: Sequence[Record], most: int) -> list[Sequence[Record]]:
         points += n
     if start < len(records) or not parts:
         parts.append(records[start:])
+    return parts
+
+
+def _log_parts(
+    lines: Sequence[tuple[str, float, str]], most_chars: int, most_chunks: int
+) -> list[list[list[Any]]]:
+    """Console lines as request bodies' ``chunks``: consecutive lines of one stream merged
+    (first time kept) into chunks of at most ``LOG_CHUNK_CHARS`` (the store's chunk size, so
+    trimming keeps most of a run's budget), each part at most ``most_chars`` characters in
+    at most ``most_chunks`` chunks."""
+    parts: list[list[list[Any]]] = []
+    part: list[list[Any]] = []
+    chars = 0
+    for stream, at, text in lines:
+        while text:
+            if chars >= most_chars or len(part) >= most_chunks:
+                parts.append(part)
+                part, chars = [], 0
+            last = part[-1] if part else None
+            if last is not None and last[0] == stream and len(last[2]) < LOG_CHUNK_CHARS:
+                piece = text[: min(most_chars - chars, LOG_CHUNK_CHARS - len(last[2]))]
+                last[2] += piece
+            else:
+                piece = text[: min(most_chars - chars, LOG_CHUNK_CHARS)]
+                part.append([stream, at, piece])
+            text = text[len(piece) :]
+            chars += len(piece)
+    if part:
+        parts.append(part)
     return parts
 
 

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from tracker.entities import ClaimedJob, LogChunk
+from tracker.entities import AttemptFence, ClaimedJob, LogChunk
 from tracker.errors import InvalidInput
+from tracker.store import fencing
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.jobs import job_for_run
@@ -132,16 +133,24 @@ def append(
     return True
 
 
-def append_run(store: Store, run_id: int, lines: Sequence[Line], budget: LogBudget) -> None:
+def append_run(
+    store: Store,
+    run_id: int,
+    lines: Sequence[Line],
+    budget: LogBudget,
+    fence: AttemptFence | None = None,
+) -> None:
     """Store console lines of a run started by hand; trim its oldest output past ``budget``.
 
     Raises:
+        AttemptSuperseded: ``fence`` no longer holds (nothing was stored).
         StoreUnavailable: the database cannot be reached (nothing was stored; retry).
     """
     chunks = group_lines(lines)
     if not chunks:
         return
     with write_begin(store.engine) as conn:
+        fencing.check(conn, run_id, fence)
         for stream, at, text in chunks:
             chunk_id = conn.execute(
                 sa.insert(m.RunLogChunkRow)
@@ -151,6 +160,24 @@ def append_run(store: Store, run_id: int, lines: Sequence[Line], budget: LogBudg
             budget.add(chunk_id, len(text))
         if budget.over():
             _trim(conn, run_id, budget, m.RunLogChunkRow, "run")
+
+
+def load_run_budget(store: Store, run_id: int, limit: int) -> LogBudget:
+    """The budget state of a run's stored console output (as :func:`load_budget` for a job):
+    what a server appending for many clients starts from. A ``meta`` chunk that comes first
+    is the trim marker; later ``meta`` notes count as output."""
+    c = m.RunLogChunkRow
+    query = (
+        sa.select(c.id, c.stream, sa.func.length(c.text)).where(c.run_id == run_id).order_by(c.id)
+    )
+    budget = LogBudget(limit)
+    with read_conn(store.engine) as conn:
+        for index, (chunk_id, stream, size) in enumerate(conn.execute(query)):
+            if index == 0 and stream == "meta":
+                budget.marker_id = chunk_id
+            else:
+                budget.add(chunk_id, int(size or 0))
+    return budget
 
 
 def _trim(

@@ -10,6 +10,7 @@ from flask import current_app
 from tracker.store import Store
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.core.live_doctor import LiveDoctor
+from tracker.web.core.log_ingest import LogIngest
 
 __all__ = ["AppState", "state"]
 
@@ -21,9 +22,11 @@ class AppState:
     checkpoint_roots: list[Path] = field(default_factory=list)
     file_roots: dict[str, list[Path]] = field(default_factory=dict)
     live_doctor: LiveDoctor = field(init=False)
+    log_ingest: LogIngest = field(init=False)
 
     def __post_init__(self) -> None:
         self.live_doctor = LiveDoctor(self.store)
+        self.log_ingest = LogIngest(self.store)
 
 
 def state() -> AppState:

@@ -121,6 +121,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.add_checkpoint": LOG,
     "api.set_checkpoint_state": LOG,
     "api.add_event": LOG,
+    "api.append_run_logs": LOG,
     "api.finish_run": LOG,
     "api.rerun_diagnoses": LOG,
     # admin: whatever makes a worker run something, stops it, or deletes

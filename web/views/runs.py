@@ -31,6 +31,7 @@ from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSear
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web.core import ingest as parse
 from tracker.web.core.fields import clone_edits, config_types
+from tracker.web.core.log_ingest import parse_log_batch
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.files import checkpoint_path, download, file_inside_roots, resolve_inside
 from tracker.web.plumbing.params import (
@@ -366,6 +367,17 @@ def add_event(run_id: int) -> Any:
     state().ingest.require_run(run_id)
     state().store.add_event(run_id, args["kind"], args["message"], args["data"], fence=_fence())
     return {"run_id": run_id, "ok": True}, 201
+
+
+@bp.post("/runs/<int:run_id>/logs")
+def append_run_logs(run_id: int) -> Any:
+    """Console output of a run started by hand (``tracker.web.core.log_ingest``)."""
+    batch = parse_log_batch(json_body())
+    fence = _fence()
+    st = state()
+    st.ingest.require_run(run_id)
+    chars = st.log_ingest.append(run_id, batch, fence)
+    return {"run_id": run_id, "chars": chars}, 201
 
 
 @bp.post("/runs/<int:run_id>/checkpoints")
