@@ -35,6 +35,9 @@
   ``flush(timeout)`` raises ``StoreUnavailable`` when the
   store is away, ``FlushTimeout`` when points are still being written; each message says
   which (and how many points, at what rate).
+* Once idle, the writer refreshes the chart rollups (``sink.settle()``) in steps of about
+  half a second, each of short transactions; batches logged meanwhile go first, and
+  ``close()`` waits until the rollups are current (it keeps heartbeating meanwhile).
 * ``close(timeout)`` (``finish()``, and the exit of the process) waits as long as points are
   being stored: ``timeout`` is how long it waits while *nothing* is stored (the store is
   down, or another process holds its lock). Then everything the writer holds -- the batch a
@@ -134,6 +137,8 @@ class Writer:
         # close() can take everything while the writer thread is blocked inside the sink.
         self._lock = threading.RLock()
         self._abandoned = False
+        self._unsettled = False  # the sink has chart rollups left to refresh
+        self._settle_calls = 0
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
 
@@ -200,6 +205,10 @@ class Writer:
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=5.0)
+        calls = -1
+        while self._thread.is_alive() and self._unsettled and calls != self._settle_calls:
+            calls = self._settle_calls  # still refreshing chart rollups, in short steps
+            self._thread.join(timeout=5.0)
         if not self._thread.is_alive() and self._holds_points():
             self._spill_all()
         elif self._kept:
@@ -309,7 +318,8 @@ class Writer:
                 self._fail(exc)
                 return
             if self._stop and (
-                (not self._queue and self._head is None) or self._retry_at > time.monotonic()
+                (not self._queue and self._head is None and not self._unsettled)
+                or self._retry_at > time.monotonic()
             ):
                 return  # done, or the store is away: close() spills what is left
 
@@ -475,9 +485,15 @@ class Writer:
         self._spilled = False
 
     def _settle(self) -> None:
+        # One bounded step: the sink refreshes for a fraction of a second in short
+        # transactions and says whether rollups are left; new batches go first.
+        self._unsettled = False
         # An outage: the sink keeps the ranges and the next idle cycle retries.
         with contextlib.suppress(StoreUnavailable):
-            self.sink.settle()
+            self._unsettled = self.sink.settle() is False
+        self._settle_calls += 1
+        if self._unsettled:
+            self._wake.set()  # the next step comes at once, not after flush_interval
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()

@@ -372,9 +372,19 @@ class Store:
             self.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
         )
 
-    def refresh_rollups(self, bounds: dict[tuple[int, int], tuple[int, int]]) -> None:
-        """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges."""
-        points.refresh_rollups(self.engine, bounds)
+    def refresh_rollups(
+        self,
+        bounds: dict[tuple[int, int], tuple[int, int]],
+        *,
+        chunk_points: int = points.REFRESH_CHUNK_POINTS,
+        budget_s: float | None = None,
+    ) -> dict[tuple[int, int], tuple[int, int]]:
+        """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges in
+        short transactions; returns the ranges left once ``budget_s`` is spent. See
+        :func:`tracker.store.points.refresh_rollups`."""
+        return points.refresh_rollups(
+            self.engine, bounds, chunk_points=chunk_points, budget_s=budget_s
+        )
 
     def log_metrics(
         self, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
