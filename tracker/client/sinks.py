@@ -130,10 +130,9 @@ class SqlSink:
             dirty = self._dirty
             self._dirty = {}
             try:
-                sizing = {} if self.settle_chunk_points is None else {
-                    "chunk_points": self.settle_chunk_points
-                }
-                left = self.store.refresh_rollups(dirty, budget_s=self.settle_budget_s, **sizing)
+                left = self.store.refresh_rollups(
+                    dirty, chunk_points=self.settle_chunk_points, budget_s=self.settle_budget_s
+                )
             except BaseException:
                 left = dirty  # refreshing again is exact, so keep every range
                 raise

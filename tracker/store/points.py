@@ -14,10 +14,11 @@ keeps the last value, so a retried batch never duplicates or errors.
   the batch goes through a staging table and ``INSERT ... ON CONFLICT`` instead.
 * Both: the per-run last values (``metric_summaries``) and the chart rollups
   (``metric_rollups``) are updated in the same transaction -- or, for the client's writer,
-  the rollups later and apart (:func:`refresh_rollups`): in transactions of about
-  ``REFRESH_CHUNK_POINTS`` points each, so no refresh holds the write lock for long, with a
-  pause between them on SQLite (``SQLITE_REFRESH_PAUSE_S``) so that another writer waiting
-  in SQLite's busy handler, which sleeps up to 100 ms between tries, gets its turn.
+  the rollups later and apart (:func:`refresh_rollups`): in transactions of at most
+  ``REFRESH_CHUNK_POINTS`` points (fewer on a slower database), so no refresh holds the
+  write lock for long, with a pause between them on SQLite (``SQLITE_REFRESH_PAUSE_S``)
+  so that another writer waiting in SQLite's busy handler, which sleeps up to 100 ms
+  between tries, gets its turn.
 * -0.0 keeps its sign on both (``tracker.store.models.SignedDouble``): on SQLite the value
   columns have no type affinity and every value is bound through ``CAST(? AS DOUBLE
   PRECISION)``, so an int is stored as a double, never as an integer.
@@ -41,8 +42,9 @@ from tracker.store.engine import is_unavailable, read_conn, unavailable_as_error
 Row = tuple[int, int, int, int, "float | None"]
 Fenced = tuple[int, AttemptFence] | None  # (run id, fence) of a fenced write
 
-# Points per rollup-refresh transaction: about 0.2 s on SQLite here (bench/RESULTS.md).
-REFRESH_CHUNK_POINTS = 20_000
+# Most points per rollup-refresh transaction (about 0.3 s on SQLite here, bench/RESULTS.md);
+# the Store's ChunkSizer shrinks it where the database is slower.
+REFRESH_CHUNK_POINTS = 200_000
 SQLITE_REFRESH_PAUSE_S = 0.12  # longer than the busy handler's longest sleep (100 ms)
 SQLITE_CHUNK = 2_000  # rows per statement: 10,000 bound parameters, under SQLite's 32,766
 _POINTS_COLUMNS = "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
@@ -137,29 +139,33 @@ def refresh_rollups(
     engine: sa.Engine,
     bounds: rollups.Bounds,
     *,
-    chunk_points: int = REFRESH_CHUNK_POINTS,
+    chunk_points: int | rollups.ChunkSizer = REFRESH_CHUNK_POINTS,
     budget_s: float | None = None,
 ) -> rollups.Bounds:
-    """Recompute the chart rollups over ``bounds``, ``chunk_points`` points per transaction.
+    """Recompute the chart rollups over ``bounds``, a chunk of points per transaction.
 
-    Chunks go in step order (:func:`tracker.store.rollups.next_chunk`). With ``budget_s``
-    it stops after the first chunk that ends past that many seconds and returns the ranges
-    still to refresh (pass them again later); without it, it returns ``{}``.
+    Chunks go in step order (:func:`tracker.store.rollups.next_chunk`) and hold
+    ``chunk_points`` points, or what a :class:`~tracker.store.rollups.ChunkSizer` says
+    (the Store keeps one, so the size adapts to the database). With ``budget_s`` it stops
+    after the first chunk that ends past that many seconds and returns the ranges still to
+    refresh (pass them again later); without it, it returns ``{}``.
 
     Raises:
         StoreUnavailable: the database cannot be reached; the ranges not yet refreshed are
             lost to this call, so a caller that may retry keeps its own copy.
         ValueError: ``chunk_points`` is below 1.
     """
-    if chunk_points < 1:
-        raise ValueError(f"chunk_points: must be at least 1 point, got {chunk_points}")
+    sizer = rollups.ChunkSizer(chunk_points) if isinstance(chunk_points, int) else chunk_points
+    fixed = isinstance(chunk_points, int)  # an explicit size is kept as given
     start = time.monotonic()
     pending = dict(bounds)
     while pending:
+        size = sizer.points
         done: list[rollups.Bounds] = []
-        _in_transaction(
-            engine, "refreshing chart rollups", _refresh_chunk, pending, chunk_points, done
-        )
+        began = time.monotonic()
+        _in_transaction(engine, "refreshing chart rollups", _refresh_chunk, pending, size, done)
+        if not fixed:
+            sizer.update(size, time.monotonic() - began)
         pending = done[0]
         if not pending:
             break

@@ -115,6 +115,31 @@ def step_bounds(rows: Iterable[Sequence[Any]]) -> Bounds:
     return {k: (v[0], v[1]) for k, v in bounds.items()}
 
 
+class ChunkSizer:
+    """Points per refresh transaction, adapted to how fast this database refreshes.
+
+    Starts at ``max_points`` and moves toward what took about ``target_s`` seconds last
+    time, never above ``max_points`` nor below ``min(max_points, MIN_CHUNK_POINTS)``: a
+    slow or busy disk gets smaller chunks, so the write lock is still held only briefly.
+    """
+
+    def __init__(self, max_points: int, target_s: float = 0.25) -> None:
+        if max_points < 1:
+            raise ValueError(f"chunk_points: must be at least 1 point, got {max_points}")
+        self.max_points = max_points
+        self.target_s = target_s
+        self.points = max_points
+
+    def update(self, points: int, took_s: float) -> None:
+        """Record that a chunk of ``points`` points took ``took_s`` seconds."""
+        rate = points / max(took_s, 1e-3)
+        floor = min(self.max_points, MIN_CHUNK_POINTS)
+        self.points = max(floor, min(self.max_points, int(rate * self.target_s)))
+
+
+MIN_CHUNK_POINTS = 2_000
+
+
 def next_chunk(cur: Any, dialect: str, bounds: Bounds, budget: int) -> tuple[Bounds, Bounds]:
     """Split ``bounds`` into a chunk of about ``budget`` stored points and the rest.
 
