@@ -100,13 +100,14 @@ def test_chunks_after_a_rewrite_of_earlier_steps_stay_exact(store: Store) -> Non
 
 
 def other_writer(store_url: str, run_id: int) -> Callable[[], None]:
-    """One short write transaction by another connection that gives up after 1 s of
-    waiting: for the rollups' lock on PostgreSQL, for the database on SQLite."""
+    """One short write transaction by another connection that gives up after 0.5 s of
+    waiting: for the rollups' lock on PostgreSQL, for the database on SQLite. (Refreshing
+    the test's 500,000 points in one transaction holds either for about 1 s here.)"""
     if store_url.startswith("sqlite"):
         path = store_url[len("sqlite:///") :]
 
         def write_sqlite() -> None:
-            conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=0.5, isolation_level=None)
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("UPDATE runs SET heartbeat_at = 1 WHERE id = ?", (run_id,))
@@ -121,7 +122,7 @@ def other_writer(store_url: str, run_id: int) -> Callable[[], None]:
 
     def write_postgres() -> None:
         with psycopg.connect(url.render_as_string(hide_password=False)) as conn:
-            conn.execute("SET lock_timeout = '1s'")
+            conn.execute("SET lock_timeout = '500ms'")
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_PG_LOCK_CLASS, run_id))
             conn.execute("UPDATE runs SET heartbeat_at = 1 WHERE id = %s", (run_id,))
 
@@ -132,14 +133,14 @@ def test_another_writer_gets_in_between_the_chunks(store_url: str) -> None:
     store = Store(store_url)
     run = store.create_run("r")
     keys = list(store.intern_keys(["a", "b"]).values())
-    write_points(store, run.id, keys, range(150_000))
-    bounds = {(run.id, k): (0, 149_999) for k in keys}
+    write_points(store, run.id, keys, range(250_000))
+    bounds = {(run.id, k): (0, 249_999) for k in keys}
     write = other_writer(store_url, run.id)
     errors: list[BaseException] = []
 
     def refresh() -> None:
         try:
-            store.refresh_rollups(bounds, chunk_points=4_000)
+            store.refresh_rollups(bounds, chunk_points=10_000)
         except BaseException as exc:
             errors.append(exc)
 
@@ -147,7 +148,7 @@ def test_another_writer_gets_in_between_the_chunks(store_url: str) -> None:
     refreshing.start()
     writes_during = 0
     while refreshing.is_alive():
-        write()  # raises "database is locked" / LockNotAvailable past 1 s of waiting
+        write()  # raises "database is locked" / LockNotAvailable past 0.5 s of waiting
         writes_during += refreshing.is_alive()
     refreshing.join()
     assert not errors
