@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 import tracker
 from tracker.store import Store
-from tracker.store.rollups import _PG_LOCK_CLASS
+from tracker.store.rollups import _PG_LOCK_CLASS, ChunkSizer
 
 Rows = list[tuple[object, ...]]
 
@@ -97,6 +97,29 @@ def test_chunks_after_a_rewrite_of_earlier_steps_stay_exact(store: Store) -> Non
     chunked = all_rollups(store, run.id)
     assert chunked == full_rebuild(store, run.id)
     assert max(row[7] for row in chunked) == 1e9
+
+
+@pytest.mark.parametrize(
+    ("max_points", "points", "took_s", "next_points"),
+    [
+        (200_000, 200_000, 0.05, 200_000),  # fast database: stays at the maximum
+        (200_000, 200_000, 1.0, 50_000),  # four times too slow: a quarter of the size
+        (200_000, 200_000, 100.0, 2_000),  # never below the floor
+        (500, 500, 100.0, 500),  # ...unless the maximum is lower
+        (200_000, 200_000, 0.0, 200_000),  # an instant chunk does not divide by zero
+    ],
+)
+def test_chunk_sizer_aims_at_a_quarter_second(
+    max_points: int, points: int, took_s: float, next_points: int
+) -> None:
+    sizer = ChunkSizer(max_points)
+    sizer.update(points, took_s)
+    assert sizer.points == next_points
+
+
+def test_chunk_sizes_below_one_point_are_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="chunk_points: must be at least 1"):
+        store.refresh_rollups({(1, 1): (0, 10)}, chunk_points=0)
 
 
 def other_writer(store_url: str, run_id: int) -> Callable[[], None]:

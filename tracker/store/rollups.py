@@ -115,6 +115,9 @@ def step_bounds(rows: Iterable[Sequence[Any]]) -> Bounds:
     return {k: (v[0], v[1]) for k, v in bounds.items()}
 
 
+MIN_CHUNK_POINTS = 2_000  # a ChunkSizer never goes below this (unless its maximum is lower)
+
+
 class ChunkSizer:
     """Points per refresh transaction, adapted to how fast this database refreshes.
 
@@ -135,9 +138,6 @@ class ChunkSizer:
         rate = points / max(took_s, 1e-3)
         floor = min(self.max_points, MIN_CHUNK_POINTS)
         self.points = max(floor, min(self.max_points, int(rate * self.target_s)))
-
-
-MIN_CHUNK_POINTS = 2_000
 
 
 def next_chunk(cur: Any, dialect: str, bounds: Bounds, budget: int) -> tuple[Bounds, Bounds]:
