@@ -77,6 +77,7 @@ from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, Wr
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
 PROGRESS_EVERY_S = 10.0  # close(): how often a long wait reports its progress
+SETTLE_STALL_S = 40.0  # close(): how long a rollup refresh may go without progress
 
 
 class _Marker:
@@ -137,7 +138,8 @@ class Writer:
         # close() can take everything while the writer thread is blocked inside the sink.
         self._lock = threading.RLock()
         self._abandoned = False
-        self._unsettled = False  # the sink has chart rollups left to refresh
+        self._unsettled = False  # the sink said it has chart rollups left to refresh
+        self._settling = False  # the thread is inside sink.settle()
         self._settle_calls = 0
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
@@ -205,10 +207,16 @@ class Writer:
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=5.0)
-        calls = -1
-        while self._thread.is_alive() and self._unsettled and calls != self._settle_calls:
-            calls = self._settle_calls  # still refreshing chart rollups, in short steps
-            self._thread.join(timeout=5.0)
+        # The thread may still be refreshing chart rollups, in short steps: wait while it
+        # makes progress, so finish_run() follows them and the process does not end
+        # half-way (a step waits at most the store's busy timeout, 30 s, for the lock).
+        calls, progress_at = self._settle_calls, time.monotonic()
+        while self._thread.is_alive() and (self._settling or self._unsettled):
+            self._thread.join(timeout=0.5)
+            if self._settle_calls != calls:
+                calls, progress_at = self._settle_calls, time.monotonic()
+            elif time.monotonic() - progress_at > SETTLE_STALL_S:
+                break
         if not self._thread.is_alive() and self._holds_points():
             self._spill_all()
         elif self._kept:
@@ -487,12 +495,17 @@ class Writer:
     def _settle(self) -> None:
         # One bounded step: the sink refreshes for a fraction of a second in short
         # transactions and says whether rollups are left; new batches go first.
-        self._unsettled = False
-        # An outage: the sink keeps the ranges and the next idle cycle retries.
-        with contextlib.suppress(StoreUnavailable):
-            self._unsettled = self.sink.settle() is False
-        self._settle_calls += 1
-        if self._unsettled:
+        unsettled = False
+        self._settling = True
+        try:
+            # An outage: the sink keeps the ranges and the next idle cycle retries.
+            with contextlib.suppress(StoreUnavailable):
+                unsettled = self.sink.settle() is False
+        finally:
+            self._unsettled = unsettled
+            self._settling = False
+            self._settle_calls += 1
+        if unsettled:
             self._wake.set()  # the next step comes at once, not after flush_interval
 
     def _maybe_heartbeat(self) -> None:
