@@ -192,6 +192,23 @@ def test_the_writer_settles_a_backlog_in_steps_and_finish_waits_for_it(store_url
     assert all_rollups(store, run.id) == full_rebuild(store, run.id)
 
 
+@pytest.mark.slow
+def test_finish_waits_for_a_refresh_longer_than_its_first_join(tmp_path: Path) -> None:
+    # About 10 s of refresh steps on SQLite (80 chunks, each followed by the pause), past
+    # the 5 s close() first waits for the writer thread: finish() must still wait for it.
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    run = tracker.init(project="r", uri=url, system_interval=None, auto_signals=False)
+    run.sink.settle_chunk_points = 300  # type: ignore[attr-defined]
+    run.sink.settle_budget_s = 0.0  # type: ignore[attr-defined]
+    for step in range(12_000):
+        run.log({"a": float(step % 89), "b": -float(step)}, step=step)
+    run.finish()
+    assert not run._writer._thread.is_alive()
+    store = Store(url)
+    assert store.get_run(run.id).status == "finished"
+    assert all_rollups(store, run.id) == full_rebuild(store, run.id)
+
+
 BURST = """
     import sys, tracker
     run = tracker.init(project="burst", uri=sys.argv[1], system_interval=None)
