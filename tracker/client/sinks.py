@@ -28,6 +28,7 @@ from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
 
 _log = logging.getLogger(__name__)
 DIAGNOSE_EVERY_S = 10.0  # live diagnoses of a run written through the SQL sink
+SETTLE_BUDGET_S = 0.5  # rollup refresh per idle writer cycle (tracker.store.points)
 
 Record = tuple[int, int, dict[str, float]]
 
@@ -37,7 +38,7 @@ class Sink(Protocol):
                    tags: Sequence[str], **attrs: Any) -> RunInfo: ...  # fmt: skip
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo: ...
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None: ...
-    def settle(self) -> None: ...
+    def settle(self) -> bool | None: ...  # False: rollups left to refresh, call again
     def heartbeat(self, run_id: int) -> None: ...
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None: ...
     def add_event(self, run_id: int, kind: str, message: str,
@@ -59,6 +60,9 @@ class SqlSink:
         # Step ranges written since the last rollup refresh: the writer refreshes the chart
         # rollups once it is idle (settle), not inside every ingest transaction.
         self._dirty: dict[tuple[int, int], tuple[int, int]] = {}
+        # One settle() refreshes for about this long (the writer comes back between calls).
+        self.settle_budget_s = SETTLE_BUDGET_S
+        self.settle_chunk_points: int | None = None  # None: the store's default
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
         self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
 
@@ -115,11 +119,30 @@ class SqlSink:
             seen = dirty.get(key)
             dirty[key] = (lo, hi) if seen is None else (min(lo, seen[0]), max(hi, seen[1]))
 
-    def settle(self) -> None:
-        """Refresh the chart rollups of everything written since the last call."""
+    def settle(self) -> bool:
+        """Refresh the chart rollups of what was written since the last call, for about
+        ``settle_budget_s`` seconds in short transactions; True once all are current.
+
+        Raises:
+            StoreUnavailable: the store is away; the ranges are kept for the next call.
+        """
         if self._dirty:
-            self.store.refresh_rollups(self._dirty)
+            dirty = self._dirty
             self._dirty = {}
+            try:
+                left = self.store.refresh_rollups(
+                    dirty, chunk_points=self.settle_chunk_points, budget_s=self.settle_budget_s
+                )
+            except BaseException:
+                left = dirty  # refreshing again is exact, so keep every range
+                raise
+            finally:
+                for key, (lo, hi) in left.items():  # merged with what came in meanwhile
+                    seen = self._dirty.get(key)
+                    self._dirty[key] = (
+                        (lo, hi) if seen is None else (min(lo, seen[0]), max(hi, seen[1]))
+                    )
+        return not self._dirty
 
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id, fence=self.fence)

@@ -35,6 +35,9 @@
   ``flush(timeout)`` raises ``StoreUnavailable`` when the
   store is away, ``FlushTimeout`` when points are still being written; each message says
   which (and how many points, at what rate).
+* Once idle, the writer refreshes the chart rollups (``sink.settle()``) in steps of about
+  half a second, each of short transactions; batches logged meanwhile go first, and
+  ``close()`` waits until the rollups are current (it keeps heartbeating meanwhile).
 * ``close(timeout)`` (``finish()``, and the exit of the process) waits as long as points are
   being stored: ``timeout`` is how long it waits while *nothing* is stored (the store is
   down, or another process holds its lock). Then everything the writer holds -- the batch a
@@ -74,6 +77,7 @@ from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, Wr
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
 PROGRESS_EVERY_S = 10.0  # close(): how often a long wait reports its progress
+SETTLE_STALL_S = 40.0  # close(): how long a rollup refresh may go without progress
 
 
 class _Marker:
@@ -134,6 +138,9 @@ class Writer:
         # close() can take everything while the writer thread is blocked inside the sink.
         self._lock = threading.RLock()
         self._abandoned = False
+        self._unsettled = False  # the sink said it has chart rollups left to refresh
+        self._settling = False  # the thread is inside sink.settle()
+        self._settle_calls = 0
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
 
@@ -200,6 +207,16 @@ class Writer:
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=5.0)
+        # The thread may still be refreshing chart rollups, in short steps: wait while it
+        # makes progress, so finish_run() follows them and the process does not end
+        # half-way (a step waits at most the store's busy timeout, 30 s, for the lock).
+        calls, progress_at = self._settle_calls, time.monotonic()
+        while self._thread.is_alive() and (self._settling or self._unsettled):
+            self._thread.join(timeout=0.5)
+            if self._settle_calls != calls:
+                calls, progress_at = self._settle_calls, time.monotonic()
+            elif time.monotonic() - progress_at > SETTLE_STALL_S:
+                break
         if not self._thread.is_alive() and self._holds_points():
             self._spill_all()
         elif self._kept:
@@ -309,7 +326,8 @@ class Writer:
                 self._fail(exc)
                 return
             if self._stop and (
-                (not self._queue and self._head is None) or self._retry_at > time.monotonic()
+                (not self._queue and self._head is None and not self._unsettled)
+                or self._retry_at > time.monotonic()
             ):
                 return  # done, or the store is away: close() spills what is left
 
@@ -475,9 +493,20 @@ class Writer:
         self._spilled = False
 
     def _settle(self) -> None:
-        # An outage: the sink keeps the ranges and the next idle cycle retries.
-        with contextlib.suppress(StoreUnavailable):
-            self.sink.settle()
+        # One bounded step: the sink refreshes for a fraction of a second in short
+        # transactions and says whether rollups are left; new batches go first.
+        unsettled = False
+        self._settling = True
+        try:
+            # An outage: the sink keeps the ranges and the next idle cycle retries.
+            with contextlib.suppress(StoreUnavailable):
+                unsettled = self.sink.settle() is False
+        finally:
+            self._unsettled = unsettled
+            self._settling = False
+            self._settle_calls += 1
+        if unsettled:
+            self._wake.set()  # the next step comes at once, not after flush_interval
 
     def _maybe_heartbeat(self) -> None:
         now = time.monotonic()

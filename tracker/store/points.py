@@ -13,7 +13,12 @@ keeps the last value, so a retried batch never duplicates or errors.
   batch rewrites existing steps (a retry, a resumed run) the unique key refuses it, and
   the batch goes through a staging table and ``INSERT ... ON CONFLICT`` instead.
 * Both: the per-run last values (``metric_summaries``) and the chart rollups
-  (``metric_rollups``) are updated in the same transaction.
+  (``metric_rollups``) are updated in the same transaction -- or, for the client's writer,
+  the rollups later and apart (:func:`refresh_rollups`): in transactions of at most
+  ``REFRESH_CHUNK_POINTS`` points (fewer on a slower database), so no refresh holds the
+  write lock for long, with a pause between them on SQLite (``SQLITE_REFRESH_PAUSE_S``)
+  so that another writer waiting in SQLite's busy handler, which sleeps up to 100 ms
+  between tries, gets its turn.
 * -0.0 keeps its sign on both (``tracker.store.models.SignedDouble``): on SQLite the value
   columns have no type affinity and every value is bound through ``CAST(? AS DOUBLE
   PRECISION)``, so an int is stored as a double, never as an integer.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +42,10 @@ from tracker.store.engine import is_unavailable, read_conn, unavailable_as_error
 Row = tuple[int, int, int, int, "float | None"]
 Fenced = tuple[int, AttemptFence] | None  # (run id, fence) of a fenced write
 
+# Most points per rollup-refresh transaction (about 0.3 s on SQLite here, bench/RESULTS.md);
+# the Store's ChunkSizer shrinks it where the database is slower.
+REFRESH_CHUNK_POINTS = 200_000
+SQLITE_REFRESH_PAUSE_S = 0.12  # longer than the busy handler's longest sleep (100 ms)
 SQLITE_CHUNK = 2_000  # rows per statement: 10,000 bound parameters, under SQLite's 32,766
 _POINTS_COLUMNS = "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
 _ON_CONFLICT_POINTS = (
@@ -125,14 +135,45 @@ def write_rows(
     )
 
 
-def refresh_rollups(engine: sa.Engine, bounds: rollups.Bounds) -> None:
-    """Recompute the chart rollups over ``bounds`` in a transaction of their own.
+def refresh_rollups(
+    engine: sa.Engine,
+    bounds: rollups.Bounds,
+    *,
+    chunk_points: int | rollups.ChunkSizer = REFRESH_CHUNK_POINTS,
+    budget_s: float | None = None,
+) -> rollups.Bounds:
+    """Recompute the chart rollups over ``bounds``, a chunk of points per transaction.
+
+    Chunks go in step order (:func:`tracker.store.rollups.next_chunk`) and hold
+    ``chunk_points`` points, or what a :class:`~tracker.store.rollups.ChunkSizer` says
+    (the Store keeps one, so the size adapts to the database). With ``budget_s`` it stops
+    after the first chunk that ends past that many seconds and returns the ranges still to
+    refresh (pass them again later); without it, it returns ``{}``.
 
     Raises:
-        StoreUnavailable: the database cannot be reached; the caller may retry.
+        StoreUnavailable: the database cannot be reached; the ranges not yet refreshed are
+            lost to this call, so a caller that may retry keeps its own copy.
+        ValueError: ``chunk_points`` is below 1.
     """
-    if bounds:
-        _in_transaction(engine, "refreshing chart rollups", _refresh, bounds)
+    sizer = rollups.ChunkSizer(chunk_points) if isinstance(chunk_points, int) else chunk_points
+    fixed = isinstance(chunk_points, int)  # an explicit size is kept as given
+    start = time.monotonic()
+    pending = dict(bounds)
+    while pending:
+        size = sizer.points
+        done: list[rollups.Bounds] = []
+        began = time.monotonic()
+        _in_transaction(engine, "refreshing chart rollups", _refresh_chunk, pending, size, done)
+        if not fixed:
+            sizer.update(size, time.monotonic() - began)
+        pending = done[0]
+        if not pending:
+            break
+        if engine.dialect.name == "sqlite":
+            time.sleep(SQLITE_REFRESH_PAUSE_S)  # let a waiting writer in (see above)
+        if budget_s is not None and time.monotonic() - start >= budget_s:
+            break
+    return pending
 
 
 def repair_rollups(engine: sa.Engine, run_ids: Sequence[int]) -> None:
@@ -167,16 +208,24 @@ def _in_transaction(engine: sa.Engine, what: str, work: Any, *args: Any) -> None
             raw.close()
 
 
-def _refresh(raw: Any, bounds: rollups.Bounds) -> None:
+def _refresh_chunk(
+    raw: Any, bounds: rollups.Bounds, chunk_points: int, rest: list[rollups.Bounds]
+) -> None:
+    """Refresh the first chunk of ``bounds`` in one transaction; append what is left."""
     cur = raw.cursor()
     if _is_sqlite(raw):
+        chunk, left = rollups.next_chunk(cur, "sqlite", bounds, chunk_points)
+        raw.rollback()  # the sizing reads ran in an implicit read transaction
         cur.execute("BEGIN IMMEDIATE")
-        rollups.refresh(cur, "sqlite", bounds)
+        rollups.refresh(cur, "sqlite", chunk)
         cur.execute("COMMIT")
     else:
-        rollups.refresh(cur, "postgresql", bounds)
+        chunk, left = rollups.next_chunk(cur, "postgresql", bounds, chunk_points)
+        raw.commit()
+        rollups.refresh(cur, "postgresql", chunk)
         raw.commit()
     cur.close()
+    rest.append(left)
 
 
 def _is_sqlite(raw: Any) -> bool:

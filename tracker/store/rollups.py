@@ -8,7 +8,17 @@ adding the new points to the old totals -- keeps the rollups exact when a batch 
 or a resumed run rewrites earlier steps with new values.
 
 The dashboard reads the finest level that answers a request within its row budget.
-Everything here runs inside the caller's write transaction on a raw DBAPI cursor.
+Everything here runs inside the caller's transaction on a raw DBAPI cursor.
+
+A big backlog (a tight loop of 10M points leaves the whole run dirty when the writer first
+goes idle) is refreshed in chunks, not in one transaction: :func:`next_chunk` cuts off
+the ranges worth about ``budget`` points, in step order per (run, key), and the caller
+refreshes that chunk in a transaction of its own and keeps the rest for later. One
+transaction over 10M points held the SQLite write lock for 86-109 s, so every other
+writer (``finish_run``, the dashboard, other runs) failed with "database is locked".
+Chunks in step order keep the result exact: a coarse bucket is recomputed by every
+chunk that touches it, the last of them after all its dirty finer buckets, and a writer
+that dies between chunks leaves a stored prefix, which ``points.repair_rollups`` extends.
 """
 
 from __future__ import annotations
@@ -103,6 +113,75 @@ def step_bounds(rows: Iterable[Sequence[Any]]) -> Bounds:
         elif step > b[1]:
             b[1] = step
     return {k: (v[0], v[1]) for k, v in bounds.items()}
+
+
+MIN_CHUNK_POINTS = 2_000  # a ChunkSizer never goes below this (unless its maximum is lower)
+
+
+class ChunkSizer:
+    """Points per refresh transaction, adapted to how fast this database refreshes.
+
+    Starts at ``max_points`` and moves toward what took about ``target_s`` seconds last
+    time, never above ``max_points`` nor below ``min(max_points, MIN_CHUNK_POINTS)``: a
+    slow or busy disk gets smaller chunks, so the write lock is still held only briefly.
+    """
+
+    def __init__(self, max_points: int, target_s: float = 0.25) -> None:
+        if max_points < 1:
+            raise ValueError(f"chunk_points: must be at least 1 point, got {max_points}")
+        self.max_points = max_points
+        self.target_s = target_s
+        self.points = max_points
+
+    def update(self, points: int, took_s: float) -> None:
+        """Record that a chunk of ``points`` points took ``took_s`` seconds."""
+        rate = points / max(took_s, 1e-3)
+        floor = min(self.max_points, MIN_CHUNK_POINTS)
+        self.points = max(floor, min(self.max_points, int(rate * self.target_s)))
+
+
+def next_chunk(cur: Any, dialect: str, bounds: Bounds, budget: int) -> tuple[Bounds, Bounds]:
+    """Split ``bounds`` into a chunk of about ``budget`` stored points and the rest.
+
+    The chunk holds whole (run, key) ranges, in sorted order, while they fit, and the
+    lower part of the first one that does not: it ends before the ``budget``-th point
+    still unplaced, so it is never empty and never holds more than ``budget`` points plus
+    the rest of two level-0 buckets at its ends. Counting reads only the points index.
+    """
+    if budget < 1:
+        raise ValueError(f"budget: must be at least 1 point, got {budget}")
+    p = _PARAM[dialect]
+    where = f"WHERE run_id = {p} AND key_id = {p} AND step >= {p} AND step <= {p}"
+    chunk: Bounds = {}
+    rest: Bounds = {}
+    left = budget
+    for (run_id, key_id), (lo, hi) in sorted(bounds.items()):
+        if left <= 0:
+            rest[run_id, key_id] = (lo, hi)
+            continue
+        if hi - lo < left:  # at most one point per step: it fits without counting
+            chunk[run_id, key_id] = (lo, hi)
+            left -= hi - lo + 1
+            continue
+        cur.execute(
+            f"SELECT step FROM metric_points {where} ORDER BY step LIMIT 1 OFFSET {p}",
+            (run_id, key_id, lo, hi, left),
+        )
+        found = cur.fetchone()
+        if found is None:  # fewer than ``left`` points are stored in the range
+            cur.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM metric_points {where} LIMIT {p}) t",
+                (run_id, key_id, lo, hi, left),
+            )
+            chunk[run_id, key_id] = (lo, hi)
+            left -= max(1, cur.fetchone()[0])
+            continue
+        cut = found[0]  # the first point past the budget starts the rest
+        if cut > lo:
+            chunk[run_id, key_id] = (lo, cut - 1)
+        rest[run_id, key_id] = (cut, hi)
+        left = 0
+    return chunk, rest
 
 
 def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:

@@ -28,7 +28,7 @@ from tracker.entities import (
     RunInfo,
 )
 from tracker.errors import Conflict, InvalidInput, NotFound
-from tracker.store import fencing, points
+from tracker.store import fencing, points, rollups
 from tracker.store import models as m
 from tracker.store.engine import (
     create_engine,
@@ -67,6 +67,7 @@ class Store:
         if not create:
             require_existing(self.uri)
         self.engine = create_engine(self.uri)
+        self._rollup_chunks = rollups.ChunkSizer(points.REFRESH_CHUNK_POINTS)
         if upgrade:
             ensure_schema(self.engine)
 
@@ -372,9 +373,19 @@ class Store:
             self.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
         )
 
-    def refresh_rollups(self, bounds: dict[tuple[int, int], tuple[int, int]]) -> None:
-        """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges."""
-        points.refresh_rollups(self.engine, bounds)
+    def refresh_rollups(
+        self,
+        bounds: dict[tuple[int, int], tuple[int, int]],
+        *,
+        chunk_points: int | None = None,
+        budget_s: float | None = None,
+    ) -> dict[tuple[int, int], tuple[int, int]]:
+        """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges in
+        short transactions (``chunk_points`` points each; by default as many as take about
+        a quarter second here); returns the ranges left once ``budget_s`` is spent. See
+        :func:`tracker.store.points.refresh_rollups`."""
+        sizing = self._rollup_chunks if chunk_points is None else chunk_points
+        return points.refresh_rollups(self.engine, bounds, chunk_points=sizing, budget_s=budget_s)
 
     def log_metrics(
         self, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
