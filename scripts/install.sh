@@ -4,7 +4,9 @@
 # Versions are pinned in constraints.txt (the only place), passed to every pip install with
 # -c. torch is installed before the project, from the CPU wheel index (TORCH_INDEX_URL), so
 # that a stock machine gets the CPU build of the pinned version instead of PyPI's CUDA one,
-# and resolving the project's `torch>=...` requirement finds it already satisfied.
+# and resolving the project's `torch>=...` requirement finds it already satisfied. Where
+# that index cannot be reached (a machine that sees only the package registries), the
+# pinned version comes from the configured package index instead, after one quick try.
 # A stamp in .venv records what was installed; when pyproject.toml, constraints.txt, the
 # extras and the interpreter are unchanged, the second run does nothing.
 #
@@ -12,7 +14,7 @@
 #      TRACKER_EXTRAS (default dev): the project's extras, comma-separated; scripts/demo.sh
 #        asks for server,runner only (no pytest, mypy, playwright or mlflow).
 #      TORCH_INDEX_URL (default https://download.pytorch.org/whl/cpu): where torch comes
-#        from; e.g. https://download.pytorch.org/whl/cu124 for a CUDA build.
+#        from first; e.g. https://download.pytorch.org/whl/cu124 for a CUDA build.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,7 +72,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 echo "==> upgrading pip"
 "$py" -m pip install --quiet --upgrade pip
 echo "==> installing torch $TORCH_VERSION from $torch_index"
-"$py" -m pip install --quiet -c "$constraints" --index-url "$torch_index" torch
+if ! "$py" -m pip install --quiet --retries 0 --timeout 15 -c "$constraints" \
+        --index-url "$torch_index" torch; then
+    echo "==> $torch_index cannot be reached: torch $TORCH_VERSION from the package index"
+    "$py" -m pip install --quiet -c "$constraints" torch
+fi
 echo "==> installing the project: pip install -c $constraints -e '.[$extras]'"
 "$py" -m pip install --quiet -c "$constraints" -e ".[$extras]"
 echo "$want" >"$stamp"

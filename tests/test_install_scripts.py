@@ -70,11 +70,15 @@ def test_install_defaults_to_dev_and_puts_the_extras_in_its_stamp() -> None:
 def test_torch_is_the_pinned_cpu_wheel() -> None:
     text = (SCRIPTS / "install.sh").read_text()
     assert 'torch_index="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"' in text
-    (torch_install,) = [ln for ln in text.splitlines()
-                        if re.search(r"pip install .*\btorch$", ln)]  # fmt: skip
-    assert '-c "$constraints"' in torch_install  # the version pin
-    assert '--index-url "$torch_index"' in torch_install  # the CPU build, not PyPI's CUDA one
+    joined = text.replace("\\\n", " ")  # backslash-continued lines as one
+    torch_line = re.compile(r"pip install .*\btorch(; then)?$")
+    installs = [ln for ln in joined.splitlines() if torch_line.search(ln)]
+    first, fallback = installs  # the CPU index first; the package index if it is unreachable
+    assert '-c "$constraints"' in first and '-c "$constraints"' in fallback  # the version pin
+    assert '--index-url "$torch_index"' in first  # the CPU build, not PyPI's CUDA one
+    assert "--retries 0" in first  # an unreachable index costs one quick try, not five
+    assert "--index-url" not in fallback
     pins = re.findall(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M)
     assert len(pins) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", pins[0])
     # the project install comes after torch, so its torch requirement is already satisfied
-    assert text.index('--index-url "$torch_index" torch') < text.index('-e ".[$extras]"')
+    assert joined.index('--index-url "$torch_index" torch') < joined.index('-e ".[$extras]"')
