@@ -52,6 +52,7 @@ class ArtifactPathConverter(PathConverter):
 def _add_converter(setup: BlueprintSetupState) -> None:
     setup.app.url_map.converters["artifact"] = ArtifactPathConverter
 
+
 CHUNK = 256 * 1024
 # The artifact download's own CSP: even a file a browser would render can run nothing.
 DOWNLOAD_CSP = "default-src 'none'; sandbox"
