@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.s3 import S3Server, s3_env, s3_server  # noqa: F401  (fixtures)
+from tests.support.s3 import S3Server
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.store import Store
 from tracker.store import artifacts as art
@@ -49,8 +49,9 @@ def test_bad_urls_and_an_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(InvalidInput, match="names no bucket"):
         open_blob_store("s3:///prefix")
     monkeypatch.setenv("TRACKER_S3_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens
-    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1"}.items():  # fmt: skip
+    fake = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1"}  # fmt: skip
+    for name, value in fake.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(StoreUnavailable, match="s3://nobucket/p"):
         open_blob_store("s3://nobucket/p").exists("a" * 64)
