@@ -21,6 +21,7 @@ Put = Callable[..., Any]  # put(run_id, path, data, *, media_type=None, step=Non
 
 IMAGE_STEPS = 40  # steps of the "samples" image key
 HIST_STEPS = 120  # steps of the weights histograms
+MANY_STEPS = 2000  # steps of the "many" image key (one blob, deduplicated): one listing, one image
 CSV_ROWS = 250  # more than the preview's 100
 
 
@@ -42,8 +43,11 @@ def png(width: int, height: int, rgb: Callable[[int, int], tuple[int, int, int]]
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + (
-        chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + (chunk(b"IEND", b""))
     )
 
 
@@ -72,7 +76,9 @@ def _histogram(rng: random.Random, center: float, spread: float, bins: int = 32)
 
 def _plotly_figure(step: int) -> dict[str, Any]:
     labels = [str(d) for d in range(5)]
-    z = [[(20 + step if i == j else (i * 7 + j * 3 + step) % 5) for j in range(5)] for i in range(5)]
+    z = [
+        [(20 + step if i == j else (i * 7 + j * 3 + step) % 5) for j in range(5)] for i in range(5)
+    ]
     return {
         "data": [{"type": "heatmap", "z": z, "x": labels, "y": labels, "colorscale": "Blues"}],
         "layout": {"title": {"text": f"confusion matrix <b>step {step}</b>"},
@@ -94,10 +100,12 @@ def seed_media(put: Put, run_id: int, *, other_run: int | None = None) -> Seeded
         put(run_id, path, data, **kw)
         out.paths.append(path)
 
-    add("config.yaml", b"optimizer: adam\nlr: 0.0003\nmodel:\n  width: 64\n", media_type="text/yaml")
+    add(
+        "config.yaml", b"optimizer: adam\nlr: 0.0003\nmodel:\n  width: 64\n", media_type="text/yaml"
+    )
     add("notes/README.txt", f"Trained on digits.\n{HOSTILE}\n".encode(), media_type="text/plain")
-    add("eval/metrics.json", json.dumps({"val/acc": 0.96, "per_class": [0.97, 0.95, 0.96],
-                                         "note": HOSTILE}).encode(), media_type="application/json")  # fmt: skip
+    metrics = {"val/acc": 0.96, "per_class": [0.97, 0.95, 0.96], "note": HOSTILE}
+    add("eval/metrics.json", json.dumps(metrics).encode(), media_type="application/json")
     rows = ["id,label,predicted,confidence"] + [
         f'{i},{i % 10},{(i * 7) % 10},"{0.5 + (i % 50) / 100:.2f}"' for i in range(CSV_ROWS)
     ]
@@ -112,23 +120,30 @@ def seed_media(put: Put, run_id: int, *, other_run: int | None = None) -> Seeded
         add(f"media/images/samples/{step:09d}.png", _sample(step // 5), media_type="image/png",
             step=step, meta={"caption": f"step {step}: predicted {step % 10}"})  # fmt: skip
         out.image_steps.append(step)
+    tiny = _sample(1)
+    for step in range(MANY_STEPS):
+        put(run_id, f"media/images/many/{step:09d}.png", tiny, media_type="image/png", step=step)
     add(f"media/images/samples/val/{0:09d}.png", _sample(3), media_type="image/png", step=0,
         meta={"caption": HOSTILE})  # fmt: skip
     for step in (100, 200):
-        add(f"media/figures/confusion/{step:09d}.plotly.json",
-            json.dumps(_plotly_figure(step)).encode(), media_type="application/json", step=step)  # fmt: skip
+        figure = json.dumps(_plotly_figure(step)).encode()
+        path = f"media/figures/confusion/{step:09d}.plotly.json"
+        add(path, figure, media_type="application/json", step=step)
     add(f"media/figures/loss_curve/{200:09d}.png", _sample(10), media_type="image/png", step=200)
     for step in range(0, HIST_STEPS * 10, 10):
         t = step / (HIST_STEPS * 10)
-        for key, center, spread in (("weights/fc1", 0.0, 0.05 + 0.3 * t), ("grads/fc1", 0.0, 0.5 * (1 - t) + 0.01)):
-            add(f"media/histograms/{key}/{step:09d}.json",
-                json.dumps(_histogram(rng, center, spread)).encode(),
-                media_type="application/json", step=step)  # fmt: skip
+        for key, center, spread in (
+            ("weights/fc1", 0.0, 0.05 + 0.3 * t),
+            ("grads/fc1", 0.0, 0.5 * (1 - t) + 0.01),
+        ):
+            data = json.dumps(_histogram(rng, center, spread)).encode()
+            add(f"media/histograms/{key}/{step:09d}.json", data, media_type="application/json",
+                step=step)  # fmt: skip
         out.hist_steps.append(step)
     if other_run is not None:
         for step in range(0, HIST_STEPS * 10, 10):
             t = step / (HIST_STEPS * 10)
-            put(other_run, f"media/histograms/weights/fc1/{step:09d}.json",
-                json.dumps(_histogram(rng, 0.2 * t, 0.05 + 0.05 * t)).encode(),
+            data = json.dumps(_histogram(rng, 0.2 * t, 0.05 + 0.05 * t)).encode()
+            put(other_run, f"media/histograms/weights/fc1/{step:09d}.json", data,
                 media_type="application/json", step=step)  # fmt: skip
     return out
