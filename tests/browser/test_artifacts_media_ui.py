@@ -129,7 +129,9 @@ def test_artifacts_tab_tree_sizes_hashes_and_previews(
 
     # The closed media/ folder is built when opened; 2000 steps of one key stay closed.
     page.locator('details[data-dir="media"] > summary').click()
-    page.wait_for_selector('details[data-dir="images"]')
+    images = page.locator('details[data-dir="images"]')
+    assert not images.evaluate("d => d.open")  # 2042 files
+    images.locator(":scope > summary").click()
     assert not page.locator('details[data-dir="many"]').evaluate("d => d.open")
     page.locator('details[data-dir="many"] > summary').click()
     page.wait_for_function(
@@ -137,6 +139,7 @@ def test_artifacts_tab_tree_sizes_hashes_and_previews(
         f" === {MANY_STEPS}"
     )
     page.locator('details[data-dir="many"] > summary').click()
+    images.locator(":scope > summary").click()
     page.locator('details[data-dir="media"] > summary').click()
     select(page, "eval/predictions.csv", "csv")
     page.evaluate("window.scrollTo(0, 0)")
@@ -266,8 +269,10 @@ def test_histogram_panel_draws_a_heatmap_over_steps(
         " === 'log10(1+count)'"
     )
     card.locator('input[type="checkbox"]').uncheck()
-    card.scroll_into_view_if_needed()
-    screenshot(page, "run-histograms")
+    page.wait_for_function(
+        f"() => document.querySelector('{selector}').data[0].colorbar.title.text === 'count'"
+    )
+    assert card.locator(".histogram-note").is_hidden()  # every step drawn
 
 
 def test_compare_shows_two_runs_histograms_side_by_side(
@@ -302,5 +307,5 @@ def test_compare_shows_two_runs_histograms_side_by_side(
     assert "No histogram data" in page.locator("#hist-chart-b").inner_text()
     page.select_option("#hist-run-b", str(other))
     page.wait_for_function("() => document.getElementById('hist-chart-b').dataset.steps !== '0'")
-    page.locator("#compare-histograms").scroll_into_view_if_needed()
+    page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "compare-histograms")

@@ -38,7 +38,8 @@ const Histograms = (() => {
       edges.push(e);
       counts.push(c);
     }
-    return { steps, edges, counts };
+    // The server sends at most 1,000 steps of a longer series, spread evenly.
+    return { steps, edges, counts, total: Math.max(doc.total_steps || 0, steps.length) };
   }
 
   /** One grid (lo, hi, bins) covering every histogram of every document given. */
@@ -133,7 +134,7 @@ const Histograms = (() => {
     await Plotly.react(target, [trace], layout, { responsive: true, displaylogo: false });
     target.dataset.steps = String(m.y.length);
     target.dataset.bins = String(g.bins);
-    target.dataset.thinned = m.thinned ? "1" : "";
+    target.dataset.thinned = m.thinned || doc.total > doc.steps.length ? "1" : "";
     return m;
   }
 
@@ -144,5 +145,5 @@ const Histograms = (() => {
     return top;
   }
 
-  return { load, normalize, grid, rebin, matrix, draw, zmax, keyPath };
+  return { MAX_ROWS, load, normalize, grid, rebin, matrix, draw, zmax, keyPath };
 })();

@@ -169,9 +169,10 @@ const RunMedia = (() => {
       this.key = key;
       this.plot = h("div", { class: "chart histogram-chart" }, h("p", { class: "muted" }, "loading…"));
       this.logColor = h("input", { type: "checkbox" });
+      this.note = h("p", { class: "muted small histogram-note", hidden: true });
       this.card = h("div", { class: "chart-card media-card histogram-card", dataset: { key, kind: "histograms" } },
         h("h3", { title: key }, key, h("label", { class: "inline small muted" }, this.logColor, " log colour")),
-        this.plot);
+        this.plot, this.note);
       this.doc = null;
       this.logColor.addEventListener("change", () => this.draw());
     }
@@ -185,6 +186,11 @@ const RunMedia = (() => {
         return;
       }
       await this.draw();
+      const shown = Math.min(this.doc.steps.length, Histograms.MAX_ROWS);
+      if (shown < this.doc.total) {
+        this.note.textContent = `${shown} of ${this.doc.total} steps shown, spread evenly`;
+        this.note.hidden = false;
+      }
     }
 
     async draw() {
