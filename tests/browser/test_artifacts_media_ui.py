@@ -142,7 +142,7 @@ def test_artifacts_tab_tree_sizes_hashes_and_previews(
     images.locator(":scope > summary").click()
     page.locator('details[data-dir="media"] > summary').click()
     select(page, "eval/predictions.csv", "csv")
-    page.evaluate("window.scrollTo(0, 0)")
+    page.evaluate("() => { document.getElementById('toast').hidden = true; scrollTo(0, 0); }")
     screenshot(page, "run-artifacts")
 
 
