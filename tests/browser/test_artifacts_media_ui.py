@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.browser import Dashboard
 from tests.support.browser_media import CSV_ROWS, HIST_STEPS, HOSTILE, MANY_STEPS, SeededMedia
+from tests.support.browser_media import sample as sample_png
 from tests.support.browser_media import seed_media as seed
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -52,7 +53,7 @@ def select(page: Any, path: str, kind: str) -> Any:
 def test_artifacts_tab_tree_sizes_hashes_and_previews(
     page: Any, dashboard: Dashboard, media: SeededMedia, screenshot: Any
 ) -> None:
-    from tracker.store.artifacts import get_artifact, list_artifacts, open_artifact
+    from tracker.store.artifacts import get_artifact, list_artifacts, open_artifact, put_artifact
 
     run_id = open_tab(page, dashboard, "artifacts")
     stored = list_artifacts(dashboard.store, run_id)
@@ -144,6 +145,13 @@ def test_artifacts_tab_tree_sizes_hashes_and_previews(
     select(page, "eval/predictions.csv", "csv")
     page.evaluate("() => { document.getElementById('toast').hidden = true; scrollTo(0, 0); }")
     screenshot(page, "run-artifacts")
+
+    # A file logged later appears on Reload, and the selected file stays selected.
+    put_artifact(dashboard.store, run_id, "notes/later.txt", b"logged after the page opened\n")
+    page.click("#artifacts-reload")
+    row(page, "notes/later.txt").wait_for()
+    assert page.locator("#artifact-count").inner_text() == str(len(stored) + 1)
+    assert page.locator("#artifact-preview").get_attribute("data-path") == "eval/predictions.csv"
 
 
 def image_card(page: Any, key: str) -> Any:
@@ -239,6 +247,17 @@ def test_image_slider_changes_the_image(
     )
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "run-media")
+
+    # A step logged later appears on Reload.
+    from tracker.store.artifacts import put_artifact
+
+    run_id = dashboard.seeded.runs[BEST]
+    later = steps[-1] + 5
+    put_artifact(dashboard.store, run_id, f"media/images/samples/{later:09d}.png",
+                 sample_png(len(steps)), step=later)  # fmt: skip
+    page.click("#media-reload")
+    wait_shown(page, "samples", later, 16 + len(steps))
+    assert image_card(page, "samples").get_attribute("data-steps") == str(len(steps) + 1)
 
 
 def test_histogram_panel_draws_a_heatmap_over_steps(

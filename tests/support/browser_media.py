@@ -51,7 +51,7 @@ def png(width: int, height: int, rgb: Callable[[int, int], tuple[int, int, int]]
     )
 
 
-def _sample(step: int) -> bytes:
+def sample(step: int) -> bytes:
     """A digit-like blob that grows sharper with the step; 16 + step pixels wide."""
     width, height = 16 + step, 32
     sharp = 1 + step / 8
@@ -112,24 +112,24 @@ def seed_media(put: Put, run_id: int, *, other_run: int | None = None) -> Seeded
     add("eval/predictions.csv", ("\n".join(rows) + "\n").encode(), media_type="text/csv")
     add("eval/report.pdf", b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n",
         media_type="application/pdf")  # fmt: skip
-    add("eval/confusion.png", _sample(24), media_type="image/png")
+    add("eval/confusion.png", sample(24), media_type="image/png")
     add("model/weights.bin", bytes(range(256)) * 64, media_type="application/octet-stream")
     add(f"notes/{HOSTILE}.txt", b"a file with a hostile name\n", media_type="text/plain")
 
     for step in range(0, IMAGE_STEPS * 5, 5):
-        add(f"media/images/samples/{step:09d}.png", _sample(step // 5), media_type="image/png",
+        add(f"media/images/samples/{step:09d}.png", sample(step // 5), media_type="image/png",
             step=step, meta={"caption": f"step {step}: predicted {step % 10}"})  # fmt: skip
         out.image_steps.append(step)
-    tiny = _sample(1)
+    tiny = sample(1)
     for step in range(MANY_STEPS):
         put(run_id, f"media/images/many/{step:09d}.png", tiny, media_type="image/png", step=step)
-    add(f"media/images/samples/val/{0:09d}.png", _sample(3), media_type="image/png", step=0,
+    add(f"media/images/samples/val/{0:09d}.png", sample(3), media_type="image/png", step=0,
         meta={"caption": HOSTILE})  # fmt: skip
     for step in (100, 200):
         figure = json.dumps(_plotly_figure(step)).encode()
         path = f"media/figures/confusion/{step:09d}.plotly.json"
         add(path, figure, media_type="application/json", step=step)
-    add(f"media/figures/loss_curve/{200:09d}.png", _sample(10), media_type="image/png", step=200)
+    add(f"media/figures/loss_curve/{200:09d}.png", sample(10), media_type="image/png", step=200)
     for step in range(0, HIST_STEPS * 10, 10):
         t = step / (HIST_STEPS * 10)
         for key, center, spread in (

@@ -74,7 +74,7 @@ const RunArtifacts = (() => {
     button.addEventListener("click", async (ev) => {
       ev.stopPropagation();
       const ok = await copy(sha);
-      T.toast(ok ? `sha256 copied: ${sha}` : `sha256: ${sha}`, "info");
+      T.toast(ok ? `sha256 copied: ${sha}` : `sha256: ${sha}`, "ok");
     });
     return h("span", { class: "sha-cell" }, short, button);
   }
@@ -119,11 +119,13 @@ const RunArtifacts = (() => {
         this.preview.hidden = true;
         return;
       }
-      this.root.append(h("p", { class: "muted small artifact-total" },
-        `${plural(artifacts.length, "file")}, ${T.fmtBytes(top.size)}`));
+      const reload = h("button", { type: "button", class: "btn small", id: "artifacts-reload", title: "list the files again (a live run adds more)" }, "Reload");
+      reload.addEventListener("click", () => { listing = null; this.loaded = false; this.open(); });
+      this.root.append(h("div", { class: "artifact-total" },
+        h("span", { class: "muted small" }, `${plural(artifacts.length, "file")}, ${T.fmtBytes(top.size)}`), reload));
       this.root.append(this.children(top, 0));
-      const first = artifacts.find((a) => !a.path.startsWith("media/")) || artifacts[0];
-      this.select(first);
+      const again = this.selected && artifacts.find((a) => a.path === this.selected.path);
+      this.select(again || artifacts.find((a) => !a.path.startsWith("media/")) || artifacts[0]);
     }
 
     /** A folder's contents: subfolders first (built when first opened), then files. */

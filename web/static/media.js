@@ -204,7 +204,9 @@ const RunMedia = (() => {
   async function open(runId) {
     if (opened) return;
     opened = true;
-    const root = clear(document.getElementById("media-root"));
+    const root = document.getElementById("media-root");
+    for (const plot of root.querySelectorAll(".js-plotly-plot")) Plotly.purge(plot);
+    clear(root);
     let media;
     try {
       media = await keys(runId);
@@ -220,6 +222,13 @@ const RunMedia = (() => {
         r.target.mediaCard.open().catch((exc) => T.toast(exc.message));
       }
     }, { rootMargin: "300px" });
+    const reload = h("button", { type: "button", class: "btn small", id: "media-reload", title: "look for new keys and steps (a live run adds more)" }, "Reload");
+    reload.addEventListener("click", () => {
+      seen.disconnect();
+      opened = false;
+      open(runId).catch((exc) => T.toast(exc.message));
+    });
+    root.append(h("div", { class: "media-tools" }, reload));
     const titles = { images: "Images", figures: "Figures", histograms: "Histograms" };
     let total = 0;
     for (const kind of KINDS) {
