@@ -3,27 +3,67 @@ previews of every kind, downloads), its Media tab (an image key's step slider, f
 histograms over steps as a heatmap) and Compare's histograms side by side.
 
 The files are written through the store's ``put_artifact`` (tests/support/browser_media.py),
-served by the real dashboard from the real blob store next to the SQLite file."""
+served by the real dashboard from a real blob store; every test runs on SQLite and on
+PostgreSQL."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import pytest
 
+from tests.conftest import PG_ENV, create_pg_database, drop_pg_database
 from tests.support.browser import Dashboard
 from tests.support.browser_media import CSV_ROWS, HIST_STEPS, HOSTILE, MANY_STEPS, SeededMedia
 from tests.support.browser_media import sample as sample_png
 from tests.support.browser_media import seed_media as seed
+from tests.support.browser_seed import seed as seed_runs
+from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path
+from tests.support.servers import ServerThread
+from tracker.store import Store
+from tracker.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 BEST = "adam-lr3e-4"
 OTHER = "adam-lr1e-3"
 SLOW_LOAD_MS = 60_000  # the first page that parses plotly.js on a busy machine
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def dashboard(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Dashboard]:
+    """The seeded dashboard (as tests/browser/conftest.py makes it) on a SQLite file, then
+    on a PostgreSQL database of its own, each with its artifact root in a temporary folder."""
+    if chromium_path() is None:
+        pytest.skip(NO_CHROMIUM_REASON)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    folder = tmp_path_factory.mktemp(f"dashboard-{request.param}")
+    server_url = os.environ.get(PG_ENV)
+    if request.param == "sqlite":
+        store_url = f"sqlite:///{folder / 'tracker.db'}"
+    elif not server_url:
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (./scripts/test.sh starts a server)")
+    else:
+        store_url = create_pg_database(server_url)
+    root = str(folder / "artifacts")
+    store = Store(store_url, artifact_root=root)
+    seeded = seed_runs(store)
+    app = create_app({"STORE_URI": store_url, "NO_AUTH": True, "ARTIFACT_ROOT": root})
+    server = ServerThread(app)
+    yield Dashboard(server.url, store_url, store, seeded)
+    server.stop()
+    app.extensions["tracker"].store.close()
+    store.close()
+    if request.param == "postgresql" and server_url:
+        drop_pg_database(server_url, store_url)
 
 
 @pytest.fixture(scope="module")
