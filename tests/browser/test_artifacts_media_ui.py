@@ -368,3 +368,16 @@ def test_compare_shows_two_runs_histograms_side_by_side(
     page.wait_for_function("() => document.getElementById('hist-chart-b').dataset.steps !== '0'")
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "compare-histograms")
+
+
+def test_a_run_without_files_says_so(page: Any, dashboard: Dashboard, media: SeededMedia) -> None:
+    run_id = dashboard.seeded.runs["sgd-lr1e-2"]
+    page.goto(f"{dashboard.url}/runs/{run_id}#artifacts", timeout=SLOW_LOAD_MS)
+    page.wait_for_selector("#artifacts-tree p.empty")
+    assert page.locator("#artifacts-tree").inner_text() == "This run has no artifacts."
+    assert page.locator("#artifact-preview").is_hidden()
+    assert page.locator("#artifact-count").inner_text() == ""
+    page.click('.tab[data-tab="media"]')
+    page.wait_for_selector("#media-root p.empty")
+    assert "no images, figures or histograms" in page.locator("#media-root").inner_text()
+    assert page.locator("#media-count").inner_text() == ""
