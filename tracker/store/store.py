@@ -108,10 +108,14 @@ class Store:
     # ------------------------------------------------------------------ projects
 
     def list_projects(self) -> list[str]:
+        """Names of the projects that are not deleted, sorted."""
+        query = (
+            sa.select(m.ProjectRow.name)
+            .where(m.ProjectRow.deleted_at.is_(None))
+            .order_by(m.ProjectRow.name)
+        )
         with read_conn(self.engine) as conn:
-            return list(
-                conn.execute(sa.select(m.ProjectRow.name).order_by(m.ProjectRow.name)).scalars()
-            )
+            return list(conn.execute(query).scalars())
 
     # ---------------------------------------------------------------------- runs
 
