@@ -244,3 +244,23 @@ def test_the_idle_timeout_is_off_without_the_setting(mlflow_server: Callable[...
     run_id = client.create_run(client.create_experiment("no-idle")).info.run_id
     client.log_metric(run_id, "loss", 1.0)
     assert store_of(app).get_run(int(run_id)).status == "running"
+
+
+@pytest.mark.parametrize(
+    ("raw", "deleted"),
+    [(None, False), ("", False), ("ACTIVE_ONLY", False), ("DELETED_ONLY", True), ("ALL", None),
+     ("all", None), (1, False), (2, True), (3, None), ("2", True)],
+)  # fmt: skip
+def test_view_types(raw: Any, deleted: bool | None) -> None:
+    from tracker.web.core import mlflow_compat as compat
+
+    assert compat.view_type(raw) is deleted
+
+
+@pytest.mark.parametrize("raw", ["ACTIVE", 0, 4, True, "x" * 100])
+def test_view_type_refuses_what_is_no_view_type(raw: Any) -> None:
+    from tracker.web.core.mlflow_compat import MlflowError, view_type
+
+    with pytest.raises(MlflowError, match="is not a ViewType") as info:
+        view_type(raw, "run_view_type")
+    assert info.value.mlflow_code == "INVALID_PARAMETER_VALUE"

@@ -34,6 +34,7 @@ __all__ = [
     "mark_idle_runs_stale",
     "metric_page",
     "run_ids_of_projects",
+    "run_state",
     "search_projects",
     "touch_run",
     "update_run_meta",
@@ -150,6 +151,17 @@ def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo
     )
     store.update_run(run.id, heartbeat_at=None, written_at=time.time())
     return dataclasses.replace(run, heartbeat_at=None)
+
+
+def run_state(store: Store, run_id: int) -> tuple[float | None, float | None]:
+    """``(deleted_at, heartbeat_at)`` of a run: one primary-key read, checked before each
+    MLflow write. Raises NotFound (-> RESOURCE_DOES_NOT_EXIST) for an unknown id."""
+    query = sa.select(m.RunRow.deleted_at, m.RunRow.heartbeat_at).where(m.RunRow.id == run_id)
+    with read_conn(store.engine) as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise NotFound(f"run {run_id} does not exist", field="run_id")
+    return row.deleted_at, row.heartbeat_at
 
 
 def touch_run(store: Store, run_id: int, now: float) -> None:

@@ -113,16 +113,14 @@ def require_active_project(project: ProjectInfo) -> None:
         )
 
 
-def writable_run(run_id: int) -> RunInfo:
-    """The run a write goes to: it must exist and not be deleted (MLflow's rule); the write
+def writable_run(run_id: int) -> None:
+    """The run a write goes to must exist and not be deleted (MLflow's rule); the write
     counts as activity of a run without heartbeats (``--mlflow-idle-timeout``)."""
-    st = state()
-    run = st.store.get_run(run_id)
-    compat.require_active_run(run.id, run.deleted_at)
+    deleted_at, heartbeat_at = mstore.run_state(state().store, run_id)
+    compat.require_active_run(run_id, deleted_at)
     idle = current_app.extensions.get("tracker_mlflow_idle")
-    if idle is not None and run.heartbeat_at is None:
+    if idle is not None and heartbeat_at is None:
         idle.touch(run_id)
-    return run
 
 
 def _experiment_id(run: RunInfo) -> str:
