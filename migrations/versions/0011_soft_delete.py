@@ -2,7 +2,7 @@
 last write of a run that sends no heartbeats
 
 Revision ID: 0011_soft_delete
-Revises: 0009_job_project_root
+Revises: 0010_artifacts
 Create Date: 2026-12-02 00:40:00.000000
 
 ``deleted_at`` (NULL: active) marks a run or a project deleted without removing anything:
@@ -26,7 +26,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0011_soft_delete"
-down_revision: str | None = "0009_job_project_root"
+down_revision: str | None = "0010_artifacts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
