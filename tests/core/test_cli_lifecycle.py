@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -155,4 +156,26 @@ def test_a_run_restored_meanwhile_is_not_purged(store_url: str) -> None:
 
     assert _purge_run(store, a, time.time()) is False
     assert store.get_run(a).deleted_at is None
+    store.close()
+
+
+def test_purging_a_run_leaves_its_blobs_to_the_blob_gc(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracker.store import artifacts as art
+
+    monkeypatch.setenv(art.ARTIFACT_ROOT_ENV, str(tmp_path / "artifacts"))
+    store = Store(store_url)
+    a, b, _ = _seed(store)
+    art.put_artifact(store, a, "model.txt", b"only in a")
+    art.put_artifact(store, a, "shared.txt", b"in both")
+    art.put_artifact(store, b, "shared.txt", b"in both")
+    delete_runs(store, [a], now=time.time() - 40 * 86400)
+    purge_deleted(store, older_than=time.time() - 30 * 86400, dry_run=False)
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(m.ArtifactRow.run_id, m.ArtifactRow.path)).all()
+    assert [tuple(r) for r in rows] == [(b, "shared.txt")]
+    report = art.gc_blobs(store, dry_run=True, grace_seconds=0)
+    assert (report.blobs, report.unreferenced) == (2, 1)  # a's own blob; the shared one stays
+    assert art.open_artifact(store, b, "shared.txt").read() == b"in both"
     store.close()
