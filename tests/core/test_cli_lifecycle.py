@@ -179,3 +179,17 @@ def test_purging_a_run_leaves_its_blobs_to_the_blob_gc(
     assert (report.blobs, report.unreferenced) == (2, 1)  # a's own blob; the shared one stays
     assert art.open_artifact(store, b, "shared.txt").read() == b"in both"
     store.close()
+
+
+def test_a_new_run_in_a_deleted_project_shows_the_project_again(store_url: str) -> None:
+    store = Store(store_url)
+    a, b, _ = _seed(store)
+    project = find_project(store, "digits")
+    assert project is not None
+    delete_project(store, project.id)
+    assert "digits" not in store.list_projects()
+    fresh = store.create_run("digits", "after")  # tracker.init in a project deleted meanwhile
+    assert "digits" in store.list_projects() and fresh.deleted_at is None
+    assert store.get_run(a).deleted_at is not None and store.get_run(b).deleted_at is not None
+    assert _ids(store_url, "-p", "digits") == [fresh.id]
+    store.close()
