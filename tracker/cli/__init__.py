@@ -30,6 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "db": ("tracker.cli.db:db", ()),
     "doctor": ("tracker.cli.doctor:doctor", ()),
+    "gc": ("tracker.cli.gc:gc", ()),
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),
