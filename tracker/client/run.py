@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from tracker.errors import (
     NoActiveRun,
     StoreUnavailable,
 )
+from tracker.rules.config import normalize_config
 from tracker.rules.ids import MAX_INT64, MIN_INT64
 from tracker.rules.keys import check_key
 from tracker.rules.liveness import HEARTBEAT_S
@@ -198,6 +200,19 @@ class Run:
     def event(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
         """Record a run event (a diagnosis, a note) synchronously."""
         self.sink.add_event(self.id, kind, message, data)
+
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Replace the run's stored config (an integration learns hyperparameters after the
+        run started). Checked like ``init``'s config; a follower stores nothing.
+
+        Raises:
+            InvalidInput: a value cannot be stored (the message names its path).
+        """
+        cfg = normalize_config(dict(config))
+        if self.active:
+            attrs = {"host": socket.gethostname(), "pid": os.getpid()}
+            self.info = self.sink.start_run(self.id, cfg, **attrs)
+        self.config = cfg
 
     # --------------------------------------------------------------- checkpoints
 
