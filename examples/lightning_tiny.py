@@ -4,7 +4,7 @@
     python examples/lightning_tiny.py --mlflow      # the same run through Lightning's MLFlowLogger
 
 The module's hyperparameters become the run's config, ``train/loss`` is logged every step and
-``val/loss`` / ``val acc`` (a key with a space: stored as ``val_acc``) every epoch, and every
+``val/loss`` / ``val/acc`` every epoch, and every
 epoch's checkpoint is recorded with its sha256. As a queued job that is retried
 (``tracker submit --max-retries 1 -- python examples/lightning_tiny.py``), the second attempt
 resumes from the last verified checkpoint. ``--fail-after-epoch N`` kills the first attempt
@@ -44,7 +44,7 @@ class TinyClassifier(L.LightningModule):
         x, y = batch
         logits = self.net(x)
         self.log("val/loss", nn.functional.cross_entropy(logits, y))
-        self.log("val acc", (logits.argmax(1) == y).float().mean())
+        self.log("val/acc", (logits.argmax(1) == y).float().mean())
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
@@ -64,9 +64,9 @@ class FailAfterEpoch(Callback):
         self.epoch = epoch
         self.logger = logger
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # ModelCheckpoint (a callback listed earlier) has saved this epoch's file by now
-        if trainer.current_epoch == self.epoch and os.environ.get("TRACKER_ATTEMPT") == "1":
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # the next epoch starts: epoch N's checkpoint is saved and recorded by now
+        if trainer.current_epoch == self.epoch + 1 and os.environ.get("TRACKER_ATTEMPT") == "1":
             if self.logger.run is not None:
                 self.logger.run.flush()
             os.kill(os.getpid(), signal.SIGKILL)
