@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.mlflow:
         from lightning.pytorch.loggers import MLFlowLogger
 
-        logger = MLFlowLogger(experiment_name=args.project, log_model=False)
+        # MLFlowLogger reads MLFLOW_TRACKING_URI when Lightning is imported: pass it now
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        logger = MLFlowLogger(experiment_name=args.project, tracking_uri=uri, log_model=False)
         resume = None
     else:
         logger = TrackerLogger(project=args.project)

@@ -62,12 +62,17 @@ def mlflow_server(store_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[C
     for var in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_EXPERIMENT_ID"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)
+    # MLFlowLogger sets the client's tracking URI globally: the next test starts clean
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
 
     def start() -> str:
         app = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True})
         apps.append(app)
         servers.append(ServerThread(app))
         monkeypatch.setenv("MLFLOW_TRACKING_URI", servers[-1].url)
+        mlflow.set_tracking_uri(servers[-1].url)
         return servers[-1].url
 
     yield start
