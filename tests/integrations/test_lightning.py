@@ -54,6 +54,7 @@ def test_config_metrics_and_checkpoints(tracked: Any, tmp_path: Path) -> None:
 
 def test_resume_checkpoint_skips_a_corrupt_file(tracked: Any) -> None:
     import lightning as L
+
     import tracker
     from tracker.integrations.lightning import TrackerLogger
 
@@ -75,8 +76,14 @@ def test_resume_checkpoint_skips_a_corrupt_file(tracked: Any) -> None:
     assert states == {7: "ok", 8: "corrupt"}
 
     model = example.TinyClassifier()
-    trainer = L.Trainer(max_epochs=3, logger=logger, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu", log_every_n_steps=1)  # fmt: skip
+    trainer = L.Trainer(
+        max_epochs=3,
+        logger=logger,
+        accelerator="cpu",
+        log_every_n_steps=1,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     train = example.DataLoader(example.data(64), batch_size=16)
     trainer.fit(model, train, ckpt_path=logger.resume_checkpoint())
     assert trainer.current_epoch == 3

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.errors import InvalidMetricKey, InvalidMetricType, InvalidMetricValue
+from tracker.errors import InvalidMetricKey
 from tracker.rules.keys import MAX_KEY_LENGTH, check_key
 
 __all__ = [
@@ -130,7 +130,3 @@ def _value(value: Any) -> Any:
         except (TypeError, ValueError):
             return str(value)
     return str(value)
-
-
-# Errors a bad metric value raises from Run.log (re-exported for the integrations' handling).
-METRIC_ERRORS = (InvalidMetricType, InvalidMetricValue)

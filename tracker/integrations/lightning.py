@@ -108,7 +108,7 @@ class TrackerLogger(Logger):
     def _start(self) -> None:
         import tracker
 
-        rank = rank_zero_only.rank
+        rank = getattr(rank_zero_only, "rank", 0)  # the global rank Lightning set
         if rank != 0:
             if not os.environ.get("TRACKER_RUN_ID"):
                 return  # outside a job there is no run to attach to
