@@ -126,3 +126,34 @@ def test_retried_job_resumes_from_the_last_verified_checkpoint(
     assert steps == list(range(3 * STEPS_PER_EPOCH))  # epoch 0 from attempt 1, then 1 and 2
     ckpt_steps = sorted(c.step for c in tracked.list_checkpoints(run.id))
     assert ckpt_steps == [STEPS_PER_EPOCH * e for e in (1, 2, 3)]
+
+
+def test_ddp_with_two_cpu_processes_logs_once_from_rank_zero(tmp_path: Path) -> None:
+    """Real DDP (gloo, 2 CPU processes; Lightning re-runs the script for rank 1): one run,
+    the metrics and checkpoints of rank 0 only, each step once. A SQLite file: the store's
+    side is the same as in the tests above."""
+    import os
+    import subprocess
+
+    from tracker.store import Store
+
+    uri = f"sqlite:///{tmp_path / 'ddp.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_URI"] = uri
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "lightning_tiny.py"), "--devices", "2",
+         "--strategy", "ddp"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = Store(uri)
+    try:
+        (run,) = store.list_runs()
+        assert run.status == "finished"
+        per_epoch = STEPS_PER_EPOCH // 2  # each rank trains on half the batches
+        steps = [s for s, _ in values(store, run.id, "train/loss")]
+        assert steps == list(range(3 * per_epoch))
+        ckpts = sorted(c.step for c in store.list_checkpoints(run.id))
+        assert ckpts == [per_epoch * e for e in (1, 2, 3)]
+    finally:
+        store.close()

@@ -147,7 +147,7 @@ class TrackerLogger(Logger):
             return
         run.log(values, step=step)
         self._last.update(values)
-        self._last_step = run._step - 1  # the step log() used
+        self._last_step = step if step is not None else self._last_step + 1
 
     # --------------------------------------------------------------- checkpoints
 
