@@ -135,10 +135,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         watch.ensure_running()
         app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_crash_watch"] = watch
-    from tracker.web.views import mlflow, pages, queue, runs
+    from tracker.web.views import mlflow, mlflow_artifacts, mlflow_models, pages, queue, runs
 
     app.register_blueprint(runs.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(mlflow.bp)
+    app.register_blueprint(mlflow_models.bp)
+    app.register_blueprint(mlflow_artifacts.bp)
     app.register_blueprint(pages.bp)
     return app

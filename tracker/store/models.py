@@ -196,9 +196,7 @@ class LoggedModelRow(Base):
     __tablename__ = "logged_models"
     id: Mapped[str] = mapped_column(sa.String(34), primary_key=True)
     project_id: Mapped[int] = mapped_column(sa.ForeignKey("projects.id"), index=True)
-    run_id: Mapped[int] = mapped_column(
-        sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True
-    )
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(sa.String(250))
     model_type: Mapped[str | None] = mapped_column(sa.String(250))
     status: Mapped[str] = mapped_column(sa.String(16))

@@ -14,7 +14,9 @@
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
   for the sign-in form (which checks its own CSRF field). A cross-site page cannot send a
-  JSON body without a CORS preflight, which is never granted. Requests with neither
+  JSON body without a CORS preflight, which is never granted. The raw-body
+  endpoints (``RAW_BODY_ENDPOINTS``: MLflow artifact uploads and deletes) are PUT and DELETE
+  only, which a cross-site page cannot send without a preflight either. Requests with neither
   Origin nor Referer come from programs (the HTTP sink, curl), not browsers, and are let
   through to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
@@ -134,9 +136,22 @@ ENDPOINT_SCOPES: dict[str, str] = {
 }
 # Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what
 # training code logs through; it reads and writes runs, never launches.
-BLUEPRINT_SCOPES: dict[str, str] = {"mlflow": LOG}
+BLUEPRINT_SCOPES: dict[str, str] = {
+    "mlflow": LOG,
+    "mlflow_models": LOG,
+    "mlflow_artifacts": LOG,  # its DELETE too: MLflow clients delete their own run's files
+}
 # State-changing endpoints that take an HTML form body instead of JSON.
 FORM_BODY_ENDPOINTS = frozenset({"auth.login"})
+# State-changing endpoints whose body is raw bytes (a file), or that have no body.
+RAW_BODY_ENDPOINTS = frozenset(
+    {
+        "mlflow_artifacts.upload",
+        "mlflow_artifacts.mpu_part",
+        "mlflow_artifacts.delete",
+        "mlflow_models.delete_tag",
+    }
+)
 
 
 def required_scope(endpoint: str | None, method: str) -> str:
@@ -338,7 +353,7 @@ def _guard() -> Response | None:
         return redirect_to_login
     if request.method in MUTATING:
         _check_origin()
-        if request.endpoint not in FORM_BODY_ENDPOINTS:
+        if request.endpoint not in FORM_BODY_ENDPOINTS | RAW_BODY_ENDPOINTS:
             _check_json_body()
     return None
 
