@@ -142,5 +142,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(mlflow.bp)
     app.register_blueprint(mlflow_models.bp)
     app.register_blueprint(mlflow_artifacts.bp)
+    app.register_blueprint(mlflow_artifacts.info_bp)
     app.register_blueprint(pages.bp)
     return app

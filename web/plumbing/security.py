@@ -139,7 +139,8 @@ ENDPOINT_SCOPES: dict[str, str] = {
 BLUEPRINT_SCOPES: dict[str, str] = {
     "mlflow": LOG,
     "mlflow_models": LOG,
-    "mlflow_artifacts": LOG,  # its DELETE too: MLflow clients delete their own run's files
+    "mlflow_artifacts": LOG,
+    "mlflow_info": LOG,  # its DELETE too: MLflow clients delete their own run's files
 }
 # State-changing endpoints that take an HTML form body instead of JSON.
 FORM_BODY_ENDPOINTS = frozenset({"auth.login"})

@@ -32,6 +32,10 @@ from tracker.web.views.mlflow import on_error
 
 bp = Blueprint("mlflow_artifacts", __name__, url_prefix="/api/2.0/mlflow-artifacts")
 bp.register_error_handler(Exception, on_error)
+# The client asks /api/3.0/mlflow/server-info whether the proxy takes multipart uploads
+# (it uses them for files of MLFLOW_MULTIPART_UPLOAD_MINIMUM_FILE_SIZE, 500 MB, and more).
+info_bp = Blueprint("mlflow_info", __name__, url_prefix="/api/3.0/mlflow")
+info_bp.register_error_handler(Exception, on_error)
 
 MAX_UPLOAD_BYTES: int | None = None  # a raw upload is streamed to disk: no request limit
 _staging = Staging()
@@ -65,6 +69,15 @@ def _file_path(location: str) -> tuple[int, str]:
 def _media_type() -> str | None:
     mimetype = request.mimetype
     return mimetype or None
+
+
+@info_bp.get("/server-info")
+def server_info() -> Any:
+    return {
+        "multipart_uploads_enabled": True,
+        "multipart_downloads_enabled": False,
+        "workspaces_enabled": False,
+    }
 
 
 # ----------------------------------------------------------------- single files
