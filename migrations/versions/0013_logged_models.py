@@ -1,7 +1,7 @@
 """logged_models: MLflow logged models (``mlflow.<flavor>.log_model``)
 
 Revision ID: 0013_logged_models
-Revises: 0009_job_project_root
+Revises: 0010_artifacts
 Create Date: 2026-12-02 00:45:00.000000
 
 One row per model: its name, type, status (PENDING, READY, UPLOAD_FAILED), tags and params.
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0013_logged_models"
-down_revision: str | None = "0009_job_project_root"
+down_revision: str | None = "0010_artifacts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

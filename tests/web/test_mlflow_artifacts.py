@@ -34,9 +34,7 @@ Start = Callable[..., Flask]
 
 
 @pytest.fixture
-def start(
-    mlflow_server: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Start:
+def start(mlflow_server: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Start:
     """``mlflow_server`` with an artifact root (PostgreSQL stores need one). The client caches
     a run's artifact repository (and so the server's URL) by run id, and every test's store
     starts at run 1: start with an empty cache."""
@@ -51,7 +49,9 @@ def _cache() -> Any:
 
 def tree(root: Path) -> dict[str, bytes]:
     return {
-        p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
     }
 
 
@@ -149,7 +149,7 @@ def test_delete_a_file_and_a_folder(start: Start, tmp_path: Path) -> None:
         "subway.txt",
     ]
     repo.delete_artifacts("sub")  # nothing there: no error, as in MLflow
-    with pytest.raises(MlflowException, match="sub/one.txt|one.txt"):
+    with pytest.raises(MlflowException, match=r"one\.txt"):
         mlflow.artifacts.download_artifacts(
             run_id=active.info.run_id, artifact_path="sub/one.txt", dst_path=str(tmp_path)
         )
@@ -333,7 +333,9 @@ def test_log_model_without_a_run(start: Start) -> None:
     store = store_of(start())
     mlflow.set_experiment("loose")
     example = torch.zeros(1, 2).numpy()
-    info = mlflow.pytorch.log_model(torch.nn.Linear(2, 1), name="loose-model", input_example=example)
+    info = mlflow.pytorch.log_model(
+        torch.nn.Linear(2, 1), name="loose-model", input_example=example
+    )
     loaded = mlflow.pytorch.load_model(info.model_uri)
     assert loaded(torch.ones(1, 2)).shape == (1, 1)
     run = only_run(store, "loose")  # the model's own run holds its files

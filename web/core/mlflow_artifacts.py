@@ -83,6 +83,7 @@ def parse_location(location: str) -> Location:
     experiment = parts[0] if parts else ""
     if parse_id(experiment) is None and experiment != "0":
         raise _missing(location)
+    owner: int | str
     if len(parts) >= 3 and parts[2] == "artifacts":
         run_id = parse_id(parts[1])
         if run_id is None:

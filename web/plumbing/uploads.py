@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from tracker.errors import InvalidInput, NotFound
 
@@ -27,6 +27,10 @@ __all__ = ["CHUNK", "STALE_UPLOAD_S", "Spooled", "Staging", "spool"]
 
 CHUNK = 1024 * 1024
 STALE_UPLOAD_S = 24 * 3600.0
+
+
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Spooled:
 
 
 @contextlib.contextmanager
-def spool(stream: IO[bytes], *, directory: Path | None = None) -> Iterator[Spooled]:
+def spool(stream: Readable, *, directory: Path | None = None) -> Iterator[Spooled]:
     """Copy ``stream`` into a temporary file; yield it, remove it afterwards."""
     fd, name = tempfile.mkstemp(prefix="upload-", dir=directory)
     path = Path(name)
@@ -80,7 +84,7 @@ class Staging:
                 field="upload_id",
             ) from None
 
-    def put_part(self, upload_id: str, number: int, stream: IO[bytes]) -> str:
+    def put_part(self, upload_id: str, number: int, stream: Readable) -> str:
         """Store part ``number``; return its ETag (the part's sha256)."""
         target = self.target(upload_id)
         if not 1 <= number <= int(target["num_parts"]):

@@ -124,7 +124,9 @@ def set_model_tags(model_id: str) -> Any:
 def delete_tag(model_id: str, key: str) -> Any:
     def change(m: LoggedModelInfo) -> LoggedModelInfo:
         if key not in m.tags:
-            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"the model has no tag {key!r}", "key")
+            raise MlflowError(
+                "RESOURCE_DOES_NOT_EXIST", f"the model has no tag {key!r}", field="key"
+            )
         tags = {k: v for k, v in m.tags.items() if k != key}
         return dataclasses.replace(m, tags=tags, updated_at=time.time())
 
