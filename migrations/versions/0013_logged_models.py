@@ -37,8 +37,8 @@ def upgrade() -> None:
         sa.Column("status_message", sa.Text(), nullable=True),
         sa.Column("tags", _JSON, nullable=False),
         sa.Column("params", _JSON, nullable=False),
-        sa.Column("created_at", sa.Float(), nullable=False),
-        sa.Column("updated_at", sa.Float(), nullable=False),
+        sa.Column("created_at", sa.Double(), nullable=False),
+        sa.Column("updated_at", sa.Double(), nullable=False),
         sa.ForeignKeyConstraint(
             ["project_id"], ["projects.id"], name="fk_logged_models_project_id_projects"
         ),
