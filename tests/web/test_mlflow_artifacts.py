@@ -40,6 +40,7 @@ def start(mlflow_server: Start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     starts at run 1: start with an empty cache."""
     monkeypatch.setenv("TRACKER_ARTIFACT_ROOT", str(tmp_path / "blobs"))
     monkeypatch.setattr(tracking_utils, "_artifact_repos_cache", type(_cache())())
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)  # set by MLFlowLogger
     return mlflow_server
 
 
