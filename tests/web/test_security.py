@@ -19,7 +19,7 @@ from werkzeug.routing import IntegerConverter, Rule
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
 from tracker.web.plumbing import auth
-from tracker.web.plumbing.security import InsecureBind, check_bind
+from tracker.web.plumbing.security import RAW_BODY_ENDPOINTS, InsecureBind, check_bind
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -29,9 +29,12 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'security.db'}"  # the checks do not depend on the dialect
 
 
-def mutating_routes(app: Flask) -> Iterator[tuple[str, str]]:
+def mutating_routes(app: Flask, *, raw: bool = True) -> Iterator[tuple[str, str]]:
+    """``(method, url)`` of every state change; ``raw=False`` leaves out the raw-body routes."""
     for rule in app.url_map.iter_rules():
         if rule.endpoint in ("static", "auth.login"):
+            continue
+        if not raw and rule.endpoint in RAW_BODY_ENDPOINTS:
             continue
         for method in sorted(rule.methods & set(MUTATING)):
             yield method, _url(rule)
@@ -184,11 +187,27 @@ def test_foreign_host_header_is_forbidden_on_every_request(token_app: Flask, mak
 
 def test_state_changes_need_a_json_body(token_app: Flask) -> None:
     client = token_app.test_client()
-    for method, url in mutating_routes(token_app):
+    for method, url in mutating_routes(token_app, raw=False):
         for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
             response = client.open(url, method=method, data="a=b", content_type=kind, headers=AUTH)
             assert response.status_code == 415, (method, url, kind)
             assert has(error_of(response, url), field="Content-Type")
+
+
+def test_raw_body_routes_are_put_and_delete_only(token_app: Flask) -> None:
+    """A file upload (or a body-less delete) is exempt from the JSON-body rule only because
+    a cross-site page cannot send PUT or DELETE without a preflight (never granted)."""
+    rules = [r for r in token_app.url_map.iter_rules() if r.endpoint in RAW_BODY_ENDPOINTS]
+    assert {r.endpoint for r in rules} == set(RAW_BODY_ENDPOINTS)
+    for rule in rules:
+        assert rule.methods is not None
+        assert rule.methods - {"HEAD", "OPTIONS"} <= {"PUT", "DELETE"}, rule
+    client = token_app.test_client()
+    for method, url in mutating_routes(token_app):
+        if url.startswith("/api/2.0/mlflow-artifacts/artifacts/"):
+            cross = {**AUTH, "Origin": "http://evil.example"}
+            response = client.open(url, method=method, data=b"x", headers=cross)
+            assert response.status_code == 403, (method, url)
 
 
 def test_security_headers_on_success_and_error(token_app: Flask) -> None:

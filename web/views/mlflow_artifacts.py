@@ -37,7 +37,9 @@ bp.register_error_handler(Exception, on_error)
 info_bp = Blueprint("mlflow_info", __name__, url_prefix="/api/3.0/mlflow")
 info_bp.register_error_handler(Exception, on_error)
 
-MAX_UPLOAD_BYTES: int | None = None  # a raw upload is streamed to disk: no request limit
+# A raw upload is streamed to disk, so MAX_CONTENT_LENGTH (for bodies parsed in memory) does
+# not apply; None on the request would mean "the app's limit", hence a number past any file.
+MAX_UPLOAD_BYTES = 2**62
 _staging = Staging()
 
 
