@@ -194,20 +194,33 @@ def test_state_changes_need_a_json_body(token_app: Flask) -> None:
             assert has(error_of(response, url), field="Content-Type")
 
 
-def test_raw_body_routes_are_put_and_delete_only(token_app: Flask) -> None:
-    """A file upload (or a body-less delete) is exempt from the JSON-body rule only because
-    a cross-site page cannot send PUT or DELETE without a preflight (never granted)."""
-    rules = [r for r in token_app.url_map.iter_rules() if r.endpoint in RAW_BODY_ENDPOINTS]
-    assert {r.endpoint for r in rules} == set(RAW_BODY_ENDPOINTS)
-    for rule in rules:
-        assert rule.methods is not None
-        assert rule.methods - {"HEAD", "OPTIONS"} <= {"PUT", "DELETE"}, rule
+def test_raw_body_endpoints_are_put_and_delete_only(token_app: Flask) -> None:
+    """A body that is not JSON is allowed only where a browser must preflight (PUT, DELETE):
+    no raw-body endpoint takes a POST, which a cross-site form could send."""
+    found = {
+        (rule.endpoint, method)
+        for rule in token_app.url_map.iter_rules()
+        if rule.endpoint in RAW_BODY_ENDPOINTS
+        for method in rule.methods & set(MUTATING)
+    }
+    assert found == {
+        ("artifacts.put_artifact", "PUT"),
+        ("artifacts.delete_artifact", "DELETE"),
+        ("mlflow_artifacts.upload", "PUT"),
+        ("mlflow_artifacts.mpu_part", "PUT"),
+        ("mlflow_artifacts.delete", "DELETE"),
+        ("mlflow_models.delete_tag", "DELETE"),
+    }
     client = token_app.test_client()
-    for method, url in mutating_routes(token_app):
-        if url.startswith("/api/2.0/mlflow-artifacts/artifacts/"):
-            cross = {**AUTH, "Origin": "http://evil.example"}
-            response = client.open(url, method=method, data=b"x", headers=cross)
-            assert response.status_code == 403, (method, url)
+    cross = {**AUTH, "Origin": "http://evil.example"}
+    for method in ("PUT", "DELETE"):
+        response = client.open("/api/v1/runs/1/artifacts/x", method=method, data=b"a=b",
+                               content_type="text/plain", headers=cross)  # fmt: skip
+        assert response.status_code == 403 and envelope(response)["field"] == "Origin"
+    for method in ("PUT", "DELETE"):
+        url = "/api/2.0/mlflow-artifacts/artifacts/0/1/artifacts/x"
+        response = client.open(url, method=method, data=b"a=b", headers=cross)
+        assert response.status_code == 403, (method, url)
 
 
 def test_security_headers_on_success_and_error(token_app: Flask) -> None:
