@@ -411,3 +411,21 @@ class SessionInfo:
     configured_mark: str | None
     created_at: float
     expires_at: float
+
+
+@dataclass(frozen=True)
+class LoggedModelInfo:
+    """An MLflow logged model: its files are artifacts of run ``run_id`` under
+    ``mlflow-models/<id>/`` (``tracker.store.logged_models``)."""
+
+    id: str
+    project_id: int
+    run_id: int
+    name: str
+    model_type: str | None
+    status: str  # PENDING, READY or UPLOAD_FAILED
+    status_message: str | None
+    tags: dict[str, str]
+    params: dict[str, str]
+    created_at: float
+    updated_at: float

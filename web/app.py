@@ -171,12 +171,23 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_crash_watch"] = watch
     from tracker.web.views import artifacts as artifact_views
-    from tracker.web.views import mlflow, mlflow_lifecycle, pages, queue, runs
+    from tracker.web.views import (
+        mlflow,
+        mlflow_artifacts,
+        mlflow_lifecycle,
+        mlflow_models,
+        pages,
+        queue,
+        runs,
+    )
 
     app.register_blueprint(runs.bp)
     app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(mlflow.bp)
     app.register_blueprint(mlflow_lifecycle.bp)
+    app.register_blueprint(mlflow_models.bp)
+    app.register_blueprint(mlflow_artifacts.bp)
+    app.register_blueprint(mlflow_artifacts.info_bp)
     app.register_blueprint(pages.bp)
     return app

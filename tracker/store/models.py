@@ -213,6 +213,24 @@ class RunEventRow(Base):
     )
 
 
+class LoggedModelRow(Base):
+    """An MLflow logged model (``mlflow.<flavor>.log_model``): metadata here, its files are
+    artifacts of its source run under ``mlflow-models/<id>/`` (tracker.store.logged_models)."""
+
+    __tablename__ = "logged_models"
+    id: Mapped[str] = mapped_column(sa.String(34), primary_key=True)
+    project_id: Mapped[int] = mapped_column(sa.ForeignKey("projects.id"), index=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(sa.String(250))
+    model_type: Mapped[str | None] = mapped_column(sa.String(250))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    status_message: Mapped[str | None] = mapped_column(sa.Text)
+    tags: Mapped[Any] = mapped_column(JsonType)
+    params: Mapped[Any] = mapped_column(JsonType)
+    created_at: Mapped[float]
+    updated_at: Mapped[float]
+
+
 class WorkerRow(Base):
     __tablename__ = "workers"
     id: Mapped[str] = mapped_column(sa.String(120), primary_key=True)

@@ -38,9 +38,11 @@ __all__ = [
     "DEFAULT_EXPERIMENT_ID",
     "DEFAULT_EXPERIMENT_NAME",
     "DEFAULT_PROJECT",
+    "INPUTS_KEY",
     "SYSTEM_TAGS_KEY",
     "MlflowError",
     "apply_meta",
+    "dataset_inputs_json",
     "error_body",
     "experiment_filter",
     "experiment_id_of",
@@ -70,6 +72,8 @@ DEFAULT_EXPERIMENT_ID = "0"
 DEFAULT_EXPERIMENT_NAME = "Default"
 DEFAULT_PROJECT = "default"
 SYSTEM_TAGS_KEY = "_mlflow_tags"  # reserved config key: MLflow's own mlflow.* tags
+INPUTS_KEY = "_mlflow_inputs"  # reserved config key: the run's datasets (mlflow.log_input)
+RESERVED_KEYS = (SYSTEM_TAGS_KEY, INPUTS_KEY)
 RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 USER_TAG = "mlflow.user"
@@ -116,6 +120,7 @@ _MLFLOW_STATUS = {
     "RESOURCE_DOES_NOT_EXIST": 404,
     "ENDPOINT_NOT_FOUND": 404,
     "INTERNAL_ERROR": 500,
+    "NOT_IMPLEMENTED": 501,
     "TEMPORARILY_UNAVAILABLE": 503,
 }
 # Our error codes (TrackerError.code, or a werkzeug HTTP error's name) -> MLflow's.
@@ -443,8 +448,9 @@ def params_of(items: Any) -> dict[str, str]:
         MlflowError (INVALID_PARAMETER_VALUE): a missing or reserved key, a value too long.
     """
     params = _pairs(items, "params", MAX_PARAM_LENGTH)
-    if SYSTEM_TAGS_KEY in params:
-        raise _invalid(f"param key {SYSTEM_TAGS_KEY!r} is reserved by this server", "key")
+    for reserved in RESERVED_KEYS:
+        if reserved in params:
+            raise _invalid(f"param key {reserved!r} is reserved by this server", "key")
     return params
 
 
@@ -477,7 +483,7 @@ def page_token(raw: Any) -> int:
 
 def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
     """The run config as MLflow params: dotted keys, string values, the reserved key left out."""
-    flat = flatten({k: v for k, v in config.items() if k != SYSTEM_TAGS_KEY})
+    flat = flatten({k: v for k, v in config.items() if k not in RESERVED_KEYS})
     return {k: v if isinstance(v, str) else str(v) for k, v in flat.items()}
 
 
@@ -632,7 +638,7 @@ def metric_json(key: str, step: int, wall_time: float, value: float | None) -> d
 def run_json(
     run: RunInfo, experiment_id: str, summaries: Iterable[MetricSummary] = ()
 ) -> dict[str, Any]:
-    """An MLflow Run object: info, data (last metric values, params, tags), no inputs.
+    """An MLflow Run object: info, data (last metric values, params, tags), inputs (datasets).
 
     ``summaries``: the run's last metric points (``tracker.store.run_reads.metric_summaries``)."""
     metrics = [metric_json(s.key, s.last_step, s.last_wall_time, s.last_value) for s in summaries]
@@ -643,5 +649,22 @@ def run_json(
             "params": [{"key": k, "value": v} for k, v in mlflow_params(run.config).items()],
             "tags": [{"key": k, "value": v} for k, v in mlflow_tags(run).items()],
         },
-        "inputs": {},
+        "inputs": {"dataset_inputs": dataset_inputs_json(run.config)},
     }
+
+
+def dataset_inputs_json(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's ``inputs.dataset_inputs`` (MLflow's ``DatasetInput`` objects)."""
+    out: list[dict[str, Any]] = []
+    for record in config.get(INPUTS_KEY) or []:
+        if not isinstance(record, Mapping):
+            continue
+        dataset = {
+            k: record[k]
+            for k in ("name", "digest", "source_type", "source", "schema", "profile")
+            if record.get(k)
+        }
+        context = record.get("context") or {}
+        tags = [{"key": k, "value": v} for k, v in context.items()]
+        out.append({"dataset": dataset, "tags": tags})
+    return out

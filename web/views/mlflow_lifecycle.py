@@ -22,10 +22,10 @@ from tracker.web.core import mlflow_compat as compat
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
-from tracker.web.views.mlflow import _on_error, _project, require_active_project
+from tracker.web.views.mlflow import on_error, project_of, require_active_project
 
 bp = Blueprint("mlflow_lifecycle", __name__, url_prefix="/api/2.0/mlflow")
-bp.register_error_handler(Exception, _on_error)
+bp.register_error_handler(Exception, on_error)
 
 
 def _no_experiment(raw: Any) -> MlflowError:
@@ -40,7 +40,7 @@ def _stored_project(raw: Any) -> ProjectInfo:
         raise MlflowError(
             "INVALID_PARAMETER_VALUE", "experiment_id is required", field="experiment_id"
         )
-    return _project(raw, create=True)
+    return project_of(raw, create=True)
 
 
 def _run_id(body: dict[str, Any]) -> int:
