@@ -263,3 +263,28 @@ def test_postgresql_needs_a_root(store_url: str, monkeypatch: pytest.MonkeyPatch
         assert err.value.field == "artifact_root"
     finally:
         store.close()
+
+
+def test_spool_writes_into_the_roots_tmp_and_gc_removes_stale_leftovers(astore: Store) -> None:
+    import io
+
+    from tracker.errors import TooLarge
+
+    root = Path(art.artifact_root(astore))
+    with art.spool(io.BytesIO(b"x" * 3000), store=astore) as (tmp, sha, size):
+        assert tmp.parent == root / "tmp" and tmp.read_bytes() == b"x" * 3000
+        assert (sha, size) == (hashlib.sha256(b"x" * 3000).hexdigest(), 3000)
+    assert list((root / "tmp").iterdir()) == []
+    with (
+        pytest.raises(TooLarge, match="limit of 100 bytes"),
+        art.spool(io.BytesIO(b"x" * 101), max_bytes=100, store=astore),
+    ):
+        pass
+    assert list((root / "tmp").iterdir()) == []
+    leftover = root / "tmp" / "upload-crashed"
+    leftover.write_bytes(b"partial")
+    assert art.gc_blobs(astore, now=0.0).temporary == 0  # young: may be an upload in flight
+    report = art.gc_blobs(astore, dry_run=True, now=1e12)
+    assert report.temporary == 1 and leftover.exists()
+    assert art.gc_blobs(astore, dry_run=False, now=1e12).temporary == 1
+    assert not leftover.exists()

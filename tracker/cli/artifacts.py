@@ -160,6 +160,9 @@ def gc(uri: str | None, artifact_root: str | None, yes: bool, grace: str, as_jso
         f"unreferenced: {report.unreferenced} blobs, {format_bytes(report.unreferenced_bytes)} "
         f"({report.unreferenced_bytes} bytes)"
     )
+    if report.temporary:
+        verb = "removed" if yes else "to remove"
+        click.echo(f"leftover temporary files (interrupted uploads) {verb}: {report.temporary}")
     if report.young:
         click.echo(f"kept: {report.young} unreferenced blobs younger than {grace}")
     if yes:

@@ -44,6 +44,7 @@ from tracker.store.blobs import (
     CHUNK,
     BlobHashMismatch,
     BlobStore,
+    LocalBlobStore,
     hash_file,
     open_blob_store,
 )
@@ -181,14 +182,25 @@ def _check_meta(meta: object) -> dict[str, Any]:
 
 
 @contextmanager
-def spool(stream: IO[bytes], *, max_bytes: int | None = None) -> Iterator[tuple[Path, str, int]]:
+def spool(
+    stream: IO[bytes], *, max_bytes: int | None = None, store: Store | None = None
+) -> Iterator[tuple[Path, str, int]]:
     """Copy ``stream`` into a temporary file while hashing it: ``(path, sha256, size)``; the
-    file is removed on exit. For uploads that must not sit in memory (HTTP bodies).
+    file is removed on exit. For uploads that must not sit in memory (HTTP bodies). With
+    ``store`` and a directory as its artifact root, the file is made in the root's ``tmp/``
+    (the system's temporary directory may be a small RAM disk; the root has room for blobs).
 
     Raises:
         TooLarge: more than ``max_bytes`` bytes; copying stops there.
+        InvalidInput: as :func:`artifact_root` (before any byte is read).
     """
-    fd, name = tempfile.mkstemp(prefix="tracker-upload-")
+    directory = None
+    if store is not None:
+        blobs = blob_store(store)
+        if isinstance(blobs, LocalBlobStore):
+            directory = blobs.root / "tmp"
+            directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="upload-", dir=directory)
     try:
         digest = hashlib.sha256()
         size = 0
@@ -426,6 +438,10 @@ def gc_blobs(
         for sha, _ in old:
             blobs.delete(sha)
             deleted += 1
+    leftovers = _stale_temporary(blobs, cutoff)
+    if not dry_run:
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
     return BlobGcReport(
         blobs=len(listed),
         referenced=len(listed) - len(candidates),
@@ -434,4 +450,19 @@ def gc_blobs(
         young=len(candidates) - len(old),
         deleted=deleted,
         dry_run=dry_run,
+        temporary=len(leftovers),
     )
+
+
+def _stale_temporary(blobs: BlobStore, cutoff: float) -> list[Path]:
+    """Temporary files of a directory root (uploads cut off by a crash) older than ``cutoff``."""
+    if not isinstance(blobs, LocalBlobStore) or not (blobs.root / "tmp").is_dir():
+        return []
+    found = []
+    for entry in (blobs.root / "tmp").iterdir():
+        try:
+            if entry.is_file() and entry.stat().st_mtime <= cutoff:
+                found.append(entry)
+        except FileNotFoundError:
+            continue  # finished meanwhile
+    return found
