@@ -125,7 +125,7 @@ def blob_store(store: Store) -> BlobStore:
 
     Raises:
         InvalidInput: as :func:`artifact_root`, or a root URL of an unknown scheme.
-        ImportError: an ``s3://`` root without boto3 (the ``s3`` extra).
+        MissingExtra (an InvalidInput): an ``s3://`` root without boto3 (the ``s3`` extra).
     """
     root = artifact_root(store)
     cached = _OPEN.get(store)
