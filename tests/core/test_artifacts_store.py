@@ -288,3 +288,24 @@ def test_spool_writes_into_the_roots_tmp_and_gc_removes_stale_leftovers(astore: 
     assert report.temporary == 1 and leftover.exists()
     assert art.gc_blobs(astore, dry_run=False, now=1e12).temporary == 1
     assert not leftover.exists()
+
+
+def test_a_file_with_an_announced_hash_is_checked_new_blob_or_not(
+    astore: Store, tmp_path: Path
+) -> None:
+    run = _run(astore)
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"payload")
+    sha = hashlib.sha256(b"payload").hexdigest()
+    other = art.blob_store(astore).put_bytes(b"other")
+    for wrong in ["1" * 64, other]:  # a new blob, and one that exists already
+        with pytest.raises(InvalidInput) as err:
+            art.put_artifact(astore, run, "f.bin", src, sha256=wrong)
+        assert err.value.field == "sha256"
+    with pytest.raises(InvalidInput, match="not a sha256"):
+        art.put_artifact(astore, run, "f.bin", src, sha256="xyz")
+    assert art.list_artifacts(astore, run) == [] and _blobs(astore) == [other]
+    info = art.put_artifact(astore, run, "f.bin", src, sha256=sha.upper())
+    assert (info.sha256, info.size) == (sha, 7)
+    again = art.put_artifact(astore, run, "g.bin", src, sha256=sha)  # the blob exists now
+    assert again.sha256 == sha and sorted(_blobs(astore)) == sorted([other, sha])

@@ -45,6 +45,7 @@ from tracker.store.blobs import (
     BlobHashMismatch,
     BlobStore,
     LocalBlobStore,
+    check_sha256,
     hash_file,
     open_blob_store,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_META_BYTES",
     "artifact_root",
     "blob_store",
+    "check_announced",
     "delete_artifact",
     "gc_blobs",
     "get_artifact",
@@ -251,12 +253,17 @@ def put_artifact(
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
         actual = hashlib.sha256(data).hexdigest()
-        _check_announced(sha256, actual)
+        check_announced(sha256, actual)
         blobs.put_bytes(data)
         size = len(data)
+    elif isinstance(data, Path) and sha256 is not None and not blobs.exists(sha256.lower()):
+        # a new blob: the copy checks the hash as it goes (one read of the file, not two)
+        actual = check_sha256(sha256.lower())
+        size = data.stat().st_size
+        blobs.put_file(data, actual)
     elif isinstance(data, Path):
         actual, size = hash_file(data)
-        _check_announced(sha256, actual)
+        check_announced(sha256, actual)
         blobs.put_file(data, actual)
     else:
         raise InvalidInput(
@@ -289,7 +296,9 @@ def put_artifact(
     return ArtifactInfo(run_id, path, size, actual, media, step, now, meta)
 
 
-def _check_announced(announced: str | None, actual: str) -> None:
+def check_announced(announced: str | None, actual: str) -> None:
+    """Raise BlobHashMismatch (an InvalidInput, field ``sha256``) if ``announced`` is given
+    and is not ``actual``."""
     if announced is not None and announced.lower() != actual:
         raise BlobHashMismatch(
             f"the artifact's bytes hash to sha256 {actual}, not the announced "
