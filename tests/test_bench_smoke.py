@@ -137,3 +137,13 @@ def test_bench_memory_quick_reports_every_field(tmp_path: Path) -> None:
     assert capped["points_through_disk"] > 0  # the quick burst passes its small cap
     assert capped["peak_held_estimate_mib"] <= doc["params"]["cap_mb"] * 1.05
     assert doc["results"]["uncapped"]["points_through_disk"] == 0
+
+
+def test_bench_artifacts_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_artifacts.py", tmp_path)
+    rates = doc["mib_per_s"]
+    expected = {"store put_artifact (file)", "store open_artifact", "HTTP PUT (streamed)",
+                "HTTP GET (streamed)"}  # fmt: skip
+    if importlib.util.find_spec("moto") is not None:
+        expected |= {"S3 put_file (moto, multipart)", "S3 open (moto)"}
+    assert set(rates) == expected and all(v > 0 for v in rates.values())
