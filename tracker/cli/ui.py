@@ -391,8 +391,10 @@ def ensure_demo(store: Store, script: Path) -> list[int]:
     return enqueue_demo(store, script)
 
 
-def _start_worker(uri: str) -> subprocess.Popen[bytes]:
+def _start_worker(uri: str, artifact_root: str | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TRACKER_URI=uri)
+    if artifact_root:  # the jobs' artifacts go where the dashboard reads them
+        env["TRACKER_ARTIFACT_ROOT"] = artifact_root
     argv = [sys.executable, "-c", "from tracker.cli import main; main()", "worker",
             "--max-jobs", "2"]  # fmt: skip
     return subprocess.Popen(argv, env=env)
@@ -451,7 +453,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
         with access(config, host, port, "tracker is up (Ctrl-C stops it)") as announce:
 
             def ready() -> None:
-                started.append(_start_worker(resolved))
+                started.append(_start_worker(resolved, artifact_root))
                 announce()
 
             serve(config, host, port, workers, threads, dev, on_ready=ready)
