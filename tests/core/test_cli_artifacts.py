@@ -129,3 +129,13 @@ def test_a_root_holding_the_database_is_refused(tmp_path: Path) -> None:
     Store(url).close()
     code, _, err = _cli("gc", "--uri", url, "--artifact-root", str(tmp_path), "--yes")
     assert code == 2 and "contains the database" in err
+
+
+@pytest.mark.parametrize("command", ["ui", "up"])
+def test_ui_and_up_refuse_a_root_holding_the_database_before_starting(
+    tmp_path: Path, command: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    code, _, err = _cli(command, "--uri", url, "--artifact-root", str(tmp_path), "--no-auth",
+                        "--port", "1")  # fmt: skip
+    assert code == 2 and "contains the database" in err, err

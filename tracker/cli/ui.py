@@ -150,6 +150,23 @@ def app_config(
     }
 
 
+def check_artifact_root(config: dict[str, Any]) -> None:
+    """Refuse, before anything starts, an artifact root that contains the SQLite database
+    (``create_app`` refuses it too, but inside gunicorn's workers that is a crash loop).
+
+    Raises:
+        InvalidInput: naming the root and the database file.
+    """
+    from tracker.store import Store, artifacts
+
+    store = Store(config["STORE_URI"], artifact_root=config["ARTIFACT_ROOT"])
+    try:
+        if store.database_file() is not None:
+            artifacts.artifact_root(store)
+    finally:
+        store.close()
+
+
 def _url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     if ":" in shown:
@@ -348,6 +365,7 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
+    check_artifact_root(config)
     check_port(host, port)
     say_store(resolve_uri(uri))
     with access(config, host, port, "tracker dashboard") as announce:
@@ -444,6 +462,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
+    check_artifact_root(config)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None
     say_store(resolved)
