@@ -135,7 +135,12 @@ def test_a_root_holding_the_database_is_refused(tmp_path: Path) -> None:
 def test_ui_and_up_refuse_a_root_holding_the_database_before_starting(
     tmp_path: Path, command: str
 ) -> None:
+    import socket
+
     url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
     code, _, err = _cli(command, "--uri", url, "--artifact-root", str(tmp_path), "--no-auth",
-                        "--port", "1")  # fmt: skip
+                        "--port", str(free))  # fmt: skip
     assert code == 2 and "contains the database" in err, err

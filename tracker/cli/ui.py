@@ -365,8 +365,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
-    check_artifact_root(config)
     check_port(host, port)
+    check_artifact_root(config)  # opens the store: after the port check
     say_store(resolve_uri(uri))
     with access(config, host, port, "tracker dashboard") as announce:
         serve(config, host, port, workers, threads, dev, on_ready=announce)
@@ -462,8 +462,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
-    check_artifact_root(config)
     check_port(host, port)  # before anything is stored, queued or started
+    check_artifact_root(config)
     script = demo_script() if demo else None
     say_store(resolved)
     store = Store(resolved)
