@@ -90,6 +90,7 @@ class RunInfo:
     failure_hint: str | None = None
     error: str | None = None
     last_metrics: dict[str, float] = field(default_factory=dict)
+    deleted_at: float | None = None  # soft-deleted (hidden unless asked for) since then
 
     @property
     def duration(self) -> float | None:
@@ -180,6 +181,8 @@ class ProjectInfo:
     id: int
     name: str
     created_at: float
+    deleted_at: float | None = None  # soft-deleted since then (its runs are deleted too)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ MLFLOW_PREFIX = "/api/2.0/mlflow/"
 MLFLOW_CODES = {  # our code -> MLflow's error_code on the MLflow routes
     "unauthorized": "UNAUTHENTICATED",
     "forbidden": "PERMISSION_DENIED",
+    "forbidden_scope": "PERMISSION_DENIED",
     "unsupported_media_type": "BAD_REQUEST",
 }
 

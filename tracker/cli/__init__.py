@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "artifacts": ("tracker.cli.artifacts:artifacts", ()),
     "db": ("tracker.cli.db:db", ()),
     "doctor": ("tracker.cli.doctor:doctor", ()),
-    "gc": ("tracker.cli.artifacts:gc", ()),
+    "gc": ("tracker.cli.gc:gc", ()),
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),

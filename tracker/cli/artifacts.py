@@ -1,4 +1,4 @@
-"""``tracker artifacts ls|get`` (a run's files) and ``tracker gc`` (blobs no run refers to).
+"""``tracker artifacts ls|get`` (a run's files) and the ``blobs`` part of ``tracker gc``.
 
 ``ls`` and ``get`` read through :func:`tracker.cli.reading.open_reader`: a database URL (the
 artifact root from ``--artifact-root`` / ``TRACKER_ARTIFACT_ROOT``, else ``artifacts/``
@@ -6,9 +6,10 @@ beside the SQLite file) or a dashboard's ``http://host:port``. ``get`` streams t
 ``FILE.part``, checks size and sha256 against the recorded ones, then renames: a
 download that does not match leaves no ``FILE`` (``artifact_corrupt``, exit status 2).
 
-``gc`` works on a database only: it lists the blobs of the artifact root, and deletes
-(with ``--yes``; a dry run otherwise) those no artifact row refers to and that are older than
-``--grace`` (an upload may be between its blob and its row).
+``tracker gc`` (:mod:`tracker.cli.gc`) runs :func:`gc_blobs_part` after purging deleted
+runs: blobs of the artifact root that no row refers to and that are older than
+``--blob-grace`` (an upload may be between its blob and its row) are listed, and removed
+with ``--yes``.
 """
 
 from __future__ import annotations
@@ -25,15 +26,13 @@ from tracker.cli.common import (
     echo_json,
     fmt_time,
     json_option,
-    open_store,
     print_table,
     store_label,
-    uri_option,
 )
 from tracker.cli.reading import open_reader, reader_options
 from tracker.entities import ArtifactInfo
 from tracker.errors import ArtifactCorrupt
-from tracker.rules.units import format_bytes, parse_duration
+from tracker.rules.units import format_bytes
 
 CHUNK = 1 << 20
 
@@ -130,42 +129,37 @@ def _copy(source: BinaryIO, sink: BinaryIO, info: ArtifactInfo) -> None:
         )
 
 
-@click.command()
-@uri_option
-@artifact_root_option
-@click.option("--yes", is_flag=True, help="Delete the unreferenced blobs (default: a dry run).")
-@click.option(
-    "--grace", default="1h", show_default=True,
-    help="Keep unreferenced blobs younger than this (an upload may be in flight).",
-)  # fmt: skip
-@json_option
-def gc(uri: str | None, artifact_root: str | None, yes: bool, grace: str, as_json: bool) -> None:
-    """Remove artifact blobs no run refers to (a dry run unless --yes).
+def gc_blobs_part(store: Any, options: Any) -> Any:
+    """The ``blobs`` part of ``tracker gc`` (:mod:`tracker.cli.gc`): artifact blobs no row
+    refers to, older than ``options.blob_grace_s``. A PostgreSQL store with no artifact root
+    set has no blobs to look at: the part says so and is skipped.
 
-    Blobs become unreferenced when artifacts are overwritten or deleted, or runs deleted.
+    Raises:
+        InvalidInput: a root that contains the SQLite database.
     """
+    from tracker.cli.gc import GcPart
+    from tracker.errors import InvalidInput
     from tracker.store import artifacts as store_artifacts
 
-    grace_s = parse_duration(grace, field="grace", allow_zero=True)
-    store = open_store(uri)
-    store.artifact_root = artifact_root
-    root = store_artifacts.artifact_root(store)
-    report = store_artifacts.gc_blobs(store, dry_run=not yes, grace_seconds=grace_s)
-    if as_json:
-        echo_json({"artifact_root": root, **report.__dict__})
-        return
-    click.echo(f"artifact root: {root}")
-    click.echo(f"blobs: {report.blobs} ({report.referenced} referenced)")
-    click.echo(
-        f"unreferenced: {report.unreferenced} blobs, {format_bytes(report.unreferenced_bytes)} "
-        f"({report.unreferenced_bytes} bytes)"
+    store.artifact_root = options.artifact_root
+    try:
+        root = store_artifacts.artifact_root(store)
+    except InvalidInput as exc:
+        if store.database_file() is None:  # PostgreSQL and no root: nothing to collect
+            return GcPart("blobs", f"skipped: {exc.message}", data={"skipped": exc.message})
+        raise
+    report = store_artifacts.gc_blobs(
+        store, dry_run=options.dry_run, grace_seconds=options.blob_grace_s, now=options.now
     )
-    if report.temporary:
-        verb = "removed" if yes else "to remove"
-        click.echo(f"leftover temporary files (interrupted uploads) {verb}: {report.temporary}")
+    verb = "would remove" if options.dry_run else "removed"
+    size = report.unreferenced_bytes
+    summary = (
+        f"{verb} {report.unreferenced} unreferenced blob(s), {format_bytes(size)} ({size} "
+        f"bytes), of {report.blobs} in {root}"
+    )
+    lines = []
     if report.young:
-        click.echo(f"kept: {report.young} unreferenced blobs younger than {grace}")
-    if yes:
-        click.echo(f"deleted: {report.deleted} blobs")
-    elif report.unreferenced:
-        click.echo("dry run: nothing deleted; run again with --yes to delete them")
+        lines.append(f"kept {report.young} unreferenced blob(s) younger than the blob grace")
+    if report.temporary:
+        lines.append(f"{verb} {report.temporary} leftover temporary file(s) of uploads")
+    return GcPart("blobs", summary, lines, {"artifact_root": root, **report.__dict__})

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.cli.common import say_store, uri_option
+from tracker.cli.common import Duration, say_store, uri_option
 from tracker.errors import InvalidInput
 from tracker.rules.liveness import RUN_STALE_S
 from tracker.rules.units import parse_size
@@ -105,6 +105,11 @@ def server_options(f: Any) -> Any:
                      "-Proto, -Host, -Port and -Prefix headers are trusted (each proxy must "
                      "overwrite, not pass on, what the client sent). 0: those headers are "
                      "ignored, so a client cannot fake its address."),
+        click.option("--mlflow-idle-timeout", "mlflow_idle_s", type=Duration(allow_zero=True),
+                     default="30m", show_default=True,
+                     help="Mark a running run created through the MLflow API (which sends no "
+                     "heartbeats) with no writes this long crashed, failure class 'idle' (its "
+                     "next write sets it running again); 0 turns this off."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -124,6 +129,7 @@ def app_config(
     artifact_root: str | None = None,
     max_artifact_bytes: str = "5GiB",
     proxy_hops: int = 0,
+    mlflow_idle_s: float | None = None,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -147,6 +153,7 @@ def app_config(
         "ARTIFACT_ROOT": artifact_root,
         "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
         "PROXY_HOPS": proxy_hops,
+        "MLFLOW_IDLE_S": mlflow_idle_s or None,
     }
 
 
@@ -352,8 +359,8 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool, run_stale_seconds: float, proxy_hops: int,
-       artifact_root: str | None, max_artifact_bytes: str) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float, mlflow_idle_s: float,
+       proxy_hops: int, artifact_root: str | None, max_artifact_bytes: str) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -361,7 +368,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     from tracker.store import resolve_uri
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds, proxy_hops=proxy_hops,
+                        secure_cookie, no_auth, run_stale_seconds,
+                        proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
@@ -445,8 +453,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       run_stale_seconds: float, proxy_hops: int, artifact_root: str | None,
-       max_artifact_bytes: str, demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, mlflow_idle_s: float, proxy_hops: int,
+       artifact_root: str | None, max_artifact_bytes: str, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -458,7 +466,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds, proxy_hops=proxy_hops,
+                        secure_cookie, no_auth, run_stale_seconds,
+                        proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)

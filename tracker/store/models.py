@@ -68,6 +68,9 @@ class ProjectRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[float]
+    # soft delete (tracker.store.lifecycle): NULL while active; MLflow experiment tags
+    deleted_at: Mapped[float | None]
+    tags: Mapped[Any | None] = mapped_column(JsonType)
 
 
 class RunRow(Base):
@@ -90,6 +93,10 @@ class RunRow(Base):
     failure_class: Mapped[str | None] = mapped_column(sa.String(64))
     failure_hint: Mapped[str | None] = mapped_column(sa.Text)
     error: Mapped[str | None] = mapped_column(sa.Text)
+    # soft delete (tracker.store.lifecycle): NULL while active
+    deleted_at: Mapped[float | None] = mapped_column(index=True)
+    # the last write of a run without heartbeats (MLflow's): the idle sweep reads it
+    written_at: Mapped[float | None]
 
 
 class MetricKeyRow(Base):

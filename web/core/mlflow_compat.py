@@ -45,7 +45,9 @@ __all__ = [
     "experiment_filter",
     "experiment_id_of",
     "experiment_json",
+    "experiment_tag_of",
     "int64",
+    "lifecycle_stage",
     "metric_json",
     "metric_records",
     "mlflow_params",
@@ -55,11 +57,13 @@ __all__ = [
     "page_token",
     "params_of",
     "project_name_of",
+    "require_active_run",
     "run_id_of",
     "run_info_json",
     "run_json",
     "tags_of",
     "tracker_status",
+    "view_type",
 ]
 
 DEFAULT_EXPERIMENT_ID = "0"
@@ -73,6 +77,7 @@ USER_TAG = "mlflow.user"
 MAX_KEY_LENGTH = 250  # MLflow's limits for param and tag keys and values
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 8000
+MAX_EXPERIMENT_TAG_LENGTH = 5000
 MAX_NAME_LENGTH = 200  # projects.name
 MAX_RUN_NAME_LENGTH = 250  # runs.name
 MAX_STEP = 2**62
@@ -104,6 +109,7 @@ _FROM_MLFLOW_STATUS = {
 _MLFLOW_STATUS = {
     "BAD_REQUEST": 400,
     "INVALID_PARAMETER_VALUE": 400,
+    "INVALID_STATE": 400,
     "RESOURCE_ALREADY_EXISTS": 400,
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
@@ -283,6 +289,71 @@ def experiment_filter(text: Any) -> tuple[str | None, str | None]:
     if found.group(1) == "=":
         return project_name_of(found.group(3), "filter"), None
     return None, found.group(3)
+
+
+_VIEW_TYPES: dict[Any, bool | None] = {
+    "ACTIVE_ONLY": False,
+    "DELETED_ONLY": True,
+    "ALL": None,
+    1: False,
+    2: True,
+    3: None,
+}
+
+
+def view_type(raw: Any, name: str = "view_type") -> bool | None:
+    """MLflow's ViewType -> which soft-deleted rows a search returns: ``False`` active only
+    (the default), ``True`` deleted only, ``None`` all.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): not a ViewType name or number.
+    """
+    if raw is None or raw == "":
+        return False
+    key = raw.upper() if isinstance(raw, str) else raw
+    if isinstance(key, str) and key.isdigit():
+        key = int(key)
+    if isinstance(key, bool) or key not in _VIEW_TYPES:
+        raise _invalid(
+            f"{name} {raw!r:.40} is not a ViewType: use ACTIVE_ONLY, DELETED_ONLY or ALL", name
+        )
+    return _VIEW_TYPES[key]
+
+
+def lifecycle_stage(deleted_at: float | None) -> str:
+    """MLflow's lifecycle stage of a run or experiment."""
+    return "active" if deleted_at is None else "deleted"
+
+
+def require_active_run(run_id: int, deleted_at: float | None) -> None:
+    """MLflow refuses writes to a deleted run (``SqlAlchemyStore._check_run_is_active``).
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): the run is deleted; restore it first.
+    """
+    if deleted_at is not None:
+        raise _invalid(
+            f"The run {run_id} must be in the 'active' state. Current state is deleted.",
+            "run_id",
+        )
+
+
+def experiment_tag_of(body: Mapping[str, Any]) -> tuple[str, str]:
+    """``(key, value)`` of an experiments/set-experiment-tag request.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): a missing or too long key, a too long value.
+    """
+    key = _text(body.get("key"), "key", MAX_KEY_LENGTH)
+    value = body.get("value")
+    value = "" if value is None else value if isinstance(value, str) else str(value)
+    if len(value) > MAX_EXPERIMENT_TAG_LENGTH:
+        raise _invalid(
+            f"experiment tag {key!r}: the value has {len(value)} characters; at most "
+            f"{MAX_EXPERIMENT_TAG_LENGTH}",
+            "value",
+        )
+    return key, value
 
 
 def _metric_value(raw: Any, key: str) -> float:
@@ -506,18 +577,25 @@ def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
 
-def experiment_json(project_id: int, name: str, created_at: float) -> dict[str, Any]:
-    """An MLflow Experiment object for a project."""
+def experiment_json(
+    project_id: int,
+    name: str,
+    created_at: float,
+    *,
+    deleted_at: float | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An MLflow Experiment object for a project (``tags``: the project's tags)."""
     default = name == DEFAULT_PROJECT
     created = _ms(created_at)
     return {
         "experiment_id": DEFAULT_EXPERIMENT_ID if default else str(project_id),
         "name": DEFAULT_EXPERIMENT_NAME if default else name,
         "artifact_location": "",
-        "lifecycle_stage": "active",
+        "lifecycle_stage": lifecycle_stage(deleted_at),
         "creation_time": created,
-        "last_update_time": created,
-        "tags": [],
+        "last_update_time": created if deleted_at is None else _ms(deleted_at),
+        "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()],
     }
 
 
@@ -533,7 +611,7 @@ def run_info_json(run: RunInfo, experiment_id: str) -> dict[str, Any]:
         "status": mlflow_status(run.status),
         "start_time": _ms(run.started_at if run.started_at is not None else run.created_at),
         "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run.id}/artifacts",
-        "lifecycle_stage": "active",
+        "lifecycle_stage": lifecycle_stage(run.deleted_at),
     }
     end = _ms(run.ended_at)
     if end is not None:

@@ -138,6 +138,17 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api_queue.add_schedule": ADMIN,
     "api_queue.pause_schedule": ADMIN,
     "api_queue.delete_schedule": ADMIN,
+    "api.delete_run": ADMIN,
+    "api.restore_run": ADMIN,
+    # the MLflow lifecycle routes (views/mlflow_lifecycle.py): deletes and restores are
+    # admin as everywhere; renames and experiment tags are what training code does
+    "mlflow_lifecycle.delete_run": ADMIN,
+    "mlflow_lifecycle.restore_run": ADMIN,
+    "mlflow_lifecycle.delete_experiment": ADMIN,
+    "mlflow_lifecycle.restore_experiment": ADMIN,
+    "mlflow_lifecycle.update_experiment": LOG,
+    "mlflow_lifecycle.set_experiment_tag": LOG,
+    "mlflow_lifecycle.delete_experiment_tag": LOG,
     "artifacts.delete_artifact": ADMIN,
 }
 # Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what

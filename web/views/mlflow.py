@@ -93,12 +93,39 @@ def _default_project() -> ProjectInfo:
 
 
 def _experiment(project: ProjectInfo) -> dict[str, Any]:
-    return compat.experiment_json(project.id, project.name, project.created_at)
+    return compat.experiment_json(
+        project.id,
+        project.name,
+        project.created_at,
+        deleted_at=project.deleted_at,
+        tags=project.tags,
+    )
+
+
+def require_active_project(project: ProjectInfo) -> None:
+    """MLflow refuses to change a deleted experiment (``_check_experiment_is_active``)."""
+    if project.deleted_at is not None:
+        raise MlflowError(
+            "INVALID_PARAMETER_VALUE",
+            f"The experiment {_experiment(project)['experiment_id']} must be in the 'active' "
+            "state. Current state is deleted.",
+            field="experiment_id",
+        )
+
+
+def writable_run(run_id: int) -> None:
+    """The run a write goes to must exist and not be deleted (MLflow's rule); the write
+    counts as activity of a run without heartbeats (``--mlflow-idle-timeout``)."""
+    deleted_at, heartbeat_at = mstore.run_state(state().store, run_id)
+    compat.require_active_run(run_id, deleted_at)
+    idle = current_app.extensions.get("tracker_mlflow_idle")
+    if idle is not None and heartbeat_at is None:
+        idle.touch(run_id)
 
 
 def _experiment_id(run: RunInfo) -> str:
     project = mstore.find_project(state().store, run.project)
-    if project is None:  # projects are never deleted; a run always has one
+    if project is None:  # a run always has one (projects are purged after their runs)
         raise NotFound(f"the project of run {run.id} does not exist", field="run_id")
     return _experiment(project)["experiment_id"]
 
@@ -126,7 +153,14 @@ def create_experiment() -> Any:
     try:
         project = mstore.create_project(state().store, name, time.time())
     except Conflict as exc:  # MLflow answers 400 for this code, not 409
-        raise MlflowError("RESOURCE_ALREADY_EXISTS", exc.message, field=exc.field) from exc
+        found = mstore.find_project(state().store, name)
+        message = exc.message
+        if found is not None and found.deleted_at is not None:
+            message = (
+                f"experiment {name!r} already exists in deleted state: restore it, or purge "
+                "it (tracker gc) to create a new one"
+            )
+        raise MlflowError("RESOURCE_ALREADY_EXISTS", message, field=exc.field) from exc
     return {"experiment_id": _experiment(project)["experiment_id"]}
 
 
@@ -155,8 +189,9 @@ def search_experiments() -> Any:
     name, like = compat.experiment_filter(args.get("filter"))
     limit = _limit(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(args.get("page_token"))
+    deleted = compat.view_type(args.get("view_type"))
     found = mstore.search_projects(
-        state().store, name=name, like=like, limit=limit + 1, offset=offset
+        state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted
     )
     out: dict[str, Any] = {"experiments": [_experiment(p) for p in found[:limit]]}
     if len(found) > limit:
@@ -171,6 +206,7 @@ def search_experiments() -> Any:
 def create_run() -> Any:
     body = json_body()
     project = _project(body.get("experiment_id"), create=True)
+    require_active_project(project)
     tags = compat.tags_of(body.get("tags"))
     user = body.get("user_id")
     if isinstance(user, str) and user:
@@ -195,7 +231,7 @@ def update_run() -> Any:
     body = json_body()
     run_id = compat.run_id_of(body)
     store = state().store
-    store.get_run(run_id)  # 404 before anything changes
+    writable_run(run_id)  # 404 (or deleted) before anything changes
     name = body.get("run_name")
     if isinstance(name, str) and name:
         tags = compat.tags_of([{"key": "mlflow.runName", "value": name}])
@@ -218,6 +254,7 @@ def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -
     records = compat.metric_records(list(metrics), now_ms=_now_ms())
     params_ = compat.params_of(params)
     tags_ = compat.tags_of(tags)
+    writable_run(run_id)
     st = state()
     batch = st.ingest.check(run_id, {"records": records}) if records else None
     if params_ or tags_:
@@ -261,6 +298,7 @@ def delete_tag() -> Any:
     key = body.get("key")
     if not isinstance(key, str) or not key:
         raise MlflowError("INVALID_PARAMETER_VALUE", "key is required", field="key")
+    writable_run(run_id)
     change = lambda m: compat.apply_meta(m, deleted_tags=[key])  # noqa: E731
     mstore.update_run_meta(state().store, run_id, change)
     return {}
@@ -285,9 +323,10 @@ def search_runs() -> Any:
     projects = [_project(e) for e in experiment_ids]
     limit = _limit(body.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(body.get("page_token"))
+    deleted = compat.view_type(body.get("run_view_type"), "run_view_type")
     store = state().store
     ids = mstore.run_ids_of_projects(store, [p.id for p in projects], limit=limit + 1,
-                                     offset=offset)  # fmt: skip
+                                     offset=offset, deleted=deleted)  # fmt: skip
     runs = runs_by_ids(store, ids[:limit])
     summaries = metric_summaries(store, [r.id for r in runs])
     experiment = {p.name: _experiment(p)["experiment_id"] for p in projects}
