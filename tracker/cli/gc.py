@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from tracker.cli.artifacts import artifact_root_option
 from tracker.cli.common import Duration, echo_json, fmt_time, json_option, open_store, uri_option
 
 GRACE_DEFAULT = "30d"
@@ -31,6 +32,8 @@ class GcOptions:
     older_than_s: float  # the grace period of soft-deleted runs
     dry_run: bool
     now: float
+    artifact_root: str | None = None  # --artifact-root (else TRACKER_ARTIFACT_ROOT, default)
+    blob_grace_s: float = 3600.0  # keep unreferenced blobs younger than this (uploads)
 
 
 @dataclass(frozen=True)
@@ -66,8 +69,10 @@ def purge_runs(store: Any, options: GcOptions) -> GcPart:
 
 
 def _blob_part() -> list[tuple[str, Callable[[Any, GcOptions], GcPart]]]:
-    """The blob part, when this installation has an artifact store (added by its module)."""
-    return []
+    """The blob part (``tracker.cli.artifacts.gc_blobs_part``)."""
+    from tracker.cli.artifacts import gc_blobs_part
+
+    return [("blobs", gc_blobs_part)]
 
 
 PARTS: list[tuple[str, Callable[[Any, GcOptions], GcPart]]] = [
@@ -87,15 +92,30 @@ PARTS: list[tuple[str, Callable[[Any, GcOptions], GcPart]]] = [
     help="Purge runs deleted at least this long ago (e.g. 7d, 12h, 0 for all).",
 )
 @click.option("--yes", is_flag=True, help="Remove for real (default: only show what would go).")
+@artifact_root_option
+@click.option(
+    "--blob-grace",
+    "blob_grace_s",
+    type=Duration(allow_zero=True),
+    default="1h",
+    show_default=True,
+    help="Keep unreferenced artifact blobs younger than this (an upload may be in flight).",
+)
 @json_option
-def gc(uri: str | None, older_than_s: float, yes: bool, as_json: bool) -> None:  # fmt: skip
+def gc(
+    uri: str | None, older_than_s: float, yes: bool, artifact_root: str | None,
+    blob_grace_s: float, as_json: bool,
+) -> None:  # fmt: skip
     """Purge deleted runs past their grace period, then unreferenced data.
 
     Without --yes nothing is removed: it prints what would be. Purging is permanent
     (restore a run with `tracker runs restore` before it is purged).
     """
     store = open_store(uri)
-    options = GcOptions(older_than_s=older_than_s, dry_run=not yes, now=time.time())
+    options = GcOptions(
+        older_than_s=older_than_s, dry_run=not yes, now=time.time(),
+        artifact_root=artifact_root, blob_grace_s=blob_grace_s,
+    )  # fmt: skip
     parts = [part(store, options) for _, part in PARTS]
     if as_json:
         echo_json({"dry_run": options.dry_run, **{p.name: p.data for p in parts}})
