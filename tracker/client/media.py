@@ -113,7 +113,8 @@ def prepare_image(
             import numpy as np
 
             arrays = [_tensor_to_numpy(p) if _is_tensor(p) else p for p in parts]
-            return [_encode_array(np.stack(arrays), base, step, meta, fmt)]
+            grid = image_grid(np.stack([to_hwc_uint8(a) for a in arrays]))
+            return [_encode_array(grid, base, step, meta, fmt)]
 
         return Pending(what, build_list, sum(_nbytes(p) for p in parts))
     array = _hold_array(image, what)
