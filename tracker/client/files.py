@@ -11,45 +11,22 @@ from __future__ import annotations
 import json
 import mimetypes
 import os
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from tracker.client.media import Artifact, Pending
 from tracker.errors import InvalidInput
+from tracker.rules.artifact_paths import check_artifact_path as rule
 
 SNAPSHOT_MAX_BYTES = 16 * 1024 * 1024
-MAX_PATH_CHARS = 1024
 
 __all__ = ["SNAPSHOT_MAX_BYTES", "check_artifact_path", "prepare_dict", "prepare_files",
            "prepare_text"]  # fmt: skip
 
 
 def check_artifact_path(path: str, field: str = "name") -> str:
-    """A relative posix path without ``..``, NUL or backslash, at most 1024 characters."""
-    try:
-        from tracker.rules.artifact_paths import check_artifact_path as rule
-    except ImportError:  # the store side's rule, when present, is the one rule
-        rule = None
-    if rule is not None:
-        return str(rule(path))
-    text = str(path)
-    parts = PurePosixPath(text).parts
-    if (
-        not text
-        or len(text) > MAX_PATH_CHARS
-        or text.startswith("/")
-        or "\\" in text
-        or "\x00" in text
-        or any(p in ("..", ".") for p in text.split("/"))
-        or "" in text.split("/")
-        or not parts
-    ):
-        raise InvalidInput(
-            f"artifact path {text[:80]!r}: a relative posix path of 1-{MAX_PATH_CHARS} "
-            f"characters, without '..', '.', empty parts, a leading '/', backslashes or NUL",
-            field=field,
-        )
-    return text
+    """The artifact path rule (:mod:`tracker.rules.artifact_paths`), naming ``field``."""
+    return rule(path, field=field)
 
 
 def media_type_of(name: str) -> str:

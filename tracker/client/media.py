@@ -91,7 +91,7 @@ def prepare_image(
     meta: dict[str, Any] = {} if caption is None else {"caption": str(caption)}
     what = f"image {key!r} at step {step}"
     if isinstance(image, (str, Path)):
-        return _prepare_image_file(Path(image), base, step, meta, what, fmt)
+        return _prepare_image_file(Path(image), base, step, meta, f"{what} ({image})", fmt)
     if _is_pil(image):
         held = image.copy()
         size = held.width * held.height * len(held.getbands())
