@@ -100,7 +100,10 @@ class Uploads:
 
     def put_marker(self, marker: Any) -> None:
         with self._cond:
-            self._queue.append(marker)
+            if self.closed:  # no writer to reach it
+                marker.done.set()
+            else:
+                self._queue.append(marker)
 
     def raise_failures(self) -> None:
         """Raise ``UploadError`` for the uploads that failed since the last call."""
@@ -216,6 +219,9 @@ class Uploads:
         cannot be built is recorded in ``failures``."""
         with self._cond:
             entries = [e for e in self._queue if type(e) is Pending]
+            for item in self._queue:
+                if type(item) is not Pending:
+                    item.done.set()  # a flush waiting on it: what it waits for is spilled
             first_built = self._built
             self._queue.clear()
             self._built = None
