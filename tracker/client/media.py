@@ -97,9 +97,9 @@ def prepare_image(
         size = held.width * held.height * len(held.getbands())
         return Pending(what, lambda: [_encode_pil(held, base, step, meta, fmt)], size)
     if _is_tensor(image):
-        tensor = image.detach()
+        tensor = _detached(image)
         _layout(tuple(tensor.shape), what)
-        nbytes = tensor.element_size() * tensor.nelement()
+        nbytes = _nbytes(tensor)
         return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor), base, step, meta,
                                                     fmt)], nbytes)  # fmt: skip
     if isinstance(image, (list, tuple)) and image and not _is_number(image[0]):
@@ -123,24 +123,33 @@ def prepare_image(
 
 
 def _hold_array(image: Any, what: str) -> Any:
-    """A tensor detached, anything else as a numpy array copy (the caller may reuse it)."""
+    """A tensor detached, anything else as a numpy array copy (the caller may reuse it).
+
+    The copy is ``tobytes()``, which keeps the GIL: a copy that releases it (``np.array``)
+    lets a busy writer thread take the interpreter for up to a switch interval (5 ms)."""
     if _is_tensor(image):
-        return image.detach()
+        return _detached(image)
     try:
         import numpy as np
     except ImportError as exc:  # pragma: no cover - numpy is there wherever arrays are
         raise InvalidInput(f"{what}: logging arrays needs numpy") from exc
-    array = np.array(image, copy=True)
+    array = image if type(image) is np.ndarray else np.asarray(image)
     if array.dtype == object or not (
         np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
     ):
         raise InvalidInput(f"{what}: an image is an array of numbers, not {array.dtype}")
-    return array
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
+
+
+def _detached(tensor: Any) -> Any:
+    """The tensor without its autograd graph. ``.data`` rather than ``detach()``: torch ops
+    release the GIL, and getting it back from a busy writer thread can take milliseconds."""
+    return tensor.data if tensor.requires_grad else tensor
 
 
 def _nbytes(value: Any) -> int:
     if _is_tensor(value):
-        return int(value.element_size() * value.nelement())
+        return int(value.dtype.itemsize * math.prod(value.shape))
     return int(value.nbytes)
 
 
