@@ -5,7 +5,9 @@ steps, each call timed with ``time.perf_counter_ns`` (the image is made before t
 starts: a fresh array or tensor per step, as a training loop would have). Variants: a
 ``uint8`` numpy ``256x256x3`` array (copied in the call) and a ``float32`` torch tensor
 ``3x256x256`` in [0, 1] (detached in the call; converted and encoded in the writer thread).
-Then the time until every image is stored (``finish()``), and a check that all of them are
+The calling thread's CPU time in the call is recorded too (``time.thread_time_ns``): the
+wall time above it is waiting -- for the GIL held by the writer thread encoding earlier
+images, or for a CPU on a busy machine. Then the time until every image is stored (``finish()``), and a check that all of them are
 (``media_keys``; the script exits non-zero otherwise). Store: a SQLite file, artifacts
 next to it. ``--budget-mb`` is the media byte budget (``max_media_mb``): past it a call
 waits for the writer (up to 2 s) and then encodes to disk itself, so a budget smaller than
@@ -50,19 +52,23 @@ def measure(work: Path, variant: str, images: int, budget_mb: float) -> dict[str
     uri = f"sqlite:///{work / f'{variant}.db'}"
     make = make_images(variant)
     samples = common.new_samples(images)
+    cpu_samples = common.new_samples(images)
     run = tracker.init(
         project="bench-media", uri=uri, system_interval=None, capture_console=False,
         max_media_mb=budget_mb, spill_dir=work / "spill",
     )  # fmt: skip
     log_image = run.log_image
     clock = time.perf_counter_ns
+    cpu_clock = time.thread_time_ns
     gc.collect()
     loop_start = time.perf_counter()
     for i in range(images):
         image = make(i)
+        c0 = cpu_clock()
         t0 = clock()
         log_image("samples", image, step=i)
         samples[i] = clock() - t0
+        cpu_samples[i] = cpu_clock() - c0
     loop_s = time.perf_counter() - loop_start
     spilled = run._writer.uploads.spilled_on_put
     t0 = time.perf_counter()
@@ -76,8 +82,11 @@ def measure(work: Path, variant: str, images: int, budget_mb: float) -> dict[str
         store.close()
     if steps != list(range(images)):
         raise SystemExit(f"{variant}: {len(steps)} of {images} images stored")
+    cpu = common.call_stats(cpu_samples)
     return {
         **common.call_stats(samples),
+        "cpu_median_us": cpu["median_us"],
+        "cpu_p99_us": cpu["p99_us"],
         "loop_s": loop_s,
         "drain_after_loop_s": drain_s,
         "images_per_s_end_to_end": images / (loop_s + drain_s),
@@ -101,10 +110,12 @@ def main(argv: list[str] | None = None) -> int:
             results[variant] = measure(work, variant, args.images, args.budget_mb)
     common.print_table(
         f"log_image() per call, µs (budget {args.budget_mb:g} MiB)",
-        ["image", "calls", "median", "p99", "max", "loop s", "drain s", "img/s", "spilled"],
+        ["image", "calls", "median", "p99", "max", "CPU median", "CPU p99", "loop s",
+         "drain s", "img/s", "spilled"],
         [
             [
-                name, r["calls"], r["median_us"], r["p99_us"], r["max_us"], r["loop_s"],
+                name, r["calls"], r["median_us"], r["p99_us"], r["max_us"], r["cpu_median_us"],
+                r["cpu_p99_us"], r["loop_s"],
                 r["drain_after_loop_s"], r["images_per_s_end_to_end"], r["spilled_on_put"],
             ]
             for name, r in results.items()
@@ -118,8 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "media",
             "command": cmd,
             "env": common.environment(),
-            "params": {"images": args.images, "budget_mb": args.budget_mb, "quick": args.quick,
-                       "size": SIZE},  # fmt: skip
+            "params": {
+                "images": args.images,
+                "budget_mb": args.budget_mb,
+                "quick": args.quick,
+                "size": SIZE,
+            },  # fmt: skip
             "tracker": results,
             "target_us": TARGET_US,
         },
