@@ -152,6 +152,7 @@ class BlobGcReport:
     young: int  # unreferenced but younger than the grace period: kept (may be mid-upload)
     deleted: int  # 0 on a dry run
     dry_run: bool
+    temporary: int = 0  # leftover temporary files past the grace period (removed unless dry_run)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ import click
 from tracker.cli.common import say_store, uri_option
 from tracker.errors import InvalidInput
 from tracker.rules.liveness import RUN_STALE_S
+from tracker.rules.units import parse_size
 
 if TYPE_CHECKING:
     from tracker.store import Store
@@ -83,6 +84,12 @@ def server_options(f: Any) -> Any:
                      "./.tracker/checkpoints). Must not contain the store."),
         click.option("--log-root", type=click.Path(file_okay=False), default=None,
                      help="Directory served as log files (default ./.tracker/logs)."),
+        click.option("--artifact-root", envvar="TRACKER_ARTIFACT_ROOT", default=None,
+                     help="Where artifact bytes live: a directory or s3://bucket/prefix "
+                     "(default: TRACKER_ARTIFACT_ROOT, else artifacts/ beside the SQLite file; "
+                     "PostgreSQL needs one). Must not contain the store."),
+        click.option("--max-artifact-bytes", default="5GiB", show_default=True,
+                     help="The largest artifact one upload may send (413 beyond)."),
         click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
@@ -108,6 +115,8 @@ def app_config(
     secure_cookie: bool = False,
     no_auth: bool = False,
     run_stale_s: float | None = RUN_STALE_S,
+    artifact_root: str | None = None,
+    max_artifact_bytes: str = "5GiB",
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -128,6 +137,8 @@ def app_config(
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
         "RUN_STALE_S": run_stale_s,
+        "ARTIFACT_ROOT": artifact_root,
+        "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
     }
 
 
@@ -316,7 +327,8 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool, run_stale_seconds: float) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float, artifact_root: str | None,
+       max_artifact_bytes: str) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -324,7 +336,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     from tracker.store import resolve_uri
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds, artifact_root,
+                        max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     say_store(resolve_uri(uri))
@@ -403,7 +416,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       run_stale_seconds: float, demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, artifact_root: str | None, max_artifact_bytes: str,
+       demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -415,7 +429,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds, artifact_root,
+                        max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None
