@@ -83,6 +83,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_LIFETIME_S": 7 * 86_400.0,
     "RUN_STALE_S": None,  # the crash watch: off unless set (``tracker ui`` sets it)
     "CRASH_SWEEP_S": SWEEP_S,
+    # Reverse proxies whose X-Forwarded-* headers are trusted (``tracker ui --proxy-hops``);
+    # 0: ignored, so the client address (login limit) and scheme cannot be faked.
+    "PROXY_HOPS": 0,
 }
 
 
@@ -117,6 +120,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.url_map.merge_slashes = False  # '//etc/passwd' must reach the file guard, not redirect
     app.url_map.converters["int"] = IdConverter  # ids past the store's range: 404, not 500
     app.json = TrackerJSONProvider(app)
+    hops = int(cfg["PROXY_HOPS"] or 0)
+    if hops:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops, x_prefix=hops
+        )
 
     home = Path.cwd() / ".tracker"
     file_roots = {

@@ -99,6 +99,12 @@ def server_options(f: Any) -> Any:
                      help="Mark a running run without heartbeats this long crashed, ended at "
                      "its last heartbeat (checked every 5 s by each server process; clients "
                      "send a heartbeat every 5 s)."),
+        click.option("--proxy-hops", type=click.IntRange(0, 5), default=0, show_default=True,
+                     envvar="TRACKER_PROXY_HOPS", show_envvar=True,
+                     help="Reverse proxies in front of the dashboard whose X-Forwarded-For, "
+                     "-Proto, -Host, -Port and -Prefix headers are trusted (each proxy must "
+                     "overwrite, not pass on, what the client sent). 0: those headers are "
+                     "ignored, so a client cannot fake its address."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -117,6 +123,7 @@ def app_config(
     run_stale_s: float | None = RUN_STALE_S,
     artifact_root: str | None = None,
     max_artifact_bytes: str = "5GiB",
+    proxy_hops: int = 0,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -139,6 +146,7 @@ def app_config(
         "RUN_STALE_S": run_stale_s,
         "ARTIFACT_ROOT": artifact_root,
         "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
+        "PROXY_HOPS": proxy_hops,
     }
 
 
@@ -328,7 +336,7 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
        secure_cookie: bool, run_stale_seconds: float, artifact_root: str | None,
-       max_artifact_bytes: str) -> None:  # fmt: skip
+       max_artifact_bytes: str, proxy_hops: int) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -337,7 +345,7 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth, run_stale_seconds, artifact_root,
-                        max_artifact_bytes)  # fmt: skip
+                        max_artifact_bytes, proxy_hops)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     say_store(resolve_uri(uri))
@@ -417,7 +425,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
        run_stale_seconds: float, artifact_root: str | None, max_artifact_bytes: str,
-       demo: bool) -> None:  # fmt: skip
+       proxy_hops: int, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -430,7 +438,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth, run_stale_seconds, artifact_root,
-                        max_artifact_bytes)  # fmt: skip
+                        max_artifact_bytes, proxy_hops)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None
