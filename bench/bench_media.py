@@ -7,11 +7,12 @@ starts: a fresh array or tensor per step, as a training loop would have). Varian
 ``3x256x256`` in [0, 1] (detached in the call; converted and encoded in the writer thread).
 The calling thread's CPU time in the call is recorded too (``time.thread_time_ns``): the
 wall time above it is waiting -- for the GIL held by the writer thread encoding earlier
-images, or for a CPU on a busy machine. Then the time until every image is stored (``finish()``), and a check that all of them are
-(``media_keys``; the script exits non-zero otherwise). Store: a SQLite file, artifacts
-next to it. ``--budget-mb`` is the media byte budget (``max_media_mb``): past it a call
-waits for the writer (up to 2 s) and then encodes to disk itself, so a budget smaller than
-the loop's whole output shows that cost in the tail.
+images, or for a CPU on a busy machine. Then the time until every image is stored
+(``finish()``), and a check that all of them are (``media_keys``; the script exits
+non-zero otherwise). Store: a SQLite file, artifacts next to it. ``--budget-mb`` is the
+media byte budget (``max_media_mb``): past it a call waits for the writer (up to 2 s) and
+then encodes to disk itself, so a budget smaller than the loop's whole output shows that
+cost in the tail.
 
     python bench/bench_media.py [--images 1000] [--budget-mb 1024] [--quick] [--json out.json]
 """
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 "budget_mb": args.budget_mb,
                 "quick": args.quick,
                 "size": SIZE,
-            },  # fmt: skip
+            },
             "tracker": results,
             "target_us": TARGET_US,
         },
