@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from werkzeug.serving import make_server
 
 import tracker
 from tests.support.servers import ServerThread
-from tests.support.web import TOKEN
+from tests.support.web import TOKEN, TRACKER
 from tracker.client.http_sink import HttpSink
 from tracker.errors import UploadError
 from tracker.store import Store, artifacts
@@ -133,3 +134,32 @@ def test_uploads_wait_for_a_server_that_went_away(
         again.shutdown()
         thread.join(timeout=10)
         again.server_close()
+
+
+def test_finish_giving_up_spills_the_files_and_replay_uploads_them(
+    live: tuple[Flask, ServerThread], tmp_path: Path
+) -> None:
+    app, server = live
+    store = app.extensions["tracker"].store
+    run = tracker.init(project="http", uri=server.url, system_interval=None)
+    server.stop()
+    for step in range(3):
+        run.log_image("x", np.full((4, 4), 10 * step, dtype=np.uint8), step=step)
+    run.log_text("late.txt", "kept on disk")
+    with pytest.raises(tracker.StoreUnavailable, match="4 artifact files"):
+        run.finish(timeout=1.0)
+    spill = run._writer.exit_spill_path
+    assert spill is not None and spill.exists()
+    media_dir = run._writer.uploads.spill_dir
+    assert len(list(media_dir.iterdir())) == 4
+    assert artifacts.list_artifacts(store, run.id) == []
+
+    done = subprocess.run(
+        [*TRACKER, "db", "replay", "--uri", app.config["STORE_URI"], str(spill)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert artifacts.media_keys(store, run.id)["images"]["x"] == [0, 1, 2]
+    assert _read(store, run.id, "late.txt") == b"kept on disk"
+    assert not any(media_dir.iterdir())  # the spilled copies are deleted once stored
+    assert store.get_run(run.id).status == "finished"  # the final status was in the file too
