@@ -259,3 +259,27 @@ def test_files_and_directories(tmp_path: Path) -> None:
     assert art.path == "renamed.txt"
     with pytest.raises(InvalidInput, match="neither a file nor a directory"):
         prepare_files(tmp_path / "missing", None)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        torch.arange(100.0),
+        torch.tensor([0.0, 1.0, 1.0, 2.0, float("nan"), float("inf"), -float("inf")]),
+        torch.full((7,), 3.0),
+        torch.tensor([float("nan"), float("inf")]),
+        torch.randn(1000, dtype=torch.float64),
+        torch.arange(10),  # integers
+    ],
+    ids=["arange", "non-finite", "constant", "no-finite", "float64", "int"],
+)
+def test_device_histogram_matches_the_writer_side_one(values: torch.Tensor) -> None:
+    # the no-sync reduction used for GPU tensors, run here on the CPU
+    (art,) = media.prepare_device_histogram("w", values, 2, 8).build()
+    assert isinstance(art.data, bytes)
+    doc = json.loads(art.data)
+    expected = histogram(values.numpy(), 8)
+    assert doc["counts"] == expected["counts"]
+    assert doc["edges"] == pytest.approx(expected["edges"], rel=1e-6)
+    for field in ("nan", "posinf", "neginf", "count", "bins"):
+        assert doc[field] == expected[field], field

@@ -369,7 +369,9 @@ def prepare_histogram(key: str, values: Any, step: int, bins: int) -> Pending:
     what = f"histogram {key!r} at step {step}"
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
         raise InvalidInput(f"{what}: bins={bins!r}: an int from 1 to {MAX_BINS}", field="bins")
-    # a tensor is copied on its device: weights change in place at the next optimizer step
+    if _is_tensor(values) and values.device.type != "cpu":
+        return prepare_device_histogram(key, values, step, bins)
+    # a CPU tensor is copied: weights change in place at the next optimizer step
     held = values.detach().clone() if _is_tensor(values) else _hold_array(values, what)
     path = f"media/histograms/{key}/{step:09d}.json"
 
@@ -383,6 +385,65 @@ def prepare_histogram(key: str, values: Any, step: int, bins: int) -> Pending:
         return [Artifact(path, body, "application/json", step, meta)]
 
     return Pending(what, build, _nbytes(held))
+
+
+def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pending:
+    """A tensor's histogram reduced on its own device, with no sync: the calling thread
+    only queues a few kernels (and the memory held is ``bins`` counts, not a copy of the
+    tensor); the writer thread reads the counts back. Same document as :func:`histogram`."""
+    import torch
+
+    with torch.no_grad():
+        flat = tensor.detach().reshape(-1)
+        flat = flat if flat.is_floating_point() else flat.float()
+        finite = torch.isfinite(flat)
+        inf = torch.tensor(math.inf, dtype=flat.dtype, device=flat.device)
+        lo = torch.where(finite, flat, inf).min() if flat.numel() else inf
+        hi = torch.where(finite, flat, -inf).max() if flat.numel() else -inf
+        flat32, lo32, hi32 = flat.float(), lo.float(), hi.float()
+        span = hi32 - lo32
+        lo32 = torch.where(span > 0, lo32, lo32 - 0.5)
+        hi32 = torch.where(span > 0, hi32, hi32 + 0.5)
+        index = ((flat32 - lo32) / (hi32 - lo32) * bins).floor().clamp(0, bins - 1)
+        index = torch.where(finite, index, torch.full_like(index, bins)).long()
+        counts = torch.bincount(index, minlength=bins + 1)[:bins]
+        stats = torch.stack(
+            [
+                finite.sum().float(),
+                torch.isnan(flat).sum().float(),
+                torch.isposinf(flat).sum().float(),
+                torch.isneginf(flat).sum().float(),
+                lo32,
+                hi32,
+            ]
+        )
+    total = flat.numel()
+    path = f"media/histograms/{key}/{step:09d}.json"
+
+    def build() -> list[Artifact]:
+        import numpy as np
+
+        n_finite, nan, posinf, neginf, low, high = stats.cpu().tolist()
+        if n_finite:
+            edges = [float(e) for e in np.linspace(low, high, bins + 1)]
+            count_list = [int(c) for c in counts.cpu().tolist()]
+        else:
+            edges, count_list = [], []
+        doc = {
+            "edges": edges,
+            "counts": count_list,
+            "bins": bins,
+            "count": total,
+            "nan": int(nan),
+            "posinf": int(posinf),
+            "neginf": int(neginf),
+        }
+        meta = {k: doc[k] for k in ("bins", "count", "nan", "posinf", "neginf")}
+        meta.update(min=edges[0] if edges else None, max=edges[-1] if edges else None)
+        body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return [Artifact(path, body, "application/json", step, meta)]
+
+    return Pending(f"histogram {key!r} at step {step}", build, 8 * (bins + 8))
 
 
 def histogram(values: Any, bins: int) -> dict[str, Any]:
