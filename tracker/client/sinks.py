@@ -193,11 +193,9 @@ class SqlSink:
         step: int | None = None, meta: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         """Store a file of the run (``tracker.store.artifacts``): idempotent for one path."""
-        from tracker.store import artifacts
+        from tracker.store.artifacts import put_artifact
 
-        artifacts.put_artifact(
-            self.store, run_id, path, data, media_type=media_type, step=step, meta=meta
-        )
+        put_artifact(self.store, run_id, path, data, media_type=media_type, step=step, meta=meta)
 
     def append_logs(self, run_id: int, lines: Sequence[tuple[str, float, str]],
                     max_chars: int) -> None:  # fmt: skip
