@@ -400,7 +400,8 @@ def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pen
         inf = torch.tensor(math.inf, dtype=flat.dtype, device=flat.device)
         lo = torch.where(finite, flat, inf).min() if flat.numel() else inf
         hi = torch.where(finite, flat, -inf).max() if flat.numel() else -inf
-        flat32, lo32, hi32 = flat.float(), lo.float(), hi.float()
+        wide = torch.float64 if flat.dtype == torch.float64 else torch.float32
+        flat32, lo32, hi32 = flat.to(wide), lo.to(wide), hi.to(wide)
         span = hi32 - lo32
         lo32 = torch.where(span > 0, lo32, lo32 - 0.5)
         hi32 = torch.where(span > 0, hi32, hi32 + 0.5)
