@@ -92,10 +92,15 @@ class Uploads:
                         ),
                         timeout=self.wait_s,
                     )
-                if self.held_bytes and self.held_bytes + need > self.budget_bytes:
-                    entry = self._to_disk(entry)
-                    need = 0
-            self.held_bytes += need
+                full = bool(self.held_bytes) and self.held_bytes + need > self.budget_bytes
+            else:
+                full = False
+            if not full:
+                self.held_bytes += need
+                self._queue.append(entry)
+                return
+        entry = self._to_disk(entry)  # encoded here, outside the lock the writer needs
+        with self._cond:
             self._queue.append(entry)
 
     def put_marker(self, marker: Any) -> None:
