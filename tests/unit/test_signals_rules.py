@@ -70,7 +70,8 @@ def test_grad_items_keep_the_top_offenders(
     ("name", "key"),
     [
         ("conv.weight", "grad/norm/conv.weight"),
-        ("blocks.a b.weight", "grad/norm/blocks.a_b.weight"),
+        ("blocks.a b.weight", "grad/norm/blocks.a b.weight"),  # spaces are allowed
+        ("blocks.a,b.weight", "grad/norm/blocks.a_b.weight"),
         ("heads.x/y..z", "grad/norm/heads.x_y.z"),
         ("..", "grad/norm/param"),
     ],

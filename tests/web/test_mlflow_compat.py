@@ -188,9 +188,13 @@ def test_bad_input_gets_mlflow_errors_and_stores_nothing(
     client = MlflowClient()
     run_id = client.create_run(client.create_experiment("strict")).info.run_id
     with pytest.raises(MlflowException) as bad_key:
-        client.log_metric(run_id, "train loss", 1.0, step=0)  # MLflow allows spaces; we do not
+        client.log_metric(run_id, "train,loss", 1.0, step=0)  # MLflow refuses commas too
     assert bad_key.value.error_code == "INVALID_PARAMETER_VALUE"
-    assert "train loss" in bad_key.value.message and "letters, digits" in bad_key.value.message
+    assert "train,loss" in bad_key.value.message and "letters, digits" in bad_key.value.message
+    other = client.create_run(client.get_run(run_id).info.experiment_id).info.run_id
+    client.log_metric(other, "val loss", 0.5, step=0)  # spaces and colons as in MLflow
+    client.log_metric(other, "val:acc", 0.75, step=0)
+    assert client.get_run(other).data.metrics == {"val loss": 0.5, "val:acc": 0.75}
     client.log_param(run_id, "lr", "0.1")
     client.log_param(run_id, "lr", "0.1")  # the same value again is fine (as in MLflow)
     from mlflow.entities import Metric, Param
@@ -324,7 +328,7 @@ def test_http_shapes_nan_tokens_and_pages(client: FlaskClient, app: Flask) -> No
     ).get_json()
     assert rest == {"metrics": [{"key": "m", "value": 1.5, "timestamp": 8, "step": 3}]}
 
-    bad = post(client, "/runs/log-metric", {"run_id": run_id, "key": "a b", "value": 1})
+    bad = post(client, "/runs/log-metric", {"run_id": run_id, "key": "a,b", "value": 1})
     assert bad.status_code == 400 and mlflow_error(bad)["error_code"] == "INVALID_PARAMETER_VALUE"
     negative = post(
         client, "/runs/log-metric", {"run_id": run_id, "key": "a", "value": 1, "step": -1}
@@ -391,7 +395,7 @@ def test_metric_records_and_statuses() -> None:
     )
     assert records == [[2, 5, {"a": None}], [0, 99, {"a": "Infinity"}], [3, 99, {"b": "-Infinity"}]]
     with pytest.raises(InvalidMetricKey):
-        compat.metric_records([{"key": "has space", "value": 1}], now_ms=0)
+        compat.metric_records([{"key": "has,comma", "value": 1}], now_ms=0)
     for value in (True, "abc", None):
         with pytest.raises(compat.MlflowError):
             compat.metric_records([{"key": "a", "value": value}], now_ms=0)

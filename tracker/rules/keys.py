@@ -1,7 +1,10 @@
 """Metric keys: the one rule every package checks them with (pure, no I/O).
 
-A key is 1 to 250 characters of letters, digits, ``_ - . /``; it does not start or end with
-``/``, and contains neither ``//`` nor ``..``. ``web/static/common.js`` does not check keys:
+A key is 1 to 250 characters of letters (any script), digits, ``_ - . / :`` and spaces --
+what MLflow accepts, so ``val loss`` and ``val:acc`` from an MLflow script are stored as they
+are; it does not start or end with ``/``, and contains neither ``//`` nor ``..`` (a key may
+become part of a file path: media artifacts). Queries quote such keys:
+``metrics."val loss" < 0.5``. ``web/static/common.js`` does not check keys:
 the server answers with this rule's message.
 """
 
@@ -15,10 +18,10 @@ __all__ = ["KEY_RULE", "MAX_KEY_LENGTH", "check_key"]
 
 MAX_KEY_LENGTH = 250
 KEY_RULE = (
-    "keys are 1-250 characters of letters, digits, '_', '-', '.', '/', "
+    "keys are 1-250 characters of letters, digits, '_', '-', '.', '/', ':' and spaces, "
     "not starting or ending with '/', without '//' or '..'"
 )
-_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*")
+_KEY_RE = re.compile(r"[\w.\-: ]+(?:/[\w.\-: ]+)*")
 
 
 def check_key(key: object) -> str:

@@ -77,6 +77,8 @@
   const loaders = {
     config: () => renderConfig(),
     checkpoints: () => loadCheckpoints(),
+    media: () => RunMedia.open(runId),
+    artifacts: () => RunArtifacts.open(runId),
     logs: () => Logs.open(),
     events: () => Events.refresh(),
   };
@@ -165,6 +167,16 @@
     }
   }
 
+  // ------------------------------------------------------------ media, files
+
+  /** The Media and Artifacts tabs' counts (their contents load when opened). */
+  function countFiles() {
+    RunMedia.count(runId).then((n) => { document.getElementById("media-count").textContent = n || ""; }).catch(() => {});
+    RunArtifacts.list(runId).then((rows) => {
+      document.getElementById("artifact-count").textContent = rows.length || "";
+    }).catch(() => {});
+  }
+
   // ---------------------------------------------------------------- summary
 
   const SUMMARY_CHUNK = 40; // keys per request: one bucket each (min, max, last of the series)
@@ -235,6 +247,7 @@
     showNoMetrics(run, metrics.metrics.length);
     loadSummary(metrics.metrics.map((m) => m.key)).catch((exc) => T.toast(exc.message));
     Events.count();
+    countFiles();
     const first = location.hash.slice(1);
     showTab(tabs.some((t) => t.dataset.tab === first) ? first : "charts");
     if (ACTIVE.has(run.status)) {
