@@ -458,6 +458,7 @@ class Writer:
             return
         if not self._kept and not self._spilled:
             self.outage = None
+            self._backoff = 0.0
         if more:
             self._wake.set()
 
