@@ -161,3 +161,14 @@ def test_bench_fleet_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(result, "procs", "points", "points_per_s", "log_median_us", "log_p99_us",
                   "log_p999_us", "finish_s_max")  # fmt: skip
         assert result["stored_points"] == result["points"]  # the script counted them too
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="the torch variant needs torch")
+def test_bench_media_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_media.py", tmp_path)
+    assert doc["benchmark"] == "media"
+    assert doc["params"]["quick"] is True
+    assert set(doc["tracker"]) == {"numpy_uint8", "torch_float32"}
+    for variant in doc["tracker"].values():
+        _positive(variant, *CALL_FIELDS, "cpu_median_us", "loop_s", "drain_after_loop_s")
+        assert variant["calls"] == doc["params"]["images"]

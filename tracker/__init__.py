@@ -27,6 +27,7 @@ from tracker.errors import (
     NotFound,
     StoreUnavailable,
     TrackerError,
+    UploadError,
     WriterError,
 )
 
@@ -111,6 +112,50 @@ def watch(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 50
     return _watch(model, optimizer, scaler, every, **kwargs)
 
 
+def log_artifact(path: Any, name: str | None = None) -> None:
+    """Store a file or a directory on the active run; see :meth:`Run.log_artifact`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_artifact()").log_artifact(path, name)
+
+
+def log_text(name: str, text: str) -> None:
+    """Store a text as an artifact of the active run; see :meth:`Run.log_text`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_text()").log_text(name, text)
+
+
+def log_dict(name: str, obj: Any) -> None:
+    """Store a dict as JSON or YAML (by ``name``'s extension); see :meth:`Run.log_dict`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_dict()").log_dict(name, obj)
+
+
+def log_image(key: str, image: Any, step: int | None = None, caption: str | None = None,
+              **kwargs: Any) -> None:  # fmt: skip
+    """Store an image (array, tensor, PIL image, file, batch as a grid); see
+    :meth:`Run.log_image`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_image()").log_image(key, image, step, caption, **kwargs)
+
+
+def log_figure(key: str, figure: Any, step: int | None = None) -> None:
+    """Store a matplotlib or plotly figure; see :meth:`Run.log_figure`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_figure()").log_figure(key, figure, step)
+
+
+def log_histogram(key: str, values: Any, step: int | None = None, bins: int = 64) -> None:
+    """Store a distribution as counts and edges; see :meth:`Run.log_histogram`."""
+    from tracker.client import active_run
+
+    active_run("tracker.log_histogram()").log_histogram(key, values, step, bins)
+
+
 def __getattr__(name: str) -> Any:
     if name == "config":
         from tracker.client import lifecycle
@@ -137,12 +182,19 @@ __all__ = [
     "NotFound",
     "StoreUnavailable",
     "TrackerError",
+    "UploadError",
     "WriterError",
     "finish",
     "flush",
     "init",
     "latest_checkpoint",
     "log",
+    "log_artifact",
+    "log_dict",
+    "log_figure",
+    "log_histogram",
+    "log_image",
+    "log_text",
     "resume_checkpoint",
     "save_checkpoint",
     "watch",

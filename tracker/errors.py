@@ -131,3 +131,10 @@ class NonFiniteLossError(TrackerError, FloatingPointError):
     to stop training at that point (a queued job then fails as ``nonfinite_loss``)."""
 
     code = "nonfinite_loss"
+
+
+class UploadError(TrackerError, RuntimeError):
+    """An artifact or media upload failed for good (not a passing outage: those are
+    retried); raised by the next call on the run, naming what was not stored and why."""
+
+    code = "upload_error"

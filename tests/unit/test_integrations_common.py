@@ -21,13 +21,14 @@ from tracker.rules.keys import check_key
     [
         ("train/loss", "train/loss"),  # accepted by the key rule: unchanged
         ("eval_loss", "eval_loss"),
-        ("val loss", "val_loss"),
-        ("val:acc", "val_acc"),
-        ("loss (smoothed)", "loss__smoothed_"),
+        ("val loss", "val loss"),  # spaces and colons are accepted, as in MLflow
+        ("val:acc", "val:acc"),
+        ("loss (smoothed)", "loss _smoothed_"),
         ("a//b", "a/b"),
         ("/lead/and/trail/", "lead/and/trail"),
         ("a..b", "a.b"),
-        ("ü", "_"),
+        ("ü", "ü"),
+        ("€", "_"),
         ("///", "_"),
         ("x" * 300, "x" * 250),
     ],
@@ -40,10 +41,10 @@ def test_keys_are_mapped_deterministically(key: str, stored: str) -> None:
 
 def test_two_keys_mapping_to_one_warn_once() -> None:
     keys = KeyMapper()
-    assert keys("val loss") == "val_loss"
-    with pytest.warns(UserWarning, match="'val loss' and 'val:loss' are both stored as"):
-        assert keys("val:loss") == "val_loss"
-    assert keys("val:loss") == "val_loss"  # cached: no second warning
+    assert keys("val,loss") == "val_loss"
+    with pytest.warns(UserWarning, match="'val,loss' and 'val;loss' are both stored as"):
+        assert keys("val;loss") == "val_loss"
+    assert keys("val;loss") == "val_loss"  # cached: no second warning
 
 
 def test_only_numbers_are_metrics() -> None:
@@ -53,7 +54,7 @@ def test_only_numbers_are_metrics() -> None:
          "none": None, "val acc": 1.0},
         KeyMapper(),
     )  # fmt: skip
-    assert set(values) == {"loss", "n", "t", "val_acc"}
+    assert set(values) == {"loss", "n", "t", "val acc"}
 
 
 class Color(enum.Enum):

@@ -61,6 +61,7 @@ class Run:
         log_gpu_memory: bool = True,
         max_memory_points: int = 1_000_000,
         max_memory_mb: float | None = None,
+        max_media_mb: float | None = None,
         spill_dir: str | os.PathLike[str] = ".tracker/spill",
         checkpoint_dir: str | os.PathLike[str] | None = None,
         exit_timeout: float | None = None,
@@ -97,7 +98,9 @@ class Run:
             max_memory_points=max_memory_points,
             max_memory_mb=max_memory_mb,
             spill_dir=spill_dir,
+            max_media_mb=max_media_mb,
         )
+        self._upload_failures = self._writer.upload_failures  # raised by the next call
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
@@ -135,6 +138,8 @@ class Run:
         writer = self._writer
         if writer.error is not None:
             writer.raise_error()
+        if self._upload_failures:
+            writer.uploads.raise_failures()
         if self.finished:
             raise NoActiveRun(f"run {self.id} is finished: call tracker.init() for a new run")
         if step is None:
@@ -194,8 +199,104 @@ class Run:
         self.event("warning", f"system metrics stopped: {type(exc).__name__}: {exc}")
 
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every point logged so far is stored (see Writer.flush for errors)."""
+        """Block until every point and file logged so far is stored (see Writer.flush for
+        errors; ``UploadError`` for an upload that failed)."""
         self._writer.flush(timeout)
+        self._writer.uploads.raise_failures()
+
+    # ------------------------------------------------------------ files and media
+
+    def log_artifact(self, path: str | os.PathLike[str], name: str | None = None) -> None:
+        """Store a file (as ``name``, default its file name) or a directory (each file
+        under ``name/``, default the directory's name). Returns at once; the upload runs in
+        the writer thread (a file up to 16 MiB is read now, a larger one when uploaded).
+
+        Raises:
+            InvalidInput: the path cannot be read, or ``name`` breaks the artifact path rule.
+            UploadError: an earlier upload failed. WriterError / NoActiveRun as ``log()``.
+        """
+        from tracker.client.files import prepare_files
+
+        self._check_open()
+        self._queue_uploads(prepare_files(path, name))
+
+    def log_text(self, name: str, text: str) -> None:
+        """Store ``text`` (UTF-8) as the artifact ``name``, e.g. ``"notes/summary.md"``."""
+        from tracker.client.files import prepare_text
+
+        self._check_open()
+        self._queue_uploads([prepare_text(name, text)])
+
+    def log_dict(self, name: str, obj: Any) -> None:
+        """Store ``obj`` as JSON, or YAML when ``name`` ends in ``.yaml``/``.yml``."""
+        from tracker.client.files import prepare_dict
+
+        self._check_open()
+        self._queue_uploads([prepare_dict(name, obj)])
+
+    def log_image(
+        self, key: str, image: Any, step: int | None = None, caption: str | None = None,
+        *, format: str | None = None,
+    ) -> None:  # fmt: skip
+        """Store an image at ``media/images/<key>/<step>.png`` (or ``.jpg``).
+
+        ``image``: a numpy array (HW, HWC or CHW; floats in [0, 1], integers in 0..255), a
+        batch (NCHW/NHWC, or a list of images) laid out as a grid, a torch tensor (detached
+        now, moved and encoded in the writer thread: do not change it in place before
+        ``flush()``), a PIL image or an image file's path. ``step`` defaults to the run's
+        current step; ``format`` is ``"png"`` or ``"jpeg"`` (default: PNG, JPEG for photos
+        of a megapixel or more when Pillow is installed).
+
+        Raises:
+            InvalidInput: the shape is not an image, or a bad ``format``/file.
+            InvalidMetricKey: ``key`` breaks the key rule.
+            UploadError: an earlier upload failed. WriterError / NoActiveRun as ``log()``.
+        """
+        from tracker.client.media import prepare_image
+
+        self._check_open()
+        self._queue_uploads(
+            [prepare_image(check_key(key), image, self._media_step(step), caption, format)]
+        )
+
+    def log_figure(self, key: str, figure: Any, step: int | None = None) -> None:
+        """Store a matplotlib figure as PNG (rendered now, in this thread) or a plotly
+        figure as its JSON, at ``media/figures/<key>/<step>.png|.plotly.json``."""
+        from tracker.client.media import prepare_figure
+
+        self._check_open()
+        self._queue_uploads([prepare_figure(check_key(key), figure, self._media_step(step))])
+
+    def log_histogram(self, key: str, values: Any, step: int | None = None, bins: int = 64) -> None:
+        """Store the distribution of ``values`` (a tensor, array or list) as ``bins`` counts
+        and edges at ``media/histograms/<key>/<step>.json``, computed in the writer thread;
+        NaN and ±Inf are counted apart. A tensor is copied on its device now."""
+        from tracker.client.media import prepare_histogram
+
+        self._check_open()
+        self._queue_uploads(
+            [prepare_histogram(check_key(key), values, self._media_step(step), bins)]
+        )
+
+    def _check_open(self) -> None:
+        writer = self._writer
+        if writer.error is not None:
+            writer.raise_error()
+        if self._upload_failures:
+            writer.uploads.raise_failures()
+        if self.finished:
+            raise NoActiveRun(f"run {self.id} is finished: call tracker.init() for a new run")
+
+    def _media_step(self, step: int | None) -> int:
+        """The step of a media entry: the one given, else the run's current step."""
+        return max(self._step - 1, 0) if step is None else _check_step(step)
+
+    def _queue_uploads(self, entries: list[Any]) -> None:
+        if not self.active:  # a follower rank stores nothing
+            return
+        put = self._writer.put_upload
+        for entry in entries:
+            put(entry)
 
     def event(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
         """Record a run event (a diagnosis, a note) synchronously."""
@@ -329,6 +430,7 @@ class Run:
             self._store_final_status(final)
             raise
         self._store_final_status(final)
+        self._writer.uploads.raise_failures()
 
     def _store_final_status(self, final: FinalStatus) -> None:
         failure = self._stop_console(final.status, final.error, final.exit_code)

@@ -22,6 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
@@ -47,6 +48,9 @@ class Sink(Protocol):
                        metrics: dict[str, Any]) -> CheckpointInfo: ...  # fmt: skip
     def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]: ...
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None: ...
+    def put_artifact(self, run_id: int, path: str, data: bytes | Path, *,
+                     media_type: str | None = None, step: int | None = None,
+                     meta: dict[str, Any] | None = None) -> None: ...  # fmt: skip
     def close(self) -> None: ...
 
 
@@ -183,6 +187,15 @@ class SqlSink:
 
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
         self.store.set_checkpoint_state(checkpoint_id, state)
+
+    def put_artifact(
+        self, run_id: int, path: str, data: bytes | Path, *, media_type: str | None = None,
+        step: int | None = None, meta: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        """Store a file of the run (``tracker.store.artifacts``): idempotent for one path."""
+        from tracker.store.artifacts import put_artifact
+
+        put_artifact(self.store, run_id, path, data, media_type=media_type, step=step, meta=meta)
 
     def append_logs(self, run_id: int, lines: Sequence[tuple[str, float, str]],
                     max_chars: int) -> None:  # fmt: skip

@@ -15,6 +15,11 @@ after ``optimizer.step()`` is on):
   (needs the optimizer; the parameters are copied once on watched steps only).
 * ``amp/loss_scale`` and ``amp/skipped_steps`` (cumulative steps a GradScaler skipped for
   inf/NaN gradients) when ``scaler`` is given and enabled.
+* With ``histograms=True`` (off by default): the distribution of every parameter
+  (``weights/<param name>``) and of its gradient (``grads/<param name>``) as histograms
+  (``Run.log_histogram``, 64 bins) on watched steps; on a GPU reduced on the device without
+  a sync (see ``tracker.client.media.prepare_device_histogram``), on the CPU copied and
+  counted in the writer thread.
 * ``compile/recompiles`` and ``compile/graph_breaks`` (cumulative) when ``torch._dynamo`` was
   already imported: graph breaks from ``torch._dynamo.utils.counters["graph_break"]``,
   recompiles from Dynamo's compile-start callbacks (a compile id ``F/N`` with N > 0 is the
@@ -65,11 +70,13 @@ class Watch:
 
 class _Watcher(Watch):
     def __init__(
-        self, run: Any, module: Any, optimizer: Any, scaler: Any, every: int, top: int
-    ) -> None:
+        self, run: Any, module: Any, optimizer: Any, scaler: Any, every: int, top: int,
+        histograms: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__()
         import torch
 
+        self._histograms = histograms
         self._torch = torch
         self._run = run
         self._every = every
@@ -103,6 +110,8 @@ class _Watcher(Watch):
     def _on_forward(self, module: Any, args: Any) -> None:
         self.steps += 1
         if self.steps % self._every == 0 and self._ok():
+            if self._histograms:
+                self._guarded(self._log_histograms)
             self._guarded(lambda: self._emit(self._measure(), None))
 
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -132,7 +141,19 @@ class _Watcher(Watch):
 
     # ------------------------------------------------------------------ measuring
 
+    def _log_histograms(self) -> None:
+        """Weights and gradients of every parameter as histograms, at the run's next step."""
+        run = self._run
+        step = run._step
+        for name, p in self._named:
+            suffix = _grad_key(name).removeprefix("grad/norm/")
+            run.log_histogram(f"weights/{suffix}", p.detach(), step=step)
+            if p.grad is not None and not p.grad.is_sparse:
+                run.log_histogram(f"grads/{suffix}", p.grad.detach(), step=step)
+
     def _start_watched_step(self) -> None:
+        if self._histograms:
+            self._log_histograms()
         measured = self._measure()
         params = [p for _, p in self._named]
         snapshot = [p.detach().clone() for p in params]
@@ -333,6 +354,7 @@ def watch(
     *,
     top: int = DEFAULT_TOP,
     run: Any = None,
+    histograms: bool = False,
 ) -> Watch:
     """Log gradient, parameter, update, AMP and compile health every ``every`` steps.
 
@@ -360,7 +382,7 @@ def watch(
         )
     if not run.active or _distributed_rank() != 0:
         return Watch()
-    watcher = _Watcher(run, _unwrap(model), optimizer, scaler, every, top)
+    watcher = _Watcher(run, _unwrap(model), optimizer, scaler, every, top, bool(histograms))
     run._watches.append(watcher)
     return watcher
 

@@ -45,6 +45,11 @@
   file (``spill_path``, or ``<spill>.exit.jsonl`` when the writer thread may still be
   replaying ``spill_path``) and ``StoreUnavailable`` names it. Every ``PROGRESS_EVERY_S``
   the wait reports how many points are still being written and how fast.
+* Artifacts and media (``log_artifact``, ``log_image``, ...) go through a second queue,
+  :mod:`tracker.client.uploads`, drained by this thread after each cycle's points (about
+  ``UPLOAD_SLICE_S`` at a time, so points and heartbeats keep flowing): encoded here,
+  retried with the same backoff on ``StoreUnavailable``, flushed by ``flush()``/``close()``
+  and spilled with the points when ``close()`` gives up or the writer fails.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.client.media import Pending
 from tracker.client.overflow import (
     ENTRY_BYTES,
     KEY_BYTES,
@@ -72,12 +78,14 @@ from tracker.client.overflow import (
 )
 from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
+from tracker.client.uploads import Uploads, media_budget_bytes, replay_artifact
 from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, WriterError
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
 PROGRESS_EVERY_S = 10.0  # close(): how often a long wait reports its progress
 SETTLE_STALL_S = 40.0  # close(): how long a rollup refresh may go without progress
+UPLOAD_SLICE_S = 0.5  # uploads stored per writer cycle before points get their turn
 
 
 class _Marker:
@@ -101,6 +109,7 @@ class Writer:
         heartbeat_interval: float = 10.0,
         max_backoff: float = 5.0,
         on_error: Callable[[BaseException], None] | None = None,
+        max_media_mb: float | None = None,
     ) -> None:
         self.sink = sink
         self.run_id = run_id
@@ -141,6 +150,8 @@ class Writer:
         self._unsettled = False  # the sink said it has chart rollups left to refresh
         self._settling = False  # the thread is inside sink.settle()
         self._settle_calls = 0
+        self.uploads = Uploads(sink, run_id, self.spill_path, media_budget_bytes(max_media_mb))
+        self.upload_failures = self.uploads.failures  # the same list: a cheap check in log()
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
 
@@ -159,8 +170,13 @@ class Writer:
         if len(queue) == self._wake_records:
             self._wake.set()
 
+    def put_upload(self, entry: Pending) -> None:
+        """Queue an artifact/media entry (may wait briefly past the byte budget)."""
+        self.uploads.put(entry, outage=self.outage is not None)
+        self._wake.set()
+
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything put before this call is stored.
+        """Wait until everything put before this call is stored (points and uploads).
 
         Raises:
             WriterError: the writer failed (the original error is the cause).
@@ -171,10 +187,15 @@ class Writer:
         if not self._thread.is_alive():
             return
         marker = _Marker()
+        uploaded = _Marker()
         written = self.points_written
+        self.uploads.put_marker(uploaded)
         self._queue.append(marker)
         self._wake.set()
-        if not marker.done.wait(timeout):
+        start = time.monotonic()
+        if not marker.done.wait(timeout) or not uploaded.done.wait(
+            None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        ):
             what = f"flush timed out after {timeout}s"
             rate = (self.points_written - written) / (timeout or 1.0)
             if self.outage is not None:
@@ -199,9 +220,13 @@ class Writer:
         self.raise_error()
         if self._thread.is_alive():
             marker = _Marker()
+            uploaded = _Marker()
+            self.uploads.put_marker(uploaded)
             self._queue.append(marker)
             self._wake.set()
-            if not self._wait_stored(marker, timeout, report):
+            if not self._wait_stored(marker, timeout, report) or not self._wait_stored(
+                uploaded, timeout, report
+            ):
                 raise StoreUnavailable(self._abandon(timeout))
             self.raise_error()
         self._stop = True
@@ -217,6 +242,9 @@ class Writer:
                 calls, progress_at = self._settle_calls, time.monotonic()
             elif time.monotonic() - progress_at > SETTLE_STALL_S:
                 break
+        self.uploads.close()
+        if not self._thread.is_alive() and self.uploads.has_work():
+            self.uploads.spill(self.spill_path)
         if not self._thread.is_alive() and self._holds_points():
             self._spill_all()
         elif self._kept:
@@ -233,10 +261,13 @@ class Writer:
         next_report += PROGRESS_EVERY_S
         first = written = self.points_written
         queued = len(self._queue)
+        uploads = self.uploads.stored
         while not marker.done.wait(min(0.25, timeout) if timeout else 0.25):
             now = time.monotonic()
-            if self.points_written != written or len(self._queue) < queued:
+            moved = self.points_written != written or self.uploads.stored != uploads
+            if moved or len(self._queue) < queued:
                 written, last_progress = self.points_written, now
+                uploads = self.uploads.stored
             elif timeout is not None and now - last_progress >= timeout:
                 return False
             queued = len(self._queue)
@@ -251,9 +282,13 @@ class Writer:
         if self.outage is not None:
             return (
                 f"the store is unavailable ({self.outage}); {pending:,} points are kept "
-                f"(in memory or in {self.spill_path}) and retried"
+                f"(in memory or in {self.spill_path}) and retried{self._files_left()}"
             )
-        return f"{pending:,} points still being written ({rate:,.0f} points/s)"
+        return f"{pending:,} points still being written ({rate:,.0f} points/s){self._files_left()}"
+
+    def _files_left(self) -> str:
+        left = self.uploads.pending()
+        return f", {left:,} artifact uploads waiting" if left else ""
 
     def _abandon(self, timeout: float | None) -> str:
         """Move everything held to a spill file (the caller's thread; the writer thread may
@@ -267,16 +302,19 @@ class Writer:
             # Kept batches (the one of a blocked write too: writes are idempotent), the
             # overflow segments and the queue, in the order logged.
             count = self._spill_all(target)
+            files = self.uploads.spill(target)
+        self.uploads.close()
         for marker in self._markers:
             marker.done.set()
         self._wake.set()
         self.exit_spill_path = target
-        files = " ".join(str(p) for p in dict.fromkeys([self.spill_path, target]) if p.exists())
+        paths = " ".join(str(p) for p in dict.fromkeys([self.spill_path, target]) if p.exists())
         why = f": {self.outage}" if self.outage is not None else " (a write is blocked)"
+        also = f" and {files:,} artifact files" if files else ""
         return (
             f"nothing could be stored for {timeout}s, the store is unavailable{why}; the "
-            f"{count:,} points not yet stored are kept in {files}: store them with "
-            f"`tracker db replay {files}` once the store is back"
+            f"{count:,} points{also} not yet stored are kept in {paths}: store them with "
+            f"`tracker db replay {paths}` once the store is back"
         )
 
     def raise_error(self) -> None:
@@ -326,7 +364,12 @@ class Writer:
                 self._fail(exc)
                 return
             if self._stop and (
-                (not self._queue and self._head is None and not self._unsettled)
+                (
+                    not self._queue
+                    and self._head is None
+                    and not self._unsettled
+                    and not self.uploads.has_work()
+                )
                 or self._retry_at > time.monotonic()
             ):
                 return  # done, or the store is away: close() spills what is left
@@ -344,6 +387,8 @@ class Writer:
         self._markers.extend(markers)
         if self._kept or self._spilled or self._head is not None:
             self._send_kept()
+        if self.uploads.has_work() and time.monotonic() >= self._retry_at:
+            self._send_uploads()
         if not self._kept and not self._spilled:
             for marker in self._markers:
                 marker.done.set()
@@ -402,6 +447,20 @@ class Writer:
             self._spill_if_over_limit()
             return
         self._backoff = 0.0
+
+    def _send_uploads(self) -> None:
+        try:
+            more = self.uploads.send(UPLOAD_SLICE_S)
+        except StoreUnavailable as exc:
+            self.outage = exc
+            self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
+            self._retry_at = time.monotonic() + self._backoff
+            return
+        if not self._kept and not self._spilled:
+            self.outage = None
+            self._backoff = 0.0
+        if more:
+            self._wake.set()
 
     def _store_head(self) -> None:
         """Store the overflow segment the writer has reached, a few batches per cycle."""
@@ -527,8 +586,11 @@ class Writer:
         try:  # nothing accepted is discarded: what is left goes to the spill file
             if self._holds_points() and not self._abandoned and not superseded:
                 self._spill_all()
+            if not self._abandoned and not superseded:
+                self.uploads.spill(self.spill_path)
         except Exception as spill_exc:
             self._spill_failure = spill_exc
+        self.uploads.close()
         for marker in markers:
             marker.done.set()
         while self._queue:
@@ -562,6 +624,9 @@ def replay_spill_file(
                 )
                 continue
             doc = json.loads(line)
+            if "artifact" in doc:  # an upload not stored (tracker.client.uploads)
+                replay_artifact(sink, doc)
+                continue
             if "records" not in doc:  # a run's final status (tracker.client.final_status)
                 continue
             records = [(int(s), int(w), items) for s, w, items in doc["records"]]

@@ -3,7 +3,7 @@
 Key mapping (deterministic, documented in the README): a metric key that the tracker's key
 rule (:mod:`tracker.rules.keys`) accepts is kept as it is. Any other key is mapped by
 
-1. replacing every character other than letters, digits, ``_ - . /`` with ``_``
+1. replacing every character other than letters, digits, spaces, ``_ - . / :`` with ``_``
    (``"val loss"`` -> ``"val_loss"``, ``"val:acc"`` -> ``"val_acc"``);
 2. collapsing runs of ``/`` into one and runs of ``.`` into one;
 3. dropping ``/`` at both ends (an empty result becomes ``_``);
@@ -39,7 +39,7 @@ __all__ = [
     "to_config",
 ]
 
-_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
+_BAD_CHARS = re.compile(r"[^\w.\-/: ]")
 _SLASHES = re.compile(r"/{2,}")
 _DOTS = re.compile(r"\.{2,}")
 

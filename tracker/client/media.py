@@ -1,0 +1,507 @@
+"""Media encoders: images, figures and histograms turned into artifact bytes.
+
+Pure apart from reading a file the caller names: no store, no threads. The training thread
+calls only the cheap ``prepare_*`` functions (shape checks, a copy of a numpy array, a
+detach of a tensor); the writer thread calls the returned ``Pending.build`` which converts,
+encodes and returns the artifacts to store (:mod:`tracker.client.uploads`).
+
+* Images: numpy arrays ``HW``, ``HWC``, ``CHW`` (C of 1, 3 or 4), a batch ``NCHW``/``NHWC``
+  or a list of equal-shaped images laid out as a grid; floats are read as ``[0, 1]``
+  (clipped, NaN as 0), integers as ``0..255`` (clipped); torch tensors (detached now,
+  moved to the CPU and encoded in the writer thread: do not modify one in place before
+  ``flush()``); PIL images; paths of image files (PNG and JPEG stored as they are).
+  PNG through Pillow when installed (``pip install tracker[media]``), else through the
+  small zlib writer below, so numpy alone is enough. JPEG when asked (``format="jpeg"``)
+  or, with Pillow, for photos of a megapixel or more without alpha.
+* Figures: matplotlib (rendered to PNG *in the calling thread*: pyplot is not thread-safe
+  and scripts close figures right after logging them) and plotly (``fig.to_json()``).
+* Histograms: ``{"edges": [...], "counts": [...]}`` of the finite values, NaN and ±Inf
+  counted apart (``nan``, ``posinf``, ``neginf``), computed in the writer thread.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import InvalidInput
+
+__all__ = [
+    "Artifact",
+    "Pending",
+    "encode_png",
+    "histogram",
+    "image_grid",
+    "prepare_figure",
+    "prepare_histogram",
+    "prepare_image",
+    "to_hwc_uint8",
+]
+
+JPEG_MIN_PIXELS = 1024 * 1024  # a photo this large (and without alpha) goes as JPEG
+JPEG_QUALITY = 90
+GRID_PADDING = 2
+MAX_BINS = 10_000
+_IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file to store: ``data`` in memory or a local file read when uploaded."""
+
+    path: str
+    data: bytes | Path
+    media_type: str | None = None
+    step: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    temporary: bool = False  # data is a file of ours (a spilled upload): deleted once stored
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if isinstance(self.data, bytes) else self.data.stat().st_size
+
+
+@dataclass
+class Pending:
+    """What a ``log_*`` call queued: ``build()`` (in the writer thread) makes the artifacts.
+
+    ``nbytes`` is the memory the entry holds until it is stored (the media byte budget)."""
+
+    what: str  # for messages: "image 'samples' at step 3"
+    build: Callable[[], list[Artifact]]
+    nbytes: int
+
+
+# ------------------------------------------------------------------------ images
+
+
+def prepare_image(
+    key: str, image: Any, step: int, caption: str | None, image_format: str | None
+) -> Pending:
+    """Check ``image`` and hold it (copied or detached) for the writer. Cheap."""
+    fmt = _check_format(image_format)
+    base = f"media/images/{key}/{step:09d}"
+    meta: dict[str, Any] = {} if caption is None else {"caption": str(caption)}
+    what = f"image {key!r} at step {step}"
+    if isinstance(image, (str, Path)):
+        return _prepare_image_file(Path(image), base, step, meta, f"{what} ({image})", fmt)
+    if _is_pil(image):
+        held = image.copy()
+        size = held.width * held.height * len(held.getbands())
+        return Pending(what, lambda: [_encode_pil(held, base, step, meta, fmt)], size)
+    if _is_tensor(image):
+        tensor = _detached(image)
+        _layout(tuple(tensor.shape), what)
+        nbytes = _nbytes(tensor)
+        return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor), base, step, meta,
+                                                    fmt)], nbytes)  # fmt: skip
+    if isinstance(image, (list, tuple)) and image and not _is_number(image[0]):
+        parts = [_hold_array(item, what) for item in image]
+        shapes = {tuple(p.shape) for p in parts}
+        if len(shapes) != 1:
+            raise InvalidInput(f"{what}: a list of images must share one shape, got {shapes}")
+        _layout(tuple(parts[0].shape), what)
+
+        def build_list() -> list[Artifact]:
+            import numpy as np
+
+            arrays = [_tensor_to_numpy(p) if _is_tensor(p) else p for p in parts]
+            grid = image_grid(np.stack([to_hwc_uint8(a) for a in arrays]))
+            return [_encode_array(grid, base, step, meta, fmt)]
+
+        return Pending(what, build_list, sum(_nbytes(p) for p in parts))
+    array = _hold_array(image, what)
+    _layout(tuple(array.shape), what)
+    return Pending(what, lambda: [_encode_array(array, base, step, meta, fmt)], array.nbytes)
+
+
+def _hold_array(image: Any, what: str) -> Any:
+    """A tensor detached, anything else as a numpy array copy (the caller may reuse it).
+
+    The copy is ``tobytes()``, which keeps the GIL: a copy that releases it (``np.array``)
+    lets a busy writer thread take the interpreter for up to a switch interval (5 ms)."""
+    if _is_tensor(image):
+        return _detached(image)
+    try:
+        import numpy as np
+    except ImportError as exc:  # pragma: no cover - numpy is there wherever arrays are
+        raise InvalidInput(f"{what}: logging arrays needs numpy") from exc
+    array = image if type(image) is np.ndarray else np.asarray(image)
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
+    ):
+        raise InvalidInput(f"{what}: an image is an array of numbers, not {array.dtype}")
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
+
+
+def _detached(tensor: Any) -> Any:
+    """The tensor without its autograd graph. ``.data`` rather than ``detach()``: torch ops
+    release the GIL, and getting it back from a busy writer thread can take milliseconds."""
+    return tensor.data if tensor.requires_grad else tensor
+
+
+def _nbytes(value: Any) -> int:
+    if _is_tensor(value):
+        return int(value.dtype.itemsize * math.prod(value.shape))
+    return int(value.nbytes)
+
+
+def _layout(shape: tuple[int, ...], what: str) -> str:
+    """``HW``, ``HWC``, ``CHW``, ``NCHW`` or ``NHWC`` for ``shape``, else InvalidInput."""
+    channels = (1, 3, 4)
+    if len(shape) == 2:
+        layout = "HW"
+    elif len(shape) == 3 and shape[-1] in channels:
+        layout = "HWC"
+    elif len(shape) == 3 and shape[0] in channels:
+        layout = "CHW"
+    elif len(shape) == 4 and shape[1] in channels:
+        layout = "NCHW"
+    elif len(shape) == 4 and shape[-1] in channels:
+        layout = "NHWC"
+    else:
+        raise InvalidInput(
+            f"{what}: shape {shape} is not an image: use HW, HWC or CHW (1, 3 or 4 "
+            f"channels), or a batch NCHW/NHWC (laid out as a grid)"
+        )
+    if 0 in shape:
+        raise InvalidInput(f"{what}: shape {shape} is empty")
+    return layout
+
+
+def to_hwc_uint8(array: Any) -> Any:
+    """An ``HW``/``HWC``/``CHW`` or batch array as ``HxWxC`` uint8 (a batch as a grid)."""
+    import numpy as np
+
+    layout = _layout(tuple(array.shape), "image")
+    if layout == "NCHW":
+        array = np.transpose(array, (0, 2, 3, 1))
+    if layout in ("NCHW", "NHWC"):
+        return image_grid(to_uint8(array))
+    if layout == "CHW":
+        array = np.transpose(array, (1, 2, 0))
+    elif layout == "HW":
+        array = array[:, :, None]
+    return to_uint8(array)
+
+
+def to_uint8(array: Any) -> Any:
+    """Floats in [0, 1] (clipped, NaN as 0) or integers in 0..255 (clipped) as uint8."""
+    import numpy as np
+
+    if array.dtype == np.uint8:
+        return np.ascontiguousarray(array)
+    if array.dtype == np.bool_:
+        return array.astype(np.uint8) * 255
+    if np.issubdtype(array.dtype, np.floating):
+        scaled = np.nan_to_num(array.astype(np.float32, copy=False), nan=0.0) * 255.0
+        return (np.clip(scaled, 0.0, 255.0) + 0.5).astype(np.uint8)
+    return np.clip(array, 0, 255).astype(np.uint8)
+
+
+def image_grid(batch: Any, padding: int = GRID_PADDING) -> Any:
+    """``N x H x W x C`` uint8 images as one grid image, ``ceil(sqrt(N))`` per row."""
+    import numpy as np
+
+    n, h, w, c = batch.shape
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    grid = np.zeros(
+        (rows * h + (rows + 1) * padding, cols * w + (cols + 1) * padding, c), dtype=np.uint8
+    )
+    for i in range(n):
+        r, col = divmod(i, cols)
+        top = padding + r * (h + padding)
+        left = padding + col * (w + padding)
+        grid[top : top + h, left : left + w] = batch[i]
+    return grid
+
+
+def _tensor_to_numpy(tensor: Any) -> Any:
+    """In the writer thread: to the CPU, floats as float32 (bfloat16 has no numpy type)."""
+    import torch
+
+    floating = tensor.dtype.is_floating_point
+    return (tensor.to("cpu", torch.float32) if floating else tensor.cpu()).numpy()
+
+
+def _encode_array(
+    array: Any, base: str, step: int, meta: dict[str, Any], fmt: str | None
+) -> Artifact:
+    hwc = to_hwc_uint8(array)
+    height, width, channels = hwc.shape
+    info = {**meta, "width": int(width), "height": int(height)}
+    pil = _pil()
+    if pil is None:
+        if fmt == "jpeg":
+            raise InvalidInput("JPEG images need Pillow: pip install 'tracker[media]'")
+        return Artifact(f"{base}.png", encode_png(hwc), "image/png", step, info)
+    mode = {1: "L", 3: "RGB", 4: "RGBA"}[channels]
+    image = pil.fromarray(hwc[:, :, 0] if channels == 1 else hwc, mode)
+    return _encode_pil(image, base, step, info, fmt)
+
+
+def _encode_pil(
+    image: Any, base: str, step: int, meta: dict[str, Any], fmt: str | None
+) -> Artifact:
+    if fmt is None:
+        photo = image.mode in ("RGB", "L") and image.width * image.height >= JPEG_MIN_PIXELS
+        fmt = "jpeg" if photo else "png"
+    info = {**meta, "width": int(image.width), "height": int(image.height)}
+    out = io.BytesIO()
+    if fmt == "jpeg":
+        if image.mode not in ("RGB", "L"):
+            image = image.convert("RGB")
+        image.save(out, format="JPEG", quality=JPEG_QUALITY)
+        return Artifact(f"{base}.jpg", out.getvalue(), "image/jpeg", step, info)
+    if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"):
+        image = image.convert("RGBA")
+    image.save(out, format="PNG", compress_level=1)
+    return Artifact(f"{base}.png", out.getvalue(), "image/png", step, info)
+
+
+def _prepare_image_file(
+    path: Path, base: str, step: int, meta: dict[str, Any], what: str, fmt: str | None
+) -> Pending:
+    try:
+        data = path.read_bytes()  # now: the script may overwrite the file next step
+    except OSError as exc:
+        raise InvalidInput(f"{what}: cannot read {path}: {exc.strerror or exc}") from exc
+    suffix = path.suffix.lower()
+    media_type = _IMAGE_SUFFIXES.get(suffix)
+    if media_type is not None and (fmt is None or fmt == ("png" if suffix == ".png" else "jpeg")):
+        ext = ".png" if suffix == ".png" else ".jpg"
+        return Pending(
+            what, lambda: [Artifact(base + ext, data, media_type, step, meta)], len(data)
+        )
+
+    def build() -> list[Artifact]:
+        pil = _pil()
+        if pil is None:
+            raise InvalidInput(f"{what}: converting {path.name} needs Pillow: pip install "
+                               f"'tracker[media]' (PNG and JPEG files need nothing)")  # fmt: skip
+        with pil.open(io.BytesIO(data)) as image:
+            image.load()
+            return [_encode_pil(image, base, step, meta, fmt)]
+
+    return Pending(what, build, len(data))
+
+
+def _check_format(value: str | None) -> str | None:
+    if value is None:
+        return None
+    fmt = str(value).lower()
+    fmt = "jpeg" if fmt == "jpg" else fmt
+    if fmt not in ("png", "jpeg"):
+        raise InvalidInput(f"format={value!r}: use 'png' or 'jpeg'", field="format")
+    return fmt
+
+
+# ----------------------------------------------------------------------- PNG
+
+
+def encode_png(hwc: Any) -> bytes:
+    """``H x W x C`` uint8 (C of 1, 3 or 4) as PNG bytes, with zlib only (no Pillow)."""
+    import numpy as np
+
+    height, width, channels = hwc.shape
+    color = {1: 0, 3: 2, 4: 6}[channels]
+    rows = np.ascontiguousarray(hwc).reshape(height, width * channels)
+    raw = np.zeros((height, width * channels + 1), dtype=np.uint8)  # filter byte 0 per row
+    raw[:, 1:] = rows
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(body, zlib.crc32(kind)) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, color, 0, 0, 0)
+    return b"".join(
+        [
+            b"\x89PNG\r\n\x1a\n",
+            chunk(b"IHDR", header),
+            chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)),
+            chunk(b"IEND", b""),
+        ]
+    )
+
+
+# --------------------------------------------------------------------- figures
+
+
+def prepare_figure(key: str, figure: Any, step: int) -> Pending:
+    """A matplotlib figure (or axes) rendered to PNG now, a plotly figure as its JSON."""
+    what = f"figure {key!r} at step {step}"
+    base = f"media/figures/{key}/{step:09d}"
+    module = type(figure).__module__ or ""
+    if module.startswith("plotly") or hasattr(figure, "to_plotly_json"):
+        text = figure.to_json() if hasattr(figure, "to_json") else json.dumps(
+            figure.to_plotly_json()
+        )  # fmt: skip
+        data = text.encode("utf-8")
+        art = Artifact(f"{base}.plotly.json", data, "application/json", step, {"kind": "plotly"})
+        return Pending(what, lambda: [art], len(data))
+    fig = figure.figure if hasattr(figure, "figure") and not hasattr(figure, "savefig") else figure
+    if not hasattr(fig, "savefig"):
+        raise InvalidInput(
+            f"{what}: a {type(figure).__name__} is not a matplotlib or plotly figure"
+        )
+    out = io.BytesIO()
+    fig.savefig(out, format="png", bbox_inches="tight")
+    data = out.getvalue()
+    width, height = struct.unpack(">II", data[16:24])
+    meta = {"kind": "matplotlib", "width": width, "height": height}
+    art = Artifact(f"{base}.png", data, "image/png", step, meta)
+    return Pending(what, lambda: [art], len(data))
+
+
+# ------------------------------------------------------------------ histograms
+
+
+def prepare_histogram(key: str, values: Any, step: int, bins: int) -> Pending:
+    """Hold ``values`` (a tensor copied on its device, else a numpy copy) for the writer."""
+    what = f"histogram {key!r} at step {step}"
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
+        raise InvalidInput(f"{what}: bins={bins!r}: an int from 1 to {MAX_BINS}", field="bins")
+    if _is_tensor(values) and values.device.type != "cpu":
+        return prepare_device_histogram(key, values, step, bins)
+    # a CPU tensor is copied: weights change in place at the next optimizer step
+    held = values.detach().clone() if _is_tensor(values) else _hold_array(values, what)
+    path = f"media/histograms/{key}/{step:09d}.json"
+
+    def build() -> list[Artifact]:
+        array = _tensor_to_numpy(held) if _is_tensor(held) else held
+        doc = histogram(array, bins)
+        meta = {k: doc[k] for k in ("bins", "count", "nan", "posinf", "neginf")}
+        meta.update(min=doc["edges"][0] if doc["edges"] else None,
+                    max=doc["edges"][-1] if doc["edges"] else None)  # fmt: skip
+        body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return [Artifact(path, body, "application/json", step, meta)]
+
+    return Pending(what, build, _nbytes(held))
+
+
+def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pending:
+    """A tensor's histogram reduced on its own device, with no sync: the calling thread
+    only queues a few kernels (and the memory held is ``bins`` counts, not a copy of the
+    tensor); the writer thread reads the counts back. Same document as :func:`histogram`."""
+    import torch
+
+    with torch.no_grad():
+        flat = tensor.detach().reshape(-1)
+        flat = flat if flat.is_floating_point() else flat.float()
+        finite = torch.isfinite(flat)
+        inf = torch.tensor(math.inf, dtype=flat.dtype, device=flat.device)
+        lo = torch.where(finite, flat, inf).min() if flat.numel() else inf
+        hi = torch.where(finite, flat, -inf).max() if flat.numel() else -inf
+        wide = torch.float64 if flat.dtype == torch.float64 else torch.float32
+        flat32, lo32, hi32 = flat.to(wide), lo.to(wide), hi.to(wide)
+        span = hi32 - lo32
+        lo32 = torch.where(span > 0, lo32, lo32 - 0.5)
+        hi32 = torch.where(span > 0, hi32, hi32 + 0.5)
+        index = ((flat32 - lo32) / (hi32 - lo32) * bins).floor().clamp(0, bins - 1)
+        index = torch.where(finite, index, torch.full_like(index, bins)).long()
+        counts = torch.bincount(index, minlength=bins + 1)[:bins]
+        stats = torch.stack(
+            [
+                finite.sum().float(),
+                torch.isnan(flat).sum().float(),
+                torch.isposinf(flat).sum().float(),
+                torch.isneginf(flat).sum().float(),
+                lo32,
+                hi32,
+            ]
+        )
+    total = flat.numel()
+    path = f"media/histograms/{key}/{step:09d}.json"
+
+    def build() -> list[Artifact]:
+        import numpy as np
+
+        n_finite, nan, posinf, neginf, low, high = stats.cpu().tolist()
+        if n_finite:
+            edges = [float(e) for e in np.linspace(low, high, bins + 1)]
+            count_list = [int(c) for c in counts.cpu().tolist()]
+        else:
+            edges, count_list = [], []
+        doc = {
+            "edges": edges,
+            "counts": count_list,
+            "bins": bins,
+            "count": total,
+            "nan": int(nan),
+            "posinf": int(posinf),
+            "neginf": int(neginf),
+        }
+        meta = {k: doc[k] for k in ("bins", "count", "nan", "posinf", "neginf")}
+        meta.update(min=edges[0] if edges else None, max=edges[-1] if edges else None)
+        body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+        return [Artifact(path, body, "application/json", step, meta)]
+
+    return Pending(f"histogram {key!r} at step {step}", build, 8 * (bins + 8))
+
+
+def histogram(values: Any, bins: int) -> dict[str, Any]:
+    """Counts and edges of the finite values; NaN, +Inf and -Inf counted apart."""
+    import numpy as np
+
+    flat = np.asarray(values).reshape(-1)
+    if flat.dtype == np.bool_:
+        flat = flat.astype(np.uint8)
+    if np.issubdtype(flat.dtype, np.floating):
+        nan = int(np.isnan(flat).sum())
+        posinf = int(np.isposinf(flat).sum())
+        neginf = int(np.isneginf(flat).sum())
+        finite = flat[np.isfinite(flat)] if nan or posinf or neginf else flat
+    else:
+        nan = posinf = neginf = 0
+        finite = flat
+    if finite.size == 0:
+        edges: list[float] = []
+        counts: list[int] = []
+    else:
+        lo, hi = float(finite.min()), float(finite.max())
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        hist, edge_array = np.histogram(finite.astype(np.float64, copy=False), bins, (lo, hi))
+        counts = [int(c) for c in hist]
+        edges = [float(e) for e in edge_array]
+    return {
+        "edges": edges,
+        "counts": counts,
+        "bins": bins,
+        "count": int(flat.size),
+        "nan": nan,
+        "posinf": posinf,
+        "neginf": neginf,
+    }
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _is_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "detach")
+
+
+def _is_pil(value: Any) -> bool:
+    return type(value).__module__.startswith("PIL") and hasattr(value, "getbands")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float))
+
+
+def _pil() -> Any:
+    """``PIL.Image``, or None without Pillow (PNG through :func:`encode_png` then)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    return Image
