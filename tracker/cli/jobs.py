@@ -96,6 +96,12 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
                           "worker runs it under its own --project-root."),
         click.option("--nproc-per-node", type=click.IntRange(1, 1024), default=None,
                      help="Launch through torchrun with this many processes (rank 0 logs)."),
+        click.option("--cpus", type=click.IntRange(1, 1 << 20), default=None,
+                     help="CPUs the job needs (Slurm --cpus-per-task; a local worker ignores it)."),
+        click.option("--mem", "memory", default=None,
+                     help="Host memory the job needs, e.g. 32GiB (Slurm: --mem)."),
+        click.option("--sbatch", "sbatch", multiple=True, metavar="--OPTION[=VALUE]",
+                     help="Extra sbatch option for a Slurm dispatcher (allow-listed); repeatable."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -127,11 +133,15 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
         nproc_per_node=o["nproc_per_node"],
         name=o["name"],
         tags=tuple(o["tags"]),
+        cpus=o.get("cpus"),
+        memory_bytes=parse_size(o["memory"], field="memory") if o.get("memory") else None,
+        sbatch=tuple(o.get("sbatch") or ()),
     )
 
 
 _JOB_KEYS = ("project", "name", "tags", "gpus", "gpu_memory", "priority", "timeout", "retries",
-             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node")  # fmt: skip
+             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node", "cpus",
+             "memory", "sbatch")  # fmt: skip
 
 
 def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
