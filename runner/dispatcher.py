@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
 from tracker.rules.failure import EXIT_CODE, MISSING_FILE, NODE_FAIL, classify
-from tracker.rules.slurm import parse_comment
 from tracker.runner.distributed import wrap_argv
 from tracker.runner.execution import SpawnError
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
@@ -43,11 +42,13 @@ from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
 from tracker.store import Store, logs, queue
 from tracker.store.jobs import RESERVED_ENV
+from tracker.store.tokens import installation_secret
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 1024 * 1024  # bytes read from one output file per tick
 TAIL_CHARS = 16 * 1024  # output kept for the failure classifier
+STORE_ID = "store_id"  # installation_secrets row: a random id naming this store
 _STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
 
 
@@ -139,6 +140,14 @@ class Dispatcher:
         self._ended = 0
         self._idle = False
         self._house = Housekeeper()
+        self._namespace: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        """This store's id in the scheduler's job tags (a random id kept in the store)."""
+        if self._namespace is None:
+            self._namespace = installation_secret(self.store, STORE_ID)[:12]
+        return self._namespace
 
     # ------------------------------------------------------------------ main loop
 
@@ -203,10 +212,11 @@ class Dispatcher:
     def _adopt_from(self, external: list[ExternalJob]) -> None:
         mine = {t.external_id for t in self.tracked.values()}
         for ext in external:
-            tag = parse_comment(ext.tag)
-            if tag is None or ext.external_id in mine or ext.external_id in self._judged:
+            if ext.namespace != self.namespace:
+                continue  # another tracker's job in the same account
+            if ext.external_id in mine or ext.external_id in self._judged:
                 continue
-            job_id, attempt, token = tag
+            job_id, attempt, token = ext.job_id, ext.attempt, ext.token
             if job_id in self.tracked:
                 continue  # a stale copy of an attempt we follow under another id
             claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
@@ -267,6 +277,7 @@ class Dispatcher:
             if os.path.exists(path):
                 os.unlink(path)
         request = SubmitRequest(
+            namespace=self.namespace,
             job_id=job.id,
             attempt=claim.attempt,
             token=claim.lease_token,
@@ -358,7 +369,11 @@ class Dispatcher:
             return self.executor.job(t.external_id)
         except ExecutorError as exc:
             log.warning("job %s: scheduler state unknown, will retry: %s", t.claim.job.id, exc)
-            return ExternalJob(t.external_id, "running", "UNKNOWN", None, None)
+            c = t.claim
+            return ExternalJob(
+                t.external_id, "running", "UNKNOWN", None, self.namespace, c.job.id,
+                c.attempt, c.lease_token,
+            )  # fmt: skip
 
     def _set_reason(self, t: Tracked, reason: str | None) -> None:
         if reason == t.reason:

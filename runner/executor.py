@@ -35,11 +35,13 @@ class ExecutorError(TrackerError):
 class SubmitRequest:
     """One attempt of one job, for the scheduler.
 
-    ``tag`` is the string the scheduler keeps with the job (Slurm: the comment) so
-    :meth:`Executor.jobs` can tie it back after a restart; ``env`` is the job's whole
+    ``namespace`` (the store's id), ``job_id``, ``attempt`` and ``token`` (the attempt's lease
+    token) are kept with the job in the scheduler (Slurm: the comment) so :meth:`Executor.jobs`
+    can tie it back after a restart; ``env`` is the job's whole
     environment; ``output``/``error`` are where its stdout/stderr go (files the dispatcher reads).
     """
 
+    namespace: str
     job_id: int
     attempt: int
     token: str
@@ -70,14 +72,17 @@ class ExternalJob:
     ``phase``: ``pending``, ``running`` or ``ended``; ``reason`` why it waits (pending) or
     how it ended; ``failure`` the failure class the scheduler's state implies (``None``: judge
     by exit code and output; ``"exit"``: judge by output, a zero exit still fails);
-    ``tag`` the string given at submit (``None`` for jobs that are not ours).
+    ``namespace``, ``job_id``, ``attempt``, ``token``: what was given at submit.
     """
 
     external_id: str
     phase: str
     state: str
     reason: str | None
-    tag: str | None
+    namespace: str
+    job_id: int
+    attempt: int
+    token: str
     exit_code: int | None = None
     signal: int | None = None
     failure: str | None = None
@@ -94,7 +99,8 @@ class Executor(Protocol):
         ...
 
     def jobs(self) -> list[ExternalJob]:
-        """Every job of ours the scheduler knows (pending, running, recently ended)."""
+        """Every job submitted through this executor that the scheduler knows (pending,
+        running, recently ended), of every namespace."""
         ...
 
     def job(self, external_id: str) -> ExternalJob | None:

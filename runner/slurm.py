@@ -88,6 +88,7 @@ class SlurmExecutor:
         Raises ExecutorError when sbatch refuses the job (its message included).
         """
         slurm_request = SlurmRequest(
+            namespace=request.namespace,
             job_id=request.job_id,
             attempt=request.attempt,
             token=request.token,
@@ -111,7 +112,8 @@ class SlurmExecutor:
 
     def jobs(self) -> list[ExternalJob]:
         out = self._run(["squeue", "-h", "-t", "all", "-u", self.user, "-O", SQUEUE_FORMAT])
-        return [_external(j) for j in parse_squeue(out) if parse_comment(j.comment) is not None]
+        found = (_external(j) for j in parse_squeue(out))
+        return [j for j in found if j is not None]
 
     def job(self, external_id: str) -> ExternalJob | None:
         try:
@@ -127,14 +129,20 @@ class SlurmExecutor:
         self._run(["scancel", external_id])
 
 
-def _external(job: SlurmJob) -> ExternalJob:
+def _external(job: SlurmJob) -> ExternalJob | None:
+    tag = parse_comment(job.comment)
+    if tag is None:
+        return None
     rule = state_rule(job.state, job.restarts)
     return ExternalJob(
         external_id=job.slurm_id,
         phase=rule.phase,
         state=job.state,
         reason=job.reason,
-        tag=job.comment,
+        namespace=tag.namespace,
+        job_id=tag.job_id,
+        attempt=tag.attempt,
+        token=tag.token,
         exit_code=job.exit_code,
         signal=job.signal,
         failure=rule.failure,

@@ -245,6 +245,8 @@ def _note(job: Any) -> str:
         return job.pending_reason or ""
     if job.status == "running" and job.cancel_requested:
         return "cancel requested"
+    if job.status == "running":
+        return job.pending_reason or ""  # waiting in a cluster scheduler (tracker dispatcher)
     return job.failure_class or ""
 
 
@@ -310,7 +312,7 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         return
     lines = [
         ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
-        ("waiting because", reason if job.status == "queued" else None),
+        ("waiting because", reason if job.status in ("queued", "running") else None),
         ("queue position", job.position),
         ("project", job.project),
         ("run", job.run_id),
@@ -318,7 +320,11 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         ("cwd", job.cwd),
         ("config", job.config or None),
         ("resources", f"{job.gpus} GPU(s)" + (f", {job.gpu_memory_bytes / 1024**3:.1f} GiB free"
-                                               " each" if job.gpu_memory_bytes else "")),
+                                               " each" if job.gpu_memory_bytes else "")
+                      + (f", {job.cpus} CPU(s)" if job.cpus else "")
+                      + (f", {job.memory_bytes / 1024**3:.1f} GiB memory"
+                         if job.memory_bytes else "")),
+        ("sbatch", " ".join(job.sbatch) or None),
         ("priority", job.priority),
         ("timeout", fmt_duration(job.timeout_s) if job.timeout_s else None),
         ("retries", f"{job.max_retries}" + (" (also on failure)" if job.retry_on_failure else "")),

@@ -9,9 +9,10 @@ be ``--name`` or ``--name=value`` with a name on :data:`ALLOWED_OPTIONS`; the op
 dispatcher sets itself (output files, comment, export, ...) are refused with a message that
 names the option.
 
-A submitted job carries ``tracker:<job id>:<attempt>:<lease token>`` in its Slurm comment:
-after a restart the dispatcher finds its jobs there and adopts them (the token proves the
-attempt still holds the job's lease), so nothing is submitted twice.
+A submitted job carries ``tracker:<store id>:<job id>:<attempt>:<lease token>`` in its Slurm
+comment: after a restart the dispatcher finds its jobs there and adopts them (the token proves
+the attempt still holds the job's lease), so nothing is submitted twice. The store id (a random
+id kept in the store) keeps apart the jobs of two trackers that share a cluster account.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "SlurmRequest",
     "SlurmSite",
     "StateRule",
+    "Tag",
     "batch_script",
     "check_extra_options",
     "comment",
@@ -90,6 +92,7 @@ class SlurmSite:
 class SlurmRequest:
     """One attempt of one job, as ``sbatch`` gets it."""
 
+    namespace: str
     job_id: int
     attempt: int
     token: str
@@ -104,19 +107,34 @@ class SlurmRequest:
     extra: tuple[str, ...] = ()
 
 
-def comment(job_id: int, attempt: int, token: str) -> str:
+@dataclass(frozen=True)
+class Tag:
+    """What a Slurm comment says: which store, job, attempt and lease token."""
+
+    namespace: str
+    job_id: int
+    attempt: int
+    token: str
+
+
+_TAG_PART = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def comment(namespace: str, job_id: int, attempt: int, token: str) -> str:
     """The Slurm comment that ties a Slurm job to one attempt of one of our jobs."""
-    return f"{COMMENT_PREFIX}{job_id}:{attempt}:{token}"
+    return f"{COMMENT_PREFIX}{namespace}:{job_id}:{attempt}:{token}"
 
 
-def parse_comment(text: str | None) -> tuple[int, int, str] | None:
-    """``(job id, attempt, token)`` from a comment :func:`comment` wrote, else ``None``."""
+def parse_comment(text: str | None) -> Tag | None:
+    """The :class:`Tag` in a comment :func:`comment` wrote, else ``None`` (not ours)."""
     if not text or not text.startswith(COMMENT_PREFIX):
         return None
     parts = text[len(COMMENT_PREFIX) :].strip().split(":")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
+    if len(parts) != 4 or not parts[1].isdigit() or not parts[2].isdigit():
         return None
-    return int(parts[0]), int(parts[1]), parts[2]
+    if not _TAG_PART.fullmatch(parts[0]) or not _TAG_PART.fullmatch(parts[3]):
+        return None
+    return Tag(parts[0], int(parts[1]), int(parts[2]), parts[3])
 
 
 def time_limit(timeout_s: float | None) -> str | None:
@@ -181,7 +199,7 @@ def sbatch_argv(
         "sbatch",
         "--parsable",
         f"--job-name={request.name}",
-        f"--comment={comment(request.job_id, request.attempt, request.token)}",
+        f"--comment={comment(request.namespace, request.job_id, request.attempt, request.token)}",
         f"--output={request.output}",
         f"--error={request.error}",
         "--export=ALL",
