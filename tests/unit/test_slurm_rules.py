@@ -162,6 +162,19 @@ def test_parse_scontrol_values_with_spaces() -> None:
     assert job_from_scontrol(parse_scontrol("")) is None
 
 
+def test_parse_scontrol_command_with_newlines_and_keys_inside() -> None:
+    text = (
+        "JobId=5 JobState=COMPLETED Reason=None Restarts=0 ExitCode=0:0 Command=/b.sh python -c \n"
+        "import os\nx = 1 JobState=FAKE Comment=fake\n WorkDir=/w Comment=tracker:n:1:1:t "
+        "StdErr=/e StdIn=/dev/null StdOut=/o Power=\n"
+    )
+    job = job_from_scontrol(parse_scontrol(text))
+    assert job is not None
+    assert (job.state, job.comment, job.stdout, job.exit_code) == (
+        "COMPLETED", "tracker:n:1:1:t", "/o", 0,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("0:0", (0, None)), ("3:0", (3, None)), ("0:9", (0, 9)), ("0:15", (0, 15)),

@@ -280,17 +280,22 @@ def parse_squeue(text: str) -> list[SlurmJob]:
 
 
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=")
+# Printed after ``Command=``, whose value is the job's argv as text (spaces, newlines, even
+# " Key=" inside): for these the last occurrence is the real one, for the rest the first.
+_AFTER_COMMAND = frozenset({"WorkDir", "Comment", "StdErr", "StdIn", "StdOut", "Power"})
 
 
 def parse_scontrol(text: str) -> dict[str, str]:
-    """``scontrol show job -o <id>``: one line of ``Key=value`` pairs; values may hold spaces
-    (``Command=...``), so a value runs until the next `` Key=``."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    found = list(_KEY.finditer(line))
-    out = {}
+    """``scontrol show job -o <id>``: ``Key=value`` pairs; values may hold spaces, so a value
+    runs until the next `` Key=``. ``-o`` is one line, except that ``Command`` keeps the
+    newlines of the job's arguments."""
+    found = list(_KEY.finditer(text))
+    out: dict[str, str] = {}
     for i, match in enumerate(found):
-        end = found[i + 1].start() if i + 1 < len(found) else len(line)
-        out[match.group(1)] = line[match.end() : end].strip()
+        end = found[i + 1].start() if i + 1 < len(found) else len(text)
+        key = match.group(1)
+        if key not in out or key in _AFTER_COMMAND:
+            out[key] = text[match.end() : end].strip()
     return out
 
 
