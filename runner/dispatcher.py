@@ -146,7 +146,7 @@ class Dispatcher:
     def namespace(self) -> str:
         """This store's id in the scheduler's job tags (a random id kept in the store)."""
         if self._namespace is None:
-            self._namespace = installation_secret(self.store, STORE_ID)[:12]
+            self._namespace = store_namespace(self.store)
         return self._namespace
 
     # ------------------------------------------------------------------ main loop
@@ -470,6 +470,12 @@ class Dispatcher:
         if lost:
             with self._lock:
                 self._lost |= lost
+
+
+def store_namespace(store: Store) -> str:
+    """The id that marks this store's jobs in the scheduler (a random id kept in the store,
+    so two trackers sharing one cluster account never touch each other's jobs)."""
+    return installation_secret(store, STORE_ID)[:12]
 
 
 def run_dispatcher(store: Store, executor: Executor, options: DispatcherOptions) -> int:

@@ -22,6 +22,7 @@ from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
 from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
 from tracker.entities import JobSpec
 from tracker.rules.slurm import SQUEUE_FORMAT, parse_comment, parse_squeue
+from tracker.runner.dispatcher import store_namespace
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
 
@@ -54,13 +55,16 @@ def dispatcher(procs: Procs, tmp: Path, *args: str) -> Proc:
     )  # fmt: skip
 
 
-def slurm_jobs(cluster: SlurmCluster, job_id: int) -> list[tuple[str, str, str | None]]:
-    """(slurm id, state, reason) of every Slurm job submitted for our job ``job_id``."""
+def slurm_jobs(
+    cluster: SlurmCluster, store: Store, job_id: int
+) -> list[tuple[str, str, str | None]]:
+    """(slurm id, state, reason) of every Slurm job submitted for ``job_id`` of ``store``."""
     found = parse_squeue(cluster.run("squeue", "-h", "-t", "all", "-O", SQUEUE_FORMAT))
+    namespace = store_namespace(store)
     out = []
     for j in found:
         tag = parse_comment(j.comment)
-        if tag is not None and tag.job_id == job_id:
+        if tag is not None and tag.job_id == job_id and tag.namespace == namespace:
             out.append((j.slurm_id, j.state, j.reason))
     return out
 
@@ -94,7 +98,7 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     wait_for(lambda: "first line" in job_text(store, job.id), 60, "the first line in the store")
     running = store_jobs.get_job(store, job.id)
     assert running.status == "running" and running.lease_owner.startswith("slurm-")
-    [(slurm_id, state, _)] = slurm_jobs(slurm, job.id)
+    [(slurm_id, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "RUNNING"
     release.write_text("go")
     done = ended(store, job.id, 60, "the job to end")
@@ -102,7 +106,7 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     assert job_text(store, job.id, "stdout") == f"first line é✓ {slurm_id}\nlast line ∑\n"
     assert job_text(store, job.id, "stderr") == "to stderr\n"
     assert store.get_run(job.run_id).status == "finished"
-    [(_, state, _)] = slurm_jobs(slurm, job.id)
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "COMPLETED"
     shown = procs.run("jobs", "logs", str(job.id))
     assert "last line ∑" in shown.stdout
@@ -135,10 +139,10 @@ def test_cancel_becomes_scancel_and_kills_the_job(
     dispatcher(procs, tmp_path)
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
     pid = int(pid_file.read_text())
-    assert store_jobs.cancel(store, job.id).status == "cancel_requested"
+    assert store_jobs.cancel(store, job.id).outcome == "cancel_requested"
     done = ended(store, job.id, 60, "the cancelled job to end")
     assert (done.status, done.failure_class) == ("cancelled", "cancelled")
-    [(_, state, _)] = slurm_jobs(slurm, job.id)
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "CANCELLED"
     wait_for(lambda: not alive(pid), 30, "the job's process to die")
     assert store.get_run(job.run_id).status == "killed"
@@ -152,11 +156,11 @@ def test_timeout_becomes_the_slurm_time_limit(
     job = queue.enqueue(store, JobSpec(argv=argv, timeout_s=20))  # Slurm: 1 minute
     dispatcher(procs, tmp_path, "--grace-seconds", "10")
     wait_for(lambda: pid_file.exists(), 60, "the job to start")
-    [(slurm_id, _, _)] = slurm_jobs(slurm, job.id)
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
     assert "TimeLimit=00:01:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
     done = ended(store, job.id, 150, "Slurm to stop the job at its time limit")
     assert (done.status, done.failure_class) == ("timed_out", "timeout")
-    [(_, state, _)] = slurm_jobs(slurm, job.id)
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "TIMEOUT"
 
 
@@ -172,7 +176,7 @@ def test_dispatcher_killed_and_restarted_submits_nothing_twice(
     wait_for(lambda: "err 2" in job_text(store, job.id), 60, "the job's first output stored")
     first.signal(signal.SIGKILL)
     first.wait(10)
-    [(slurm_id, state, _)] = slurm_jobs(slurm, job.id)
+    [(slurm_id, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "RUNNING"  # the job outlives its dispatcher
     second = dispatcher(procs, tmp_path)
     wait_for(
@@ -183,7 +187,7 @@ def test_dispatcher_killed_and_restarted_submits_nothing_twice(
     release.write_text("go")
     done = ended(store, job.id, 60, "the adopted job to end")
     assert (done.status, done.attempt) == ("succeeded", 1)
-    assert [s for s, _, _ in slurm_jobs(slurm, job.id)] == [slurm_id]  # submitted once
+    assert [s for s, _, _ in slurm_jobs(slurm, store, job.id)] == [slurm_id]  # submitted once
     assert len(store_jobs.attempts(store, job.id)) == 1
     text = job_text(store, job.id)
     for line in ("out 0", "out 1", "out 2", "err 0", "err 1", "err 2", "done"):
@@ -206,7 +210,7 @@ def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
     saved = wait_for(lambda: (out / "saved-1").exists() and (out / "saved-1").read_text(), 120,
                      "attempt 1 to save a checkpoint")  # fmt: skip
     attempt1 = read_json(out / "attempt-1.json")
-    [(slurm_id, _, _)] = slurm_jobs(slurm, job.id)
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
     slurm.run("scontrol", "requeue", slurm_id)
     done = ended(store, job.id, 180, "the retry to finish")
     assert (done.status, done.attempt) == ("succeeded", 2)
@@ -219,7 +223,7 @@ def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
     attempt2 = read_json(out / "attempt-2.json")
     assert attempt2["resume"] == saved and attempt2["start"] == 3
     assert not psutil.pid_exists(attempt1["pid"]) or not alive(attempt1["pid"])
-    states = {s: st for s, st, _ in slurm_jobs(slurm, job.id)}
+    states = {s: st for s, st, _ in slurm_jobs(slurm, store, job.id)}
     assert len(states) == 2 and states[slurm_id] == "CANCELLED"  # the old copy never reruns
 
 
@@ -235,7 +239,7 @@ def test_pending_reason_is_shown_while_slurm_holds_the_job(
     )  # fmt: skip
     assert waiting.status == "running"
     assert waiting.pending_reason.startswith("slurm: ")
-    [(_, state, reason)] = slurm_jobs(slurm, job.id)
+    [(_, state, reason)] = slurm_jobs(slurm, store, job.id)
     assert state == "PENDING" and waiting.pending_reason == f"slurm: {reason}"
     listed = procs.run("jobs", "ls", "--json")
     [row] = [j for j in json.loads(listed.stdout) if j["id"] == job.id]
