@@ -115,8 +115,6 @@ class Tracked:
     budget: logs.LogBudget
     reason: str | None = None
     cancelled: bool = False
-    seen: bool = False  # the scheduler listed it at least once
-    started: float = field(default_factory=time.monotonic)
 
 
 class Dispatcher:
@@ -356,7 +354,6 @@ class Dispatcher:
                 if ext is None:
                     self._end(t, None)
                     continue
-            t.seen = True
             if ext.phase == "pending":
                 self._set_reason(t, f"{self.executor.name}: {ext.reason or 'pending'}")
             elif ext.phase == "running":
