@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
-from tracker.rules.failure import EXIT_CODE, MISSING_FILE, NODE_FAIL, classify
+from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, MISSING_FILE, NODE_FAIL, classify
 from tracker.runner.distributed import wrap_argv
 from tracker.runner.execution import SpawnError
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
@@ -131,7 +131,7 @@ class Dispatcher:
         self.project_root = os.path.abspath(options.project_root or os.getcwd())
         self.tracked: dict[int, Tracked] = {}
         self._lock = threading.Lock()
-        self._lost: set[int] = set()
+        self._lost: set[str] = set()  # lease tokens renewal found lost
         self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
         self._stop = threading.Event()
         self._claimed = 0
@@ -209,6 +209,7 @@ class Dispatcher:
 
     def _adopt_from(self, external: list[ExternalJob]) -> None:
         mine = {t.external_id for t in self.tracked.values()}
+        self._judged &= {e.external_id for e in external}  # forgotten by the scheduler
         for ext in external:
             if ext.namespace != self.namespace:
                 continue  # another tracker's job in the same account
@@ -339,7 +340,7 @@ class Dispatcher:
         states = queue.poll(self.store, [t.claim for t in self.tracked.values()])
         for job_id, t in list(self.tracked.items()):
             state = states.get(job_id)
-            if job_id in lost or (state is not None and not state.held):
+            if t.claim.lease_token in lost or (state is not None and not state.held):
                 self._drop_lost(t)
                 continue
             if state is not None and state.cancel_requested and not t.cancelled:
@@ -421,6 +422,9 @@ class Dispatcher:
             return classify(None, None, tail, cancelled=True)
         if ext.failure in (None, "exit"):
             found = classify(ext.exit_code, ext.signal, tail)
+            if found is not None and found.cls == KILLED_BY_SIGNAL and ext.near_limit:
+                # the grace signal before the time limit (--grace-seconds) stopped it
+                return classify(ext.exit_code, ext.signal, tail, timed_out=True)
             if found is None and ext.failure == "exit":
                 return Failure(EXIT_CODE, f"{self.executor.name}: {ext.state} ({ext.reason}).")
             return found
@@ -455,6 +459,7 @@ class Dispatcher:
             t.claim.job.id, t.external_id,
         )  # fmt: skip
         self._cancel(t.external_id)
+        self._judged.add(t.external_id)
         with self._lock:
             self.tracked.pop(t.claim.job.id, None)
 
@@ -464,9 +469,9 @@ class Dispatcher:
         with self._lock:
             claims = [t.claim for t in self.tracked.values()]
         lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
-        if lost:
+        if lost:  # by token: the job may already run again under a newer attempt
             with self._lock:
-                self._lost |= lost
+                self._lost |= {c.lease_token for c in claims if c.job.id in lost}
 
 
 def store_namespace(store: Store) -> str:

@@ -73,6 +73,8 @@ class ExternalJob:
     how it ended; ``failure`` the failure class the scheduler's state implies (``None``: judge
     by exit code and output; ``"exit"``: judge by output, a zero exit still fails);
     ``namespace``, ``job_id``, ``attempt``, ``token``: what was given at submit.
+    ``near_limit``: it ended close to its time limit, where the scheduler sends the grace
+    signal (a job killed by that signal timed out).
     """
 
     external_id: str
@@ -87,6 +89,7 @@ class ExternalJob:
     signal: int | None = None
     failure: str | None = None
     hint: str = ""
+    near_limit: bool = False  # ended where the scheduler signals a job before its time limit
 
 
 class Executor(Protocol):

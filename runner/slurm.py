@@ -28,6 +28,7 @@ from tracker.rules.slurm import (
     SlurmSite,
     batch_script,
     job_from_scontrol,
+    near_time_limit,
     parse_comment,
     parse_scontrol,
     parse_squeue,
@@ -112,7 +113,7 @@ class SlurmExecutor:
 
     def jobs(self) -> list[ExternalJob]:
         out = self._run(["squeue", "-h", "-t", "all", "-u", self.user, "-O", SQUEUE_FORMAT])
-        found = (_external(j) for j in parse_squeue(out))
+        found = (_external(j, self.site.grace_s) for j in parse_squeue(out))
         return [j for j in found if j is not None]
 
     def job(self, external_id: str) -> ExternalJob | None:
@@ -123,13 +124,13 @@ class SlurmExecutor:
                 return None  # forgotten (MinJobAge passed)
             raise
         found = job_from_scontrol(parse_scontrol(out))
-        return None if found is None else _external(found)
+        return None if found is None else _external(found, self.site.grace_s)
 
     def cancel(self, external_id: str) -> None:
         self._run(["scancel", external_id])
 
 
-def _external(job: SlurmJob) -> ExternalJob | None:
+def _external(job: SlurmJob, grace_s: int) -> ExternalJob | None:
     tag = parse_comment(job.comment)
     if tag is None:
         return None
@@ -147,4 +148,5 @@ def _external(job: SlurmJob) -> ExternalJob | None:
         signal=job.signal,
         failure=rule.failure,
         hint=rule.hint,
+        near_limit=near_time_limit(job, grace_s),
     )

@@ -253,3 +253,25 @@ def test_bad_sbatch_option_is_refused_at_submit(procs: Procs, tmp_path: Path) ->
     (tmp_path / "t.py").write_text("print('hi')\n")
     refused = procs.run("submit", "--sbatch", "--output=/etc/passwd", "t.py")
     assert refused.returncode != 0 and "--output: not allowed" in refused.stderr
+
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "examples" / "slurm" / "multinode.sh"
+
+
+def test_multinode_launcher_runs_srun_torchrun_with_gloo_on_one_node(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    env = {"NPROC_PER_NODE": "2", "PYTHON": sys.executable, "RDZV_PORT": "29731"}
+    spec = JobSpec(
+        argv=["bash", str(LAUNCHER), *script("distributed.py")[1:]], project="dist", env=env,
+        cpus=2, sbatch=("--nodes=1", "--ntasks-per-node=1"),
+    )  # fmt: skip
+    job = queue.enqueue(store, spec)
+    dispatcher(procs, tmp_path)
+    done = ended(store, job.id, 180, "the srun + torchrun job to end")
+    text = job_text(store, job.id)
+    assert done.status == "succeeded", (done.failure_hint, text)
+    assert "rank 0 of 2 done" in text and "rank 1 of 2 done" in text
+    run = store.get_run(job.run_id)
+    assert [p.value for p in store.metric_history(run.id, "sum")] == [3.0, 3.0, 3.0]
+    assert len(store.list_runs(project="dist")) == 1  # rank 1 created no run of its own

@@ -8,6 +8,7 @@ from tracker.errors import InvalidInput
 from tracker.rules.slurm import (
     ALLOWED_OPTIONS,
     STATES,
+    SlurmJob,
     SlurmRequest,
     SlurmSite,
     Tag,
@@ -15,9 +16,11 @@ from tracker.rules.slurm import (
     check_extra_options,
     comment,
     job_from_scontrol,
+    near_time_limit,
     parse_comment,
     parse_exit_code,
     parse_scontrol,
+    parse_slurm_time,
     parse_squeue,
     sbatch_argv,
     state_rule,
@@ -220,3 +223,23 @@ def test_every_state_failure_is_a_known_class() -> None:
 
     for rule in STATES.values():
         assert rule.failure in (None, "exit", *FAILURE_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("00:00:53", 53), ("01:00", 60), ("1-02:03:04", 93784), ("UNLIMITED", None),
+     ("INVALID", None), (None, None), ("", None), ("10", None)],
+)  # fmt: skip
+def test_parse_slurm_time(text: str | None, seconds: int | None) -> None:
+    assert parse_slurm_time(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("run", "limit", "grace", "near"),
+    [(53, 60, 10, True), (3600 - 70, 3600, 10, True), (3600 - 71, 3600, 10, False),
+     (3600 - 200, 3600, 10, False), (3600 - 200, 3600, 300, True), (50, None, 10, False),
+     (None, 60, 10, False)],
+)  # fmt: skip
+def test_near_time_limit(run: int | None, limit: int | None, grace: int, near: bool) -> None:
+    job = SlurmJob("1", "FAILED", None, None, run_time_s=run, time_limit_s=limit)
+    assert near_time_limit(job, grace) is near

@@ -37,9 +37,11 @@ __all__ = [
     "batch_script",
     "check_extra_options",
     "comment",
+    "near_time_limit",
     "parse_comment",
     "parse_exit_code",
     "parse_scontrol",
+    "parse_slurm_time",
     "parse_squeue",
     "sbatch_argv",
     "state_rule",
@@ -243,6 +245,8 @@ class SlurmJob:
     signal: int | None = None
     stdout: str | None = None
     stderr: str | None = None
+    run_time_s: int | None = None
+    time_limit_s: int | None = None
 
 
 def _none(text: str | None) -> str | None:
@@ -310,6 +314,29 @@ def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
         return None, None
 
 
+_SLURM_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
+SIGNAL_SLACK_S = 60  # Slurm may send --signal up to 60 s before the time asked for
+
+
+def parse_slurm_time(text: str | None) -> int | None:
+    """Seconds of a Slurm duration (``MM:SS``, ``HH:MM:SS``, ``D-HH:MM:SS``); ``None`` for
+    ``UNLIMITED``, ``NONE``, ``INVALID`` or anything else."""
+    match = _SLURM_TIME.fullmatch((text or "").strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def near_time_limit(job: SlurmJob, grace_s: int) -> bool:
+    """Whether the job ended inside the window where Slurm sends the grace signal
+    (``--signal=B:TERM@grace``, up to :data:`SIGNAL_SLACK_S` early) before its time limit:
+    a job killed by that SIGTERM timed out, it was not killed from outside."""
+    if job.run_time_s is None or job.time_limit_s is None:
+        return False
+    return job.run_time_s >= job.time_limit_s - grace_s - SIGNAL_SLACK_S
+
+
 def job_from_scontrol(fields: Mapping[str, str]) -> SlurmJob | None:
     """A :class:`SlurmJob` from parsed ``scontrol`` fields, or ``None`` without ``JobId``."""
     if "JobId" not in fields:
@@ -317,6 +344,8 @@ def job_from_scontrol(fields: Mapping[str, str]) -> SlurmJob | None:
     code, sig = parse_exit_code(fields.get("ExitCode"))
     restarts = fields.get("Restarts", "")
     return SlurmJob(
+        run_time_s=parse_slurm_time(fields.get("RunTime")),
+        time_limit_s=parse_slurm_time(fields.get("TimeLimit")),
         slurm_id=fields["JobId"],
         state=_state(fields.get("JobState", "UNKNOWN")),
         reason=_none(fields.get("Reason")),
