@@ -148,11 +148,18 @@ def test_cancel_becomes_scancel_and_kills_the_job(
     assert store.get_run(job.run_id).status == "killed"
 
 
+@pytest.mark.parametrize(
+    ("ignore_term", "slurm_state"),
+    [(False, "FAILED"), (True, "TIMEOUT")],  # stopped by the grace SIGTERM / by the time limit
+)
 def test_timeout_becomes_the_slurm_time_limit(
-    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
-) -> None:
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path, ignore_term: bool,
+    slurm_state: str,
+) -> None:  # fmt: skip
     pid_file = tmp_path / "pid"
-    argv = [sys.executable, "-c", SLEEPER, str(pid_file)]
+    code = ("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term
+            else "") + SLEEPER  # fmt: skip
+    argv = [sys.executable, "-c", code, str(pid_file)]
     job = queue.enqueue(store, JobSpec(argv=argv, timeout_s=20))  # Slurm: 1 minute
     dispatcher(procs, tmp_path, "--grace-seconds", "10")
     wait_for(lambda: pid_file.exists(), 60, "the job to start")
@@ -161,7 +168,7 @@ def test_timeout_becomes_the_slurm_time_limit(
     done = ended(store, job.id, 150, "Slurm to stop the job at its time limit")
     assert (done.status, done.failure_class) == ("timed_out", "timeout")
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
-    assert state == "TIMEOUT"
+    assert state == slurm_state
 
 
 def test_dispatcher_killed_and_restarted_submits_nothing_twice(
