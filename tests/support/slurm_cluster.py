@@ -160,6 +160,9 @@ class SlurmCluster:
         # the controller may already be gone; the daemons are killed below
         with contextlib.suppress(OSError, subprocess.CalledProcessError):
             self.run("scancel", "--full", "-u", "root")
+            deadline = time.monotonic() + 20  # let slurmd see its jobs' steps end
+            while time.monotonic() < deadline and self.run("squeue", "-h", "-t", "R,CG,S"):
+                time.sleep(0.2)
         for pid in self._started:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -172,6 +175,18 @@ class SlurmCluster:
                 continue
             except psutil.TimeoutExpired:
                 os.kill(pid, signal.SIGKILL)
+        self._kill_orphan_steps()
+
+    def _kill_orphan_steps(self) -> None:
+        """slurmstepd processes of this cluster that outlived slurmd (they wait for it)."""
+        for proc in psutil.process_iter(["name"]):
+            if proc.info["name"] != "slurmstepd":
+                continue
+            try:
+                if proc.environ().get("SLURM_CONF") == str(self.conf):
+                    proc.kill()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
 
 
 def start_cluster() -> SlurmCluster:
