@@ -154,51 +154,6 @@ def check_migrations_first(doc: Compose) -> list[str]:
     return problems
 
 
-def check_health_checks(doc: Compose) -> list[str]:
-    """web answers its health endpoint; the worker proves its heartbeat in the store."""
-    services = doc.get("services") or {}
-    problems = []
-    for name, needle in (("web", "/api/v1/health"), ("worker", "workers ls --live")):
-        test = ((services.get(name) or {}).get("healthcheck") or {}).get("test") or []
-        text = " ".join(test) if isinstance(test, list) else str(test)
-        if needle not in text:
-            problems.append(f"{name} needs a healthcheck using {needle!r}")
-    return problems
-
-
-def _seconds(text: object) -> float:
-    match = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text or "").strip())
-    if match is None or not any(match.groups()):
-        return 10.0  # compose's default stop grace period
-    return int(match.group(1) or 0) * 60 + int(match.group(2) or 0)
-
-
-def check_stop_grace(doc: Compose) -> list[str]:
-    """Every worker is given longer to stop than its own drain (--grace-seconds, default 10)."""
-    problems = []
-    for name, service in (doc.get("services") or {}).items():
-        command = service_command(service)
-        if not re.search(r"(^|\s)tracker worker(\s|$)", command):
-            continue
-        found = re.search(r"--grace-seconds[ =](\d+(?:\.\d+)?)", command)
-        drain = float(found.group(1)) if found else 10.0
-        if _seconds(service.get("stop_grace_period")) <= drain:
-            problems.append(f"{name}: stop_grace_period must be longer than its {drain:g} s drain")
-    return problems
-
-
-def check_gpu_reservation(doc: Compose) -> list[str]:
-    """A worker variant reserves the host's GPUs (deploy.resources.reservations.devices)."""
-    for service in (doc.get("services") or {}).values():
-        if "tracker worker" not in service_command(service):
-            continue
-        reservations = ((service.get("deploy") or {}).get("resources") or {}).get("reservations")
-        for device in (reservations or {}).get("devices") or []:
-            if "gpu" in (device.get("capabilities") or []):
-                return []
-    return ["no worker service reserves GPUs (deploy.resources.reservations.devices)"]
-
-
 COMPOSE_RULES: list[Callable[[Compose], list[str]]] = [
     check_services,
     check_postgres,
@@ -206,9 +161,6 @@ COMPOSE_RULES: list[Callable[[Compose], list[str]]] = [
     check_public_bind_needs_token,
     check_one_database,
     check_migrations_first,
-    check_health_checks,
-    check_stop_grace,
-    check_gpu_reservation,
 ]
 
 
@@ -357,32 +309,9 @@ def _no_migration_wait(doc: Compose) -> None:
     doc["services"]["worker"]["depends_on"] = {"postgres": {"condition": "service_healthy"}}
 
 
-def _no_web_healthcheck(doc: Compose) -> None:
-    del doc["services"]["web"]["healthcheck"]
-
-
-def _no_worker_healthcheck(doc: Compose) -> None:
-    doc["services"]["worker"] = {
-        k: v for k, v in doc["services"]["worker"].items() if k != "healthcheck"
-    }
-
-
-def _short_stop_grace(doc: Compose) -> None:
-    doc["services"]["worker"] = {**doc["services"]["worker"], "stop_grace_period": "15s"}
-
-
-def _no_gpu_reservation(doc: Compose) -> None:
-    for service in doc["services"].values():
-        service.pop("deploy", None)
-
-
 @pytest.mark.parametrize(
     "breakage",
     [
-        _no_web_healthcheck,
-        _no_worker_healthcheck,
-        _short_stop_grace,
-        _no_gpu_reservation,
         _drop_token,
         _default_token,
         _web_starts_with_postgres,
