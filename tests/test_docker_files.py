@@ -154,7 +154,46 @@ def check_migrations_first(doc: Compose) -> list[str]:
     return problems
 
 
+def check_health_checks(doc: Compose) -> list[str]:
+    """The dashboard answers its health endpoint; the worker proves a live heartbeat."""
+    problems = []
+    services = doc.get("services", {})
+    web = " ".join(map(str, services.get("web", {}).get("healthcheck", {}).get("test", [])))
+    if "/api/v1/health" not in web:
+        problems.append("web has no health check on /api/v1/health")
+    worker = " ".join(map(str, services.get("worker", {}).get("healthcheck", {}).get("test", [])))
+    if "workers check" not in worker:
+        problems.append("worker has no health check (`tracker workers check`)")
+    return problems
+
+
+def seconds(text: str) -> float:
+    """A compose duration ('90s', '1m30s', '2m') in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", str(text))
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def check_worker_drains(doc: Compose) -> list[str]:
+    """Compose must wait longer than the worker's drain, and the worker must get the GPUs."""
+    worker = doc.get("services", {}).get("worker", {})
+    command = service_command(worker)
+    grace = re.search(r"--grace-seconds\s+(\d+)", command)
+    drain = float(grace.group(1)) if grace else 10.0  # the worker's default
+    problems = []
+    if seconds(worker.get("stop_grace_period", "10s")) <= drain:
+        problems.append(f"worker stop_grace_period must exceed its {drain:g} s drain")
+    devices = (
+        worker.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+    )
+    if not any("gpu" in d.get("capabilities", []) for d in devices):
+        problems.append("worker reserves no GPU (deploy.resources.reservations.devices)")
+    return problems
+
+
 COMPOSE_RULES: list[Callable[[Compose], list[str]]] = [
+    check_health_checks,
+    check_worker_drains,
     check_services,
     check_postgres,
     check_web_waits_for_postgres,
@@ -309,6 +348,22 @@ def _no_migration_wait(doc: Compose) -> None:
     doc["services"]["worker"]["depends_on"] = {"postgres": {"condition": "service_healthy"}}
 
 
+def _no_web_healthcheck(doc: Compose) -> None:
+    del doc["services"]["web"]["healthcheck"]
+
+
+def _no_worker_healthcheck(doc: Compose) -> None:
+    del doc["services"]["worker"]["healthcheck"]
+
+
+def _short_stop_grace(doc: Compose) -> None:
+    doc["services"]["worker"]["stop_grace_period"] = "30s"  # less than --grace-seconds 60
+
+
+def _no_gpu(doc: Compose) -> None:
+    del doc["services"]["worker"]["deploy"]
+
+
 @pytest.mark.parametrize(
     "breakage",
     [
@@ -319,6 +374,10 @@ def _no_migration_wait(doc: Compose) -> None:
         _no_worker,
         _no_healthcheck,
         _no_migration_wait,
+        _no_web_healthcheck,
+        _no_worker_healthcheck,
+        _short_stop_grace,
+        _no_gpu,
     ],
     ids=lambda f: f.__name__.lstrip("_"),
 )
@@ -349,3 +408,27 @@ def test_dockerfile_rule_catches_torch_after_project(dockerfile: str):
     torch_line = f"RUN {TORCH_INSTALL}\n"
     moved = dockerfile.replace(torch_line, "") + torch_line
     assert "must be installed before the project" in " ".join(check_dockerfile(moved))
+
+
+def test_the_cpu_override_drops_the_gpu_reservation_only() -> None:
+    """compose.cpu.yaml resets the worker's device reservation (compose's !reset tag) and
+    tells the worker to use no GPU; nothing else."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!reset", lambda loader, node: "RESET")
+    doc = yaml.load((DOCKER_DIR / "compose.cpu.yaml").read_text(), Loader=Loader)
+    assert list(doc["services"]) == ["worker"]
+    worker = doc["services"]["worker"]
+    assert worker["deploy"] == "RESET"
+    assert "--gpus none" in service_command(worker)
+
+
+def test_the_worker_health_check_command_exists() -> None:
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    done = CliRunner().invoke(main, ["workers", "check", "--help"])
+    assert done.exit_code == 0 and "--max-age" in done.output

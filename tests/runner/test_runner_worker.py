@@ -290,3 +290,24 @@ def test_workers_ls_shows_live_workers(store: Store, procs: Procs, out: Path) ->
     table = procs.run("workers", "ls").stdout
     assert "gpu-box-1" in table and "0,1" in table
     assert os.environ.get("TRACKER_URI") is None  # the test process itself is untouched
+
+
+def test_workers_check_is_a_health_check_for_this_hosts_worker(
+    store: Store, procs: Procs, out: Path
+) -> None:
+    """`tracker workers check` (the compose health check) fails with no worker on this
+    host, passes while one runs, names another host's absence, and fails once it stopped."""
+    before = procs.run("workers", "check")
+    assert before.returncode == 1 and "no live worker on host" in before.stderr
+    job = enqueue(store, script("jobscript.py", str(out), "--sleep", "100"))
+    worker = procs.worker("--name", "box-1")
+    report(out, job.id)
+    alive_now = procs.run("workers", "check")
+    assert alive_now.returncode == 0 and "box-1" in alive_now.stdout
+    elsewhere = procs.run("workers", "check", "--host", "another-host")
+    assert elsewhere.returncode == 1 and "'another-host'" in elsewhere.stderr
+    worker.signal(signal.SIGINT)
+    worker.signal(signal.SIGINT)  # the second one kills the job at once
+    worker.wait(60)
+    after = procs.run("workers", "check")
+    assert after.returncode == 1 and "box-1 (stopped)" in after.stderr

@@ -125,3 +125,37 @@ def test_secure_cookie_option_marks_the_session_cookie_secure(make_app) -> None:
     plain = make_app(TOKEN=TOKEN).test_client()
     plain.post("/login", json={"token": TOKEN})
     assert plain.get_cookie("tracker_session").secure is False  # default: plain HTTP works
+
+
+# ------------------------------------------------------------- behind a reverse proxy
+
+
+def _guess_from(client: Any, forwarded_for: str) -> int:
+    headers = {**WRONG, "X-Forwarded-For": forwarded_for}
+    return int(client.get("/api/v1/runs", headers=headers).status_code)
+
+
+def test_forwarded_headers_are_ignored_without_proxy_hops(make_app) -> None:
+    """A client sending a new X-Forwarded-For with each guess is still one address."""
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2)
+    client = app.test_client()
+    assert [_guess_from(client, f"203.0.113.{i}") for i in range(3)] == [401, 401, 429]
+
+
+def test_one_trusted_proxy_counts_the_address_it_saw_not_what_the_client_claimed(
+    make_app,
+) -> None:
+    """With --proxy-hops 1 the limit keys on the address the proxy appended (the last one):
+    an address the client put in front of it changes nothing."""
+    config = app_config(None, "127.0.0.1", TOKEN, (), (), None, proxy_hops=1)
+    assert config["PROXY_HOPS"] == 1
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2, PROXY_HOPS=1)
+    client = app.test_client()
+    spoofed = [_guess_from(client, f"198.51.100.{i}, 192.0.2.7") for i in range(3)]
+    assert spoofed == [401, 401, 429]  # all from 192.0.2.7, whatever came before it
+    assert _guess_from(client, "192.0.2.8") == 401  # another real client is not blocked
+    # the Host the proxy forwards is the one checked against the allowed hosts
+    forwarded_host = {**RIGHT, "X-Forwarded-For": "192.0.2.9", "X-Forwarded-Host": "evil.test"}
+    assert client.get("/api/v1/runs", headers=forwarded_host).status_code == 403
+    direct = make_app(TOKEN=TOKEN).test_client()  # no trusted proxy: the header is ignored
+    assert direct.get("/api/v1/runs", headers=forwarded_host).status_code == 200

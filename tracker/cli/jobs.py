@@ -491,3 +491,28 @@ def workers_ls(include_stopped: bool, live: bool, uri: str | None, token: str | 
     ]  # fmt: skip
     headers = ("ID", "HOST", "PID", "GPUS", "MAX", "STATUS", "RUNNING", "JOBS", "HEARTBEAT")
     print_table(headers, rows)
+
+
+@workers.command("check")
+@click.option("--host", default=None, help="Host whose worker to check (default: this one).")
+@click.option("--max-age", default=60.0, show_default=True, type=click.FloatRange(1, 86_400),
+              help="Seconds since its last heartbeat that still count as alive.")  # fmt: skip
+@reader_options
+def workers_check(host: str | None, max_age: float, uri: str | None, token: str | None) -> None:
+    """Exit 0 when a worker on this host (or --host) is running or draining and sent a
+    heartbeat within --max-age seconds, else 1: a container health check for `tracker
+    worker` (docker/compose.yaml uses it)."""
+    import socket
+
+    wanted = host or socket.gethostname()
+    now = time.time()
+    found = open_reader(uri, token).workers(True, True)  # stopped ones too, to name them
+    alive = [w for w in found if w.host == wanted and w.status in ("running", "draining")
+             and now - w.heartbeat_at <= max_age]  # fmt: skip
+    if not alive:
+        seen = ", ".join(f"{w.id} ({w.status})" for w in found if w.host == wanted) or "none"
+        raise click.ClickException(
+            f"no live worker on host {wanted!r} (heartbeat within {max_age:g} s); "
+            f"its workers: {seen}"
+        )
+    click.echo(f"ok: {', '.join(w.id for w in alive)}")

@@ -92,6 +92,12 @@ def server_options(f: Any) -> Any:
                      help="Mark a running run without heartbeats this long crashed, ended at "
                      "its last heartbeat (checked every 5 s by each server process; clients "
                      "send a heartbeat every 5 s)."),
+        click.option("--proxy-hops", type=click.IntRange(0, 5), default=0, show_default=True,
+                     envvar="TRACKER_PROXY_HOPS", show_envvar=True,
+                     help="Reverse proxies in front of the dashboard whose X-Forwarded-For, "
+                     "-Proto, -Host, -Port and -Prefix headers are trusted (each proxy must "
+                     "overwrite, not pass on, what the client sent). 0: those headers are "
+                     "ignored, so a client cannot fake its address."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -108,6 +114,7 @@ def app_config(
     secure_cookie: bool = False,
     no_auth: bool = False,
     run_stale_s: float | None = RUN_STALE_S,
+    proxy_hops: int = 0,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -128,6 +135,7 @@ def app_config(
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
         "RUN_STALE_S": run_stale_s,
+        "PROXY_HOPS": proxy_hops,
     }
 
 
@@ -316,7 +324,7 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool, run_stale_seconds: float) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float, proxy_hops: int) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -324,7 +332,7 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     from tracker.store import resolve_uri
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds, proxy_hops)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     say_store(resolve_uri(uri))
@@ -403,7 +411,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       run_stale_seconds: float, demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, proxy_hops: int, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -415,7 +423,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds, proxy_hops)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     script = demo_script() if demo else None
