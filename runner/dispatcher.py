@@ -55,7 +55,7 @@ _STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"
 @dataclass(frozen=True)
 class DispatcherOptions:
     max_jobs: int = 100  # attempts handed to the scheduler at once
-    lease_s: float = 60.0
+    lease_s: float = 300.0  # jobs outlive the dispatcher in Slurm: give restarts time
     poll_interval: float = 5.0
     dispatcher_id: str | None = None
     housekeeping: bool = True

@@ -65,9 +65,11 @@ from tracker.errors import InvalidInput
 @click.option(
     "--lease-seconds",
     type=click.FloatRange(0.5, 86400),
-    default=60.0,
+    default=300.0,
     show_default=True,
-    help="Lease length; renewed every third of it.",
+    help="Lease length; renewed every third of it. Jobs keep running in Slurm while the "
+    "dispatcher is down: a restart within this time adopts them, after it the reaper "
+    "crashes and retries them.",
 )
 @click.option(
     "--poll-interval",
