@@ -80,7 +80,7 @@ def ended(store: Store, job_id: int, timeout: float, what: str) -> object:
 
 SPEAKER = """
 import os, sys, time
-print("first line é✓ " + os.environ["SLURM_JOB_ID"], flush=True)
+print("first line é✓ " + os.environ["SLURM_JOB_ID"] + " " + os.environ["SITE"], flush=True)
 print("to stderr", file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.05)
@@ -92,8 +92,10 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
     release = tmp_path / "release"
+    template = tmp_path / "site.sh"
+    template.write_text("#!/bin/sh\n#SBATCH --nice=0\nexport SITE=from-template\n")
     job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SPEAKER, str(release)]))
-    dispatcher(procs, tmp_path)
+    dispatcher(procs, tmp_path, "--template", str(template))
     # streamed while the job still runs in Slurm
     wait_for(lambda: "first line" in job_text(store, job.id), 60, "the first line in the store")
     running = store_jobs.get_job(store, job.id)
@@ -103,7 +105,9 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     release.write_text("go")
     done = ended(store, job.id, 60, "the job to end")
     assert (done.status, done.exit_code, done.failure_class) == ("succeeded", 0, None)
-    assert job_text(store, job.id, "stdout") == f"first line é✓ {slurm_id}\nlast line ∑\n"
+    assert job_text(store, job.id, "stdout") == (
+        f"first line é✓ {slurm_id} from-template\nlast line ∑\n"
+    )
     assert job_text(store, job.id, "stderr") == "to stderr\n"
     assert store.get_run(job.run_id).status == "finished"
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
@@ -241,10 +245,9 @@ def test_pending_reason_is_shown_while_slurm_holds_the_job(
     job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", "pass"], cpus=too_big))
     dispatcher(procs, tmp_path)
     waiting = wait_for(
-        lambda: (j := store_jobs.get_job(store, job.id)).pending_reason and j, 60,
-        "the Slurm pending reason on the job",
+        lambda: (j := store_jobs.get_job(store, job.id)).status == "running"
+        and j.pending_reason and j, 60, "the Slurm pending reason on the claimed job",
     )  # fmt: skip
-    assert waiting.status == "running"
     assert waiting.pending_reason.startswith("slurm: ")
     [(_, state, reason)] = slurm_jobs(slurm, store, job.id)
     assert state == "PENDING" and waiting.pending_reason == f"slurm: {reason}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -142,8 +143,11 @@ def dispatcher(executor: str, partition: str | None, account: str | None, qos: s
         poll_interval=poll_interval,
         dispatcher_id=dispatcher_id,
         housekeeping=not no_housekeeping,
-        housekeeping_options=make_housekeeping_options(
-            reap_interval, retry_delay, max_retry_delay, run_stale_seconds
+        housekeeping_options=dataclasses.replace(
+            make_housekeeping_options(
+                reap_interval, retry_delay, max_retry_delay, run_stale_seconds
+            ),
+            pending_reasons=False,
         ),
         log_limit=log_limit,
         job_uri=job_uri,
