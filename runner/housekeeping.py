@@ -40,6 +40,9 @@ class HousekeepingOptions:
     schedules: bool = True
     doctor_s: float = 5.0  # between live doctor passes over running runs (0: off)
     policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # Write why queued jobs wait, judged against the live workers. Off in a Slurm dispatcher:
+    # there the scheduler decides, and "no live worker" would be wrong.
+    pending_reasons: bool = True
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,8 @@ def housekeeping_once(
     now = time.time() if now is None else now
     jobs = reap_expired_leases(store, retry=options.policy.next_retry, now=now)
     runs = store.mark_stale_runs_crashed(older_than=now - options.run_stale_s, now=now)
-    update_pending_reasons(store, explain_pending, now=now)
+    if options.pending_reasons:
+        update_pending_reasons(store, explain_pending, now=now)
     fired = fire_schedules(store, now=now) if options.schedules else []
     for job_id, status in jobs:
         log.warning("job %s: lease expired -> %s", job_id, status)

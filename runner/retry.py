@@ -6,8 +6,9 @@ Policy (``max_retries`` is the number of retries a job may have; 0 means none):
 - ``cancelled`` is never retried: a person asked for it to stop.
 - Failures from outside the job's code, ``crashed`` (the worker or host died, the lease
   expired), ``timeout``, ``host_oom`` and ``killed_by_signal`` (SIGKILL/SIGTERM from outside,
-  e.g. a preemption), are retried whenever retries remain, because running the same code again,
-  resumed from its last checkpoint, can succeed.
+  e.g. a preemption), and from a cluster scheduler, ``preempted`` (Slurm preempted or
+  requeued the job) and ``node_fail``, are retried whenever retries remain, because running the
+  same code again, resumed from its last checkpoint, can succeed.
 - Every other class (``python_exception``, ``exit_code``, ``cuda_oom``, ``nccl``,
   ``device_assert``, ``nonfinite_loss``, ``import_error``, ``missing_file``, and unknown
   classes) comes from the job itself and would most likely fail the same way again; it is
@@ -30,7 +31,14 @@ import random
 from dataclasses import dataclass
 
 from tracker.errors import InvalidInput
-from tracker.rules.failure import CANCELLED, HOST_OOM, KILLED_BY_SIGNAL, TIMEOUT
+from tracker.rules.failure import (
+    CANCELLED,
+    HOST_OOM,
+    KILLED_BY_SIGNAL,
+    NODE_FAIL,
+    PREEMPTED,
+    TIMEOUT,
+)
 
 __all__ = [
     "ALWAYS_RETRIED",
@@ -43,7 +51,7 @@ __all__ = [
     "next_attempt",
 ]
 
-ALWAYS_RETRIED = frozenset({"crashed", TIMEOUT, HOST_OOM, KILLED_BY_SIGNAL})
+ALWAYS_RETRIED = frozenset({"crashed", TIMEOUT, HOST_OOM, KILLED_BY_SIGNAL, PREEMPTED, NODE_FAIL})
 NEVER_RETRIED = frozenset({CANCELLED})
 
 

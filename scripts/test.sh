@@ -2,8 +2,9 @@
 # The one command that runs the whole test suite on a fresh machine:
 #   ./scripts/test.sh [pytest args...]
 #
-# Installs the project into .venv (scripts/install.sh), makes sure Chromium and the
-# PostgreSQL server are there (apt-get when root), runs the static checks (ruff check,
+# Installs the project into .venv (scripts/install.sh), makes sure Chromium, the
+# PostgreSQL server and Slurm + munge are there (apt-get when root; the Slurm tests start
+# and stop their own one-node cluster, tests/support/slurm_cluster.py), runs the static checks (ruff check,
 # ruff format --check, mypy, lint-imports), starts a throwaway PostgreSQL cluster, exports
 # its URL as TRACKER_TEST_PG_URL and runs pytest. The cluster is stopped on exit, whatever
 # happens. pytest runs even when a static check failed, so one run reports everything; the
@@ -22,10 +23,12 @@ have_pg_server() {
 
 need_chromium=0
 need_pg=0
+need_slurm=0
 command -v chromium >/dev/null || need_chromium=1
 have_pg_server || need_pg=1
+[[ -x /usr/sbin/slurmctld || -n "$(command -v slurmctld)" ]] || need_slurm=1
 
-if ((need_chromium || need_pg)); then
+if ((need_chromium || need_pg || need_slurm)); then
     if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
         echo "==> apt-get update"
         apt-get update -qq
@@ -41,6 +44,9 @@ if ((need_chromium || need_pg)); then
                 packages+=(postgresql)
             fi
         fi
+        if ((need_slurm)); then
+            packages+=(slurm-wlm munge)
+        fi
         echo "==> apt-get install ${packages[*]}"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
     else
@@ -51,6 +57,10 @@ if ((need_chromium || need_pg)); then
         if ((need_pg)); then
             echo "warning: no PostgreSQL server binaries; the PostgreSQL tests will skip." \
                 "Install them with: sudo apt-get install postgresql-15" >&2
+        fi
+        if ((need_slurm)); then
+            echo "warning: no Slurm; the Slurm tests will skip (they also need root)." \
+                "Install it with: sudo apt-get install slurm-wlm munge" >&2
         fi
     fi
 fi

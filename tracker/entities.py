@@ -58,6 +58,8 @@ _JOB_STATUS_FOR_FAILURE = {
     "cancelled": JobStatus.CANCELLED,
     "timeout": JobStatus.TIMED_OUT,
     "crashed": JobStatus.CRASHED,
+    "preempted": JobStatus.CRASHED,  # the cluster took the job away: retried
+    "node_fail": JobStatus.CRASHED,
 }
 
 
@@ -227,6 +229,10 @@ class JobSpec:
     schedule_id: int | None = None
     parent_job_id: int | None = None
     not_before: float | None = None
+    # For a cluster scheduler (``tracker dispatcher``); a local worker ignores them.
+    cpus: int | None = None
+    memory_bytes: int | None = None
+    sbatch: tuple[str, ...] = ()  # extra sbatch options, checked by tracker.rules.slurm
 
 
 @dataclass(frozen=True)
@@ -268,6 +274,20 @@ class JobInfo:
     @property
     def gpus(self) -> int:
         return int(self.resources.get("gpus") or 0)
+
+    @property
+    def cpus(self) -> int | None:
+        value = self.resources.get("cpus")
+        return None if value is None else int(value)
+
+    @property
+    def memory_bytes(self) -> int | None:
+        value = self.resources.get("memory_bytes")
+        return None if value is None else int(value)
+
+    @property
+    def sbatch(self) -> tuple[str, ...]:
+        return tuple(self.resources.get("sbatch") or ())
 
     @property
     def gpu_memory_bytes(self) -> int | None:

@@ -112,7 +112,7 @@ def test_is_retryable_for_every_failure_class() -> None:
     for cls in FAILURE_CLASSES:
         if cls == "cancelled":
             assert not is_retryable(cls, retry_on_failure=True)
-        elif cls in ("timeout", "host_oom", "killed_by_signal"):
+        elif cls in ("timeout", "host_oom", "killed_by_signal", "preempted", "node_fail"):
             assert is_retryable(cls, retry_on_failure=False)
         else:
             assert not is_retryable(cls, retry_on_failure=False)

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "jobs": ("tracker.cli.jobs:jobs", ()),
     "workers": ("tracker.cli.jobs:workers", ()),
     "worker": ("tracker.cli.worker:worker", ("runner",)),
+    "dispatcher": ("tracker.cli.dispatcher:dispatcher", ("runner",)),
     "schedule": ("tracker.cli.schedule:schedule", ("runner",)),
     "scheduler": ("tracker.cli.schedule:scheduler", ("runner",)),
     "token": ("tracker.cli.token:token", ()),

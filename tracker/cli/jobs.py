@@ -96,6 +96,12 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
                           "worker runs it under its own --project-root."),
         click.option("--nproc-per-node", type=click.IntRange(1, 1024), default=None,
                      help="Launch through torchrun with this many processes (rank 0 logs)."),
+        click.option("--cpus", type=click.IntRange(1, 1 << 20), default=None,
+                     help="CPUs the job needs (Slurm --cpus-per-task; a local worker ignores it)."),
+        click.option("--mem", "memory", default=None,
+                     help="Host memory the job needs, e.g. 32GiB (Slurm: --mem)."),
+        click.option("--sbatch", "sbatch", multiple=True, metavar="--OPTION[=VALUE]",
+                     help="Extra sbatch option for a Slurm dispatcher (allow-listed); repeatable."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -127,11 +133,15 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
         nproc_per_node=o["nproc_per_node"],
         name=o["name"],
         tags=tuple(o["tags"]),
+        cpus=o.get("cpus"),
+        memory_bytes=parse_size(o["memory"], field="memory") if o.get("memory") else None,
+        sbatch=tuple(o.get("sbatch") or ()),
     )
 
 
 _JOB_KEYS = ("project", "name", "tags", "gpus", "gpu_memory", "priority", "timeout", "retries",
-             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node")  # fmt: skip
+             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node", "cpus",
+             "memory", "sbatch")  # fmt: skip
 
 
 def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +245,8 @@ def _note(job: Any) -> str:
         return job.pending_reason or ""
     if job.status == "running" and job.cancel_requested:
         return "cancel requested"
+    if job.status == "running":
+        return job.pending_reason or ""  # waiting in a cluster scheduler (tracker dispatcher)
     return job.failure_class or ""
 
 
@@ -300,7 +312,7 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         return
     lines = [
         ("status", job.status + (" (cancel requested)" if job.cancel_requested else "")),
-        ("waiting because", reason if job.status == "queued" else None),
+        ("waiting because", reason if job.status in ("queued", "running") else None),
         ("queue position", job.position),
         ("project", job.project),
         ("run", job.run_id),
@@ -308,7 +320,11 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         ("cwd", job.cwd),
         ("config", job.config or None),
         ("resources", f"{job.gpus} GPU(s)" + (f", {job.gpu_memory_bytes / 1024**3:.1f} GiB free"
-                                               " each" if job.gpu_memory_bytes else "")),
+                                               " each" if job.gpu_memory_bytes else "")
+                      + (f", {job.cpus} CPU(s)" if job.cpus else "")
+                      + (f", {job.memory_bytes / 1024**3:.1f} GiB memory"
+                         if job.memory_bytes else "")),
+        ("sbatch", " ".join(job.sbatch) or None),
         ("priority", job.priority),
         ("timeout", fmt_duration(job.timeout_s) if job.timeout_s else None),
         ("retries", f"{job.max_retries}" + (" (also on failure)" if job.retry_on_failure else "")),

@@ -42,7 +42,9 @@ __all__ = [
     "KILLED_BY_SIGNAL",
     "MISSING_FILE",
     "NCCL",
+    "NODE_FAIL",
     "NONFINITE_LOSS",
+    "PREEMPTED",
     "PYTHON_EXCEPTION",
     "TIMEOUT",
     "Failure",
@@ -65,6 +67,9 @@ IMPORT_ERROR = "import_error"
 MISSING_FILE = "missing_file"
 PYTHON_EXCEPTION = "python_exception"
 EXIT_CODE = "exit_code"
+# Set by a cluster scheduler's executor (tracker.rules.slurm), never read from output.
+PREEMPTED = "preempted"
+NODE_FAIL = "node_fail"
 FAILURE_CLASSES = (
     CUDA_OOM,
     NCCL,
@@ -79,6 +84,8 @@ FAILURE_CLASSES = (
     PYTHON_EXCEPTION,
     EXIT_CODE,
     GLOO,
+    PREEMPTED,
+    NODE_FAIL,
 )
 
 

@@ -32,6 +32,7 @@ from tracker.entities import (
 )
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.rules.config import normalize_config
+from tracker.rules.slurm import check_extra_options
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import project_id
@@ -81,8 +82,15 @@ def check_spec(spec: JobSpec) -> JobSpec:
     ):
         raise InvalidInput(f"timeout {spec.timeout_s!r}: must be seconds > 0", field="timeout")
     _check_env(spec.env)
+    if spec.cpus is not None:
+        _check_int("cpus", spec.cpus, 1, 1 << 20)
+    if spec.memory_bytes is not None:
+        _check_int("memory", spec.memory_bytes, 1, 1 << 60)
+    sbatch = check_extra_options(list(spec.sbatch))
     config = normalize_config(dict(spec.config))
-    return dataclasses.replace(spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags))
+    return dataclasses.replace(
+        spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags), sbatch=sbatch
+    )
 
 
 def _check_env(env: dict[str, str]) -> None:
@@ -108,6 +116,12 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:
         resources["gpu_memory_bytes"] = spec.gpu_memory_bytes
+    if spec.cpus is not None:
+        resources["cpus"] = spec.cpus
+    if spec.memory_bytes is not None:
+        resources["memory_bytes"] = spec.memory_bytes
+    if spec.sbatch:
+        resources["sbatch"] = list(spec.sbatch)
     job_id = conn.execute(
         sa.insert(m.JobRow)
         .values(

@@ -133,6 +133,20 @@ def append(
     return True
 
 
+def stored_bytes(store: Store, job_id: int, attempt: int) -> dict[str, int]:
+    """UTF-8 bytes of each stream stored for one attempt: where a restarted dispatcher resumes
+    reading the attempt's output files (output trimmed past the budget is not counted, so
+    after a restart some of it may be stored again)."""
+    query = sa.select(m.JobLogChunkRow.stream, m.JobLogChunkRow.text).where(
+        m.JobLogChunkRow.job_id == job_id, m.JobLogChunkRow.attempt == attempt
+    )
+    out: dict[str, int] = {}
+    with read_conn(store.engine) as conn:
+        for stream, text in conn.execute(query):
+            out[stream] = out.get(stream, 0) + len((text or "").encode("utf-8"))
+    return out
+
+
 def append_run(
     store: Store,
     run_id: int,

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LeaseLost",
     "RetryRule",
+    "adopt",
     "claim",
     "enqueue",
     "enqueue_many",
@@ -76,6 +77,7 @@ __all__ = [
     "poll",
     "reap_expired_leases",
     "renew",
+    "set_pending_reason",
     "set_resume_checkpoint",
 ]
 
@@ -295,6 +297,46 @@ def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
         .with_for_update()
     ).first()
     return found is not None
+
+
+def adopt(
+    store: Store, job_id: int, token: str, owner: str, *, lease_s: float, now: float | None = None
+) -> ClaimedJob | None:
+    """Take over a running attempt whose lease token is known (a restarted dispatcher finds it
+    in the cluster scheduler's job comment): the lease moves to ``owner`` and is extended.
+
+    Returns ``None`` when ``token`` no longer holds the job (the reaper crashed it, or a
+    later attempt holds it): then the caller must stop that attempt, not adopt it.
+    Raises StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    fenced = sa.and_(
+        m.JobRow.id == job_id, m.JobRow.lease_token == token, m.JobRow.status == JobStatus.RUNNING
+    )
+    with write_begin(store.engine) as conn:
+        row = conn.execute(sa.select(*JOB_COLUMNS).where(fenced).with_for_update()).first()
+        if row is None or row.run_id is None:
+            return None
+        conn.execute(
+            sa.update(m.JobRow)
+            .where(fenced)
+            .values(lease_owner=owner, lease_expires_at=now + lease_s)
+        )
+    job = dataclasses.replace(job_info(row), lease_owner=owner, lease_expires_at=now + lease_s)
+    return ClaimedJob(job=job, lease_token=token, attempt=row.attempt, run_id=row.run_id)
+
+
+def set_pending_reason(store: Store, claim_: ClaimedJob, reason: str | None) -> bool:
+    """Why a claimed job still waits in a cluster scheduler (shown on the Queue page like a
+    queued job's reason); ``None`` clears it. False (nothing written) when the lease was lost.
+    """
+    with write_begin(store.engine) as conn:
+        done = conn.execute(
+            sa.update(m.JobRow)
+            .where(m.JobRow.id == claim_.job.id, m.JobRow.lease_token == claim_.lease_token)
+            .values(pending_reason=reason)
+        )
+    return done.rowcount == 1
 
 
 # ---------------------------------------------------------------- leases and polls

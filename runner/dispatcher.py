@@ -1,0 +1,485 @@
+"""``tracker dispatcher``: hand queued jobs to a cluster scheduler (Slurm) and follow them.
+
+The dispatcher claims jobs like a worker (same claim, lease and fencing:
+:mod:`tracker.store.queue`), but instead of running a job it submits it through an
+:class:`~tracker.runner.executor.Executor` and then mirrors what the scheduler says: the
+pending reason onto the job row (the Queue page shows it), the output files into the job's
+logs (``tracker jobs logs --follow`` works as for a local job), and the end through the
+failure classifier into ``queue.finish`` with the retry policy. A cancel in the tracker
+becomes ``scancel``; a job Slurm preempted or requeued ends its attempt as ``preempted`` (the
+scheduler's copy is cancelled) and the retry resumes from the last
+verified checkpoint (``TRACKER_RESUME_CHECKPOINT``), exactly like a retried local job.
+
+Stateless: everything is in the store and in the scheduler. At start (and on every poll) the
+dispatcher lists the scheduler's jobs whose tag (Slurm comment) names one of ours, and adopts
+those whose lease token still holds the job (:func:`tracker.store.queue.adopt`); it reads their
+output files from where the store's logs end. A tagged job whose token lost its lease (the reaper
+crashed the attempt meanwhile) is cancelled, never adopted. So killing and restarting the
+dispatcher loses nothing and submits nothing twice; a dispatcher down for longer than the lease
+lets the reaper (in any worker or ``tracker scheduler``) crash and retry its jobs.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from tracker.entities import ClaimedJob, Failure, job_status_for
+from tracker.errors import StoreUnavailable
+from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, MISSING_FILE, NODE_FAIL, classify
+from tracker.runner.distributed import wrap_argv
+from tracker.runner.execution import SpawnError
+from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
+from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.runner.project_root import choose_project_root, resolve_job_paths
+from tracker.store import Store, logs, queue
+from tracker.store.jobs import RESERVED_ENV
+from tracker.store.tokens import installation_secret
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 1024 * 1024  # bytes read from one output file per tick
+TAIL_CHARS = 16 * 1024  # output kept for the failure classifier
+STORE_ID = "store_id"  # installation_secrets row: a random id naming this store
+_STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+
+
+@dataclass(frozen=True)
+class DispatcherOptions:
+    max_jobs: int = 100  # attempts handed to the scheduler at once
+    lease_s: float = 300.0  # jobs outlive the dispatcher in Slurm: give restarts time
+    poll_interval: float = 5.0
+    dispatcher_id: str | None = None
+    housekeeping: bool = True
+    housekeeping_options: HousekeepingOptions = field(default_factory=HousekeepingOptions)
+    log_limit: int = 10_000_000
+    job_uri: str | None = None
+    once: bool = False  # stop once the first claimed job has ended (tests)
+    exit_when_idle: bool = False
+    project_root: str | None = None  # relative job directories resolve here (default: cwd)
+
+
+class OutputFile:
+    """Follows one output file from a byte offset; decodes UTF-8 across reads (a character
+    split between two reads is completed by the next) and hands out whole lines."""
+
+    def __init__(self, path: str, stream: str, offset: int = 0) -> None:
+        self.path = path
+        self.stream = stream
+        self.offset = offset
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+        self.tail = ""
+
+    def read(self, final: bool = False) -> list[logs.Line]:
+        """New complete lines (with ``final``, the unterminated rest too)."""
+        data = b""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(READ_CHUNK)
+        except FileNotFoundError:
+            pass  # not created yet (pending) or on a node's local disk
+        self.offset += len(data)
+        text = self._partial + self._decoder.decode(data, final=final)
+        lines = text.splitlines(keepends=True)
+        if lines and not lines[-1].endswith(("\n", "\r")) and not final:
+            self._partial = lines.pop()
+        else:
+            self._partial = ""
+        now = time.time()
+        got = "".join(lines)
+        self.tail = (self.tail + got)[-TAIL_CHARS:]
+        return [(self.stream, now, line) for line in lines]
+
+    def unread(self, lines: list[logs.Line]) -> None:
+        """Put back lines the store could not take (they are read again next tick)."""
+        self._partial = "".join(t for _, _, t in lines) + self._partial
+
+
+@dataclass
+class Tracked:
+    """One attempt handed to the scheduler."""
+
+    claim: ClaimedJob
+    external_id: str
+    files: tuple[OutputFile, OutputFile]
+    budget: logs.LogBudget
+    reason: str | None = None
+    cancelled: bool = False
+
+
+class Dispatcher:
+    """``Dispatcher(store, executor, options).run()``; returns the process exit status."""
+
+    def __init__(self, store: Store, executor: Executor, options: DispatcherOptions) -> None:
+        self.store = store
+        self.executor = executor
+        self.options = options
+        self.host = socket.gethostname()
+        self.id = options.dispatcher_id or (
+            f"{executor.name}-{self.host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        )
+        self.project_root = os.path.abspath(options.project_root or os.getcwd())
+        self.tracked: dict[int, Tracked] = {}
+        self._lock = threading.Lock()
+        self._lost: set[str] = set()  # lease tokens renewal found lost
+        self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
+        self._stop = threading.Event()
+        self._claimed = 0
+        self._ended = 0
+        self._idle = False
+        self._house = Housekeeper()
+        self._namespace: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        """This store's id in the scheduler's job tags (a random id kept in the store)."""
+        if self._namespace is None:
+            self._namespace = store_namespace(self.store)
+        return self._namespace
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> int:
+        log.info("dispatcher %s started (executor %s)", self.id, self.executor.name)
+        self._install_signals()
+        self.adopt()  # before the reaper runs: our own attempts first
+        self._house.every(max(0.2, self.options.lease_s / 3), "lease", self._renew)
+        if self.options.housekeeping:
+            self._house.add_housekeeping(self.store, self.options.housekeeping_options)
+        self._house.start()
+        try:
+            while not self._should_exit():
+                self.tick()
+                if self._should_exit():
+                    break
+                self._stop.wait(self.options.poll_interval)
+        finally:
+            self._house.shutdown()
+        log.info("dispatcher %s stopped; %d job(s) left to Slurm", self.id, len(self.tracked))
+        return 0
+
+    def _should_exit(self) -> bool:
+        if self._stop.is_set():
+            return True  # the scheduler keeps running the jobs; a restart adopts them
+        if self.options.once and self._ended >= 1:
+            return True
+        return self.options.exit_when_idle and self._idle and not self.tracked
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stop.set())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def tick(self) -> None:
+        """One pass: claim and submit, then follow every tracked attempt."""
+        try:
+            external = self.executor.jobs()
+        except ExecutorError as exc:
+            log.warning("listing the scheduler's jobs failed, will retry: %s", exc.message)
+            return
+        try:
+            self._adopt_from(external)
+            self._follow(external)
+            self._fill()
+        except StoreUnavailable as exc:
+            log.warning("the store is unavailable, will retry: %s", exc.message)
+
+    # ----------------------------------------------------------------- adoption
+
+    def adopt(self) -> None:
+        """Take over the scheduler's jobs tagged with a lease that still holds (see module)."""
+        try:
+            self._adopt_from(self.executor.jobs())
+        except (ExecutorError, StoreUnavailable) as exc:
+            log.warning("adopting running jobs failed, will retry: %s", exc.message)
+
+    def _adopt_from(self, external: list[ExternalJob]) -> None:
+        mine = {t.external_id for t in self.tracked.values()}
+        self._judged &= {e.external_id for e in external}  # forgotten by the scheduler
+        for ext in external:
+            if ext.namespace != self.namespace:
+                continue  # another tracker's job in the same account
+            if ext.external_id in mine or ext.external_id in self._judged:
+                continue
+            job_id, attempt, token = ext.job_id, ext.attempt, ext.token
+            if job_id in self.tracked:
+                continue  # a stale copy of an attempt we follow under another id
+            claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
+            if claim is None or claim.attempt != attempt:
+                self._judged.add(ext.external_id)
+                if ext.phase != "ended" or ext.failure == "preempted":
+                    log.warning(
+                        "job %s attempt %s: slurm job %s no longer holds the lease; cancelling",
+                        job_id, attempt, ext.external_id,
+                    )  # fmt: skip
+                    self._cancel(ext.external_id)
+                continue
+            stored = logs.stored_bytes(self.store, job_id, attempt)
+            self._track(claim, ext.external_id, stored)
+            log.info("job %s attempt %s: adopted slurm job %s", job_id, attempt, ext.external_id)
+
+    def _track(self, claim: ClaimedJob, external_id: str, stored: dict[str, int]) -> Tracked:
+        out, err = self.executor.output_paths(claim.job.id, claim.attempt)
+        budget = logs.load_budget(self.store, claim.job.id, self.options.log_limit)
+        files = (
+            OutputFile(out, "stdout", stored.get("stdout", 0)),
+            OutputFile(err, "stderr", stored.get("stderr", 0)),
+        )
+        t = Tracked(claim, external_id, files, budget)
+        with self._lock:
+            self.tracked[claim.job.id] = t
+        return t
+
+    # -------------------------------------------------------------------- claims
+
+    def _fill(self) -> None:
+        while len(self.tracked) < self.options.max_jobs and not self._stop.is_set():
+            if self.options.once and self._claimed >= 1:
+                return
+            got = queue.claim(self.store, self.id, lease_s=self.options.lease_s, max_gpus=1 << 20)
+            if got is None:
+                self._idle = True
+                return
+            self._idle = False
+            self._claimed += 1
+            self._submit(got[0])
+
+    def _submit(self, claim: ClaimedJob) -> None:
+        job = claim.job
+        resume = self._resume_checkpoint(claim)
+        if claim.attempt > 1 and not queue.set_resume_checkpoint(self.store, claim, resume):
+            return  # lost at once; the new holder runs it
+        try:
+            root = choose_project_root(
+                self.project_root, self.options.project_root is not None, job.project_root, job.cwd
+            )
+            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
+        except SpawnError as exc:
+            self._record(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
+            return
+        out, err = self.executor.output_paths(job.id, claim.attempt)
+        for path in (out, err):  # a rerun attempt number never reads an older file
+            if os.path.exists(path):
+                os.unlink(path)
+        request = SubmitRequest(
+            namespace=self.namespace,
+            job_id=job.id,
+            attempt=claim.attempt,
+            token=claim.lease_token,
+            name=f"tracker-{job.id}",
+            argv=wrap_argv(argv, job.nproc_per_node),
+            cwd=cwd,
+            env=self._job_env(claim, resume),
+            output=out,
+            error=err,
+            gpus=job.gpus,
+            cpus=job.cpus,
+            memory_bytes=job.memory_bytes,
+            timeout_s=job.timeout_s,
+            extra=job.sbatch,
+        )
+        try:
+            submitted = self.executor.submit(request)
+        except ExecutorError as exc:
+            log.error("job %s: submission failed: %s", job.id, exc.message)
+            failure = Failure(EXIT_CODE, f"{self.executor.name} refused the job: {exc.message}")
+            self._record(claim, None, failure)
+            return
+        self._track(claim, submitted.external_id, {})
+        log.info(
+            "job %s attempt %s: submitted as %s job %s",
+            job.id, claim.attempt, self.executor.name, submitted.external_id,
+        )  # fmt: skip
+
+    def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
+        if claim.attempt <= 1:
+            return None
+        from tracker.client.run import latest_verified_checkpoint
+        from tracker.client.sinks import SqlSink
+
+        found = latest_verified_checkpoint(SqlSink(self.store), claim.run_id)
+        return found.path if found is not None else None
+
+    def _job_env(self, claim: ClaimedJob, resume: str | None) -> dict[str, str]:
+        job = claim.job
+        env = {k: v for k, v in os.environ.items() if k not in _STRIP_ENV}
+        env.update(job.env)
+        env.update(
+            TRACKER_RUN_ID=str(claim.run_id),
+            TRACKER_JOB_ID=str(job.id),
+            TRACKER_ATTEMPT=str(claim.attempt),
+            TRACKER_CONFIG=json.dumps(job.config),
+            TRACKER_PROJECT=job.project,
+            TRACKER_URI=self.options.job_uri or self.store.absolute_uri(),
+        )
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if resume:
+            env["TRACKER_RESUME_CHECKPOINT"] = resume
+        return env
+
+    # ---------------------------------------------------------------- following
+
+    def _follow(self, external: list[ExternalJob]) -> None:
+        by_id = {e.external_id: e for e in external}
+        with self._lock:
+            lost, self._lost = self._lost, set()
+        states = queue.poll(self.store, [t.claim for t in self.tracked.values()])
+        for job_id, t in list(self.tracked.items()):
+            state = states.get(job_id)
+            if t.claim.lease_token in lost or (state is not None and not state.held):
+                self._drop_lost(t)
+                continue
+            if state is not None and state.cancel_requested and not t.cancelled:
+                t.cancelled = True
+                log.warning("job %s: cancel requested; scancel %s", job_id, t.external_id)
+                self._cancel(t.external_id)
+            ext = by_id.get(t.external_id)
+            if not self._flush(t):
+                continue
+            if ext is None:
+                ext = self._describe(t)  # no longer listed: ended and forgotten, or a glitch
+                if ext is None:
+                    self._end(t, None)
+                    continue
+            if ext.phase == "pending":
+                self._set_reason(t, f"{self.executor.name}: {ext.reason or 'pending'}")
+            elif ext.phase == "running":
+                self._set_reason(t, None)
+            else:
+                self._end(t, ext)
+
+    def _describe(self, t: Tracked) -> ExternalJob | None:
+        try:
+            return self.executor.job(t.external_id)
+        except ExecutorError as exc:
+            log.warning("job %s: scheduler state unknown, will retry: %s", t.claim.job.id, exc)
+            c = t.claim
+            return ExternalJob(
+                t.external_id, "running", "UNKNOWN", None, self.namespace, c.job.id,
+                c.attempt, c.lease_token,
+            )  # fmt: skip
+
+    def _set_reason(self, t: Tracked, reason: str | None) -> None:
+        if reason == t.reason:
+            return
+        if queue.set_pending_reason(self.store, t.claim, reason):
+            t.reason = reason
+        else:
+            self._drop_lost(t)
+
+    def _flush(self, t: Tracked, final: bool = False) -> bool:
+        """Store new output of both files; False when the lease was lost (then dropped)."""
+        for f in t.files:
+            lines = f.read(final=final)
+            if not lines:
+                continue
+            try:
+                held = logs.append(self.store, t.claim, lines, t.budget)
+            except StoreUnavailable:
+                f.unread(lines)
+                raise
+            if not held:
+                self._drop_lost(t)
+                return False
+        return True
+
+    def _end(self, t: Tracked, ext: ExternalJob | None) -> None:
+        detail = None
+        if ext is not None and ext.phase == "ended" and ext.failure != "preempted":
+            detail = self._describe(t)  # scontrol: the exit code squeue does not show
+        if detail is not None and detail.phase == "ended":
+            ext = detail
+        if not self._flush(t, final=True):
+            return
+        failure = self._failure(t, ext)
+        if failure is not None and failure.cls == "preempted":
+            self._cancel(t.external_id)  # Slurm would run the old attempt again
+        self._judged.add(t.external_id)
+        code = ext.exit_code if ext is not None else None
+        self._record(t.claim, code, failure)
+        with self._lock:
+            self.tracked.pop(t.claim.job.id, None)
+
+    def _failure(self, t: Tracked, ext: ExternalJob | None) -> Failure | None:
+        tail = t.files[0].tail + "\n" + t.files[1].tail  # stderr last: its traceback wins
+        if ext is None:
+            return Failure(NODE_FAIL, f"{self.executor.name} no longer knows the job; retried.")
+        if t.cancelled or ext.failure == "cancelled":
+            return classify(None, None, tail, cancelled=True)
+        if ext.failure in (None, "exit"):
+            found = classify(ext.exit_code, ext.signal, tail)
+            if found is not None and found.cls == KILLED_BY_SIGNAL and ext.near_limit:
+                # the grace signal before the time limit (--grace-seconds) stopped it
+                return classify(ext.exit_code, ext.signal, tail, timed_out=True)
+            if found is None and ext.failure == "exit":
+                return Failure(EXIT_CODE, f"{self.executor.name}: {ext.state} ({ext.reason}).")
+            return found
+        if ext.failure == "timeout":
+            return classify(ext.exit_code, ext.signal, tail, timed_out=True)
+        return Failure(ext.failure, ext.hint or f"{self.executor.name}: {ext.state}")
+
+    def _record(self, claim: ClaimedJob, code: int | None, failure: Failure | None) -> None:
+        job = claim.job
+        result = queue.finish(
+            self.store, claim, exit_code=code, failure=failure,
+            retry=self.options.housekeeping_options.policy.next_retry,
+        )  # fmt: skip
+        self._ended += 1
+        if result is None:
+            log.error("job %s: lease lost before the end was recorded; nothing written", job.id)
+            return
+        how = f" ({failure.cls}: {failure.hint})" if failure else ""
+        again = ", retry queued" if result.retry_at else ""
+        status = job_status_for(failure.cls if failure else None)
+        log.info(f"job {job.id} attempt {claim.attempt} {status}{again}: exit {code}{how}")
+
+    def _cancel(self, external_id: str) -> None:
+        try:
+            self.executor.cancel(external_id)
+        except ExecutorError as exc:
+            log.warning("cancelling %s failed, will retry: %s", external_id, exc.message)
+
+    def _drop_lost(self, t: Tracked) -> None:
+        log.error(
+            "job %s: lease lost (the reaper or another dispatcher took it): cancelling %s",
+            t.claim.job.id, t.external_id,
+        )  # fmt: skip
+        self._cancel(t.external_id)
+        self._judged.add(t.external_id)
+        with self._lock:
+            self.tracked.pop(t.claim.job.id, None)
+
+    # ------------------------------------------------------------------- leases
+
+    def _renew(self) -> None:
+        with self._lock:
+            claims = [t.claim for t in self.tracked.values()]
+        lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
+        if lost:  # by token: the job may already run again under a newer attempt
+            with self._lock:
+                self._lost |= {c.lease_token for c in claims if c.job.id in lost}
+
+
+def store_namespace(store: Store) -> str:
+    """The id that marks this store's jobs in the scheduler (a random id kept in the store,
+    so two trackers sharing one cluster account never touch each other's jobs)."""
+    return installation_secret(store, STORE_ID)[:12]
+
+
+def run_dispatcher(store: Store, executor: Executor, options: DispatcherOptions) -> int:
+    """Build and run a dispatcher; the entry point of ``tracker dispatcher``."""
+    return Dispatcher(store, executor, options).run()

@@ -1,0 +1,152 @@
+"""``SlurmExecutor``: the :class:`tracker.runner.executor.Executor` for Slurm, through its
+commands (``sbatch``, ``squeue``, ``scontrol``, ``scancel``) run as argv lists, never a shell.
+
+The batch script is one file the executor writes once into its log directory: the site
+template, then ``exec "$@"`` (:func:`tracker.rules.slurm.batch_script`); ``sbatch`` copies it
+at submission, and the job's argv follows it as arguments. The job's environment is the
+environment of the ``sbatch`` process (``--export=ALL``).
+
+Output files live in ``log_dir`` (``job-<id>-<attempt>.out``/``.err``), which must be on a
+filesystem the compute nodes and the dispatcher's host share (the dispatcher streams them
+into the store). ``sacct`` is not used: without accounting it does not exist, and
+``squeue -t all`` plus ``scontrol show job`` show ended jobs for ``MinJobAge`` seconds
+(Slurm's default 300), far longer than the dispatcher's poll interval.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from tracker.rules.slurm import (
+    SQUEUE_FORMAT,
+    SlurmJob,
+    SlurmRequest,
+    SlurmSite,
+    batch_script,
+    job_from_scontrol,
+    near_time_limit,
+    parse_comment,
+    parse_scontrol,
+    parse_squeue,
+    sbatch_argv,
+    state_rule,
+)
+from tracker.runner.executor import ExecutorError, ExternalJob, Submission, SubmitRequest
+
+__all__ = ["SlurmExecutor"]
+
+COMMAND_TIMEOUT_S = 60.0
+
+
+class SlurmExecutor:
+    """Submit to and follow Slurm as the user the dispatcher runs as."""
+
+    name = "slurm"
+
+    def __init__(
+        self, site: SlurmSite, log_dir: str, *, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.site = site
+        self.log_dir = Path(log_dir).absolute()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = dict(os.environ if env is None else env)  # for squeue/scontrol/scancel
+        self.user = getpass.getuser()
+        self.script = self.log_dir / "tracker-batch.sh"
+        text = batch_script(site.template)
+        if not self.script.exists() or self.script.read_text() != text:
+            tmp = self.script.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(self.script)
+
+    def _run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        try:
+            done = subprocess.run(
+                list(argv),
+                env=dict(env if env is not None else self.env),
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ExecutorError(f"{argv[0]} could not run: {exc}") from exc
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-2000:]
+            raise ExecutorError(f"{argv[0]} failed (exit {done.returncode}): {said}")
+        return done.stdout
+
+    def output_paths(self, job_id: int, attempt: int) -> tuple[str, str]:
+        base = self.log_dir / f"job-{job_id}-{attempt}"
+        return f"{base}.out", f"{base}.err"
+
+    def submit(self, request: SubmitRequest) -> Submission:
+        """``sbatch --parsable ...``; the job's id is the first field of its output.
+
+        Raises ExecutorError when sbatch refuses the job (its message included).
+        """
+        slurm_request = SlurmRequest(
+            namespace=request.namespace,
+            job_id=request.job_id,
+            attempt=request.attempt,
+            token=request.token,
+            name=request.name,
+            output=request.output,
+            error=request.error,
+            chdir=request.cwd,
+            gpus=request.gpus,
+            cpus=request.cpus,
+            memory_bytes=request.memory_bytes,
+            timeout_s=request.timeout_s,
+            extra=request.extra,
+        )
+        argv = sbatch_argv(slurm_request, self.site, str(self.script), request.argv)
+        env = {**self.env, **request.env}
+        out = self._run(argv, env).strip()
+        external_id = out.split(";")[0].strip()
+        if not external_id.isdigit():
+            raise ExecutorError(f"sbatch printed no job id: {out!r}")
+        return Submission(external_id)
+
+    def jobs(self) -> list[ExternalJob]:
+        out = self._run(["squeue", "-h", "-t", "all", "-u", self.user, "-O", SQUEUE_FORMAT])
+        found = (_external(j, self.site.grace_s) for j in parse_squeue(out))
+        return [j for j in found if j is not None]
+
+    def job(self, external_id: str) -> ExternalJob | None:
+        try:
+            out = self._run(["scontrol", "show", "job", "-o", external_id])
+        except ExecutorError as exc:
+            if "Invalid job id" in exc.message:
+                return None  # forgotten (MinJobAge passed)
+            raise
+        found = job_from_scontrol(parse_scontrol(out))
+        return None if found is None else _external(found, self.site.grace_s)
+
+    def cancel(self, external_id: str) -> None:
+        self._run(["scancel", external_id])
+
+
+def _external(job: SlurmJob, grace_s: int) -> ExternalJob | None:
+    tag = parse_comment(job.comment)
+    if tag is None:
+        return None
+    rule = state_rule(job.state, job.restarts)
+    return ExternalJob(
+        external_id=job.slurm_id,
+        phase=rule.phase,
+        state=job.state,
+        reason=job.reason,
+        namespace=tag.namespace,
+        job_id=tag.job_id,
+        attempt=tag.attempt,
+        token=tag.token,
+        exit_code=job.exit_code,
+        signal=job.signal,
+        failure=rule.failure,
+        hint=rule.hint,
+        near_limit=near_time_limit(job, grace_s),
+    )

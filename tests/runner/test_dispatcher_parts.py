@@ -1,0 +1,84 @@
+"""The dispatcher's parts that need no Slurm: adoption by lease token, the pending reason of a
+claimed job, where a restarted dispatcher resumes reading output, UTF-8-safe file following."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracker.entities import JobSpec
+from tracker.runner.dispatcher import OutputFile
+from tracker.store import Store, logs, queue
+from tracker.store import jobs as store_jobs
+
+
+def test_adopt_moves_the_lease_only_with_the_current_token(store: Store) -> None:
+    job = queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    got = queue.claim(store, "old", lease_s=5, now=100.0)
+    assert got is not None
+    claim = got[0]
+    assert queue.adopt(store, job.id, "not-the-token", "new", lease_s=60) is None
+    adopted = queue.adopt(store, job.id, claim.lease_token, "new", lease_s=60, now=200.0)
+    assert adopted is not None
+    assert (adopted.attempt, adopted.run_id, adopted.lease_token) == (
+        1,
+        job.run_id,
+        claim.lease_token,
+    )
+    stored = store_jobs.get_job(store, job.id)
+    assert (stored.lease_owner, stored.lease_expires_at) == ("new", 260.0)
+    # once the attempt ended, its token adopts nothing
+    assert queue.finish(store, adopted, exit_code=0, failure=None) is not None
+    assert queue.adopt(store, job.id, claim.lease_token, "newer", lease_s=60) is None
+
+
+def test_pending_reason_of_a_claimed_job_is_fenced(store: Store) -> None:
+    job = queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    got = queue.claim(store, "d", lease_s=30)
+    assert got is not None
+    claim = got[0]
+    assert queue.set_pending_reason(store, claim, "slurm: Resources")
+    assert store_jobs.get_job(store, job.id).pending_reason == "slurm: Resources"
+    assert queue.set_pending_reason(store, claim, None)
+    assert store_jobs.get_job(store, job.id).pending_reason is None
+    stale = type(claim)(job=claim.job, lease_token="stale", attempt=1, run_id=claim.run_id)
+    assert not queue.set_pending_reason(store, stale, "slurm: Priority")
+    assert store_jobs.get_job(store, job.id).pending_reason is None
+
+
+def test_stored_bytes_counts_utf8_bytes_per_stream_and_attempt(store: Store) -> None:
+    queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    got = queue.claim(store, "d", lease_s=30)
+    assert got is not None
+    claim = got[0]
+    lines = [("stdout", 1.0, "é✓\n"), ("stderr", 1.0, "ab\n"), ("stdout", 2.0, "x\n")]
+    assert logs.append(store, claim, lines)
+    assert logs.stored_bytes(store, claim.job.id, 1) == {"stdout": 8, "stderr": 3}
+    assert logs.stored_bytes(store, claim.job.id, 2) == {}
+
+
+def test_output_file_keeps_split_characters_and_partial_lines(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    data = "first ∑ line\nsecond é".encode()
+    split = data.index("∑".encode()) + 1  # inside the 3-byte character
+    path.write_bytes(data[:split])
+    f = OutputFile(str(path), "stdout")
+    assert f.read() == []  # no complete line yet
+    path.write_bytes(data)
+    assert [t for _, _, t in f.read()] == ["first ∑ line\n"]
+    assert f.read() == []  # "second é" has no newline yet
+    assert [t for _, _, t in f.read(final=True)] == ["second é"]
+    assert f.offset == len(data)
+    # a restarted dispatcher resumes at the bytes already stored
+    again = OutputFile(str(path), "stdout", offset=len("first ∑ line\n".encode()))
+    assert [t for _, _, t in again.read(final=True)] == ["second é"]
+
+
+def test_output_file_missing_is_empty_and_unread_lines_come_back(tmp_path: Path) -> None:
+    path = tmp_path / "later.txt"
+    f = OutputFile(str(path), "stderr")
+    assert f.read() == [] and f.offset == 0
+    path.write_text("a\nb\n")
+    got = f.read()
+    assert [t for _, _, t in got] == ["a\n", "b\n"]
+    f.unread(got)  # the store was down: read again next time
+    assert [t for _, _, t in f.read()] == ["a\n", "b\n"]

@@ -1,0 +1,287 @@
+"""``tracker dispatcher --executor slurm`` against a real single-node Slurm cluster.
+
+The cluster (munged, slurmctld, slurmd) starts once per session (tests/support/slurm_cluster.py);
+these tests skip only where it cannot run (not root, Slurm not installed). Each test runs a
+real dispatcher process against SQLite and PostgreSQL and real jobs through sbatch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.polling import wait_for
+from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
+from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
+from tracker.entities import JobSpec
+from tracker.rules.slurm import SQUEUE_FORMAT, parse_comment, parse_squeue
+from tracker.runner.dispatcher import store_namespace
+from tracker.store import Store, logs, queue
+from tracker.store import jobs as store_jobs
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[SlurmCluster]:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = start_cluster()
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)  # the dispatcher processes inherit it
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+
+
+def dispatcher(procs: Procs, tmp: Path, *args: str) -> Proc:
+    log_dir = tmp / "slurm-logs"
+    return procs.tracker(
+        "dispatcher", "--poll-interval", "0.3", "--lease-seconds", "6", "--log-dir",
+        str(log_dir), *REAP, *args, name="dispatcher",
+    )  # fmt: skip
+
+
+def slurm_jobs(
+    cluster: SlurmCluster, store: Store, job_id: int
+) -> list[tuple[str, str, str | None]]:
+    """(slurm id, state, reason) of every Slurm job submitted for ``job_id`` of ``store``."""
+    found = parse_squeue(cluster.run("squeue", "-h", "-t", "all", "-O", SQUEUE_FORMAT))
+    namespace = store_namespace(store)
+    out = []
+    for j in found:
+        tag = parse_comment(j.comment)
+        if tag is not None and tag.job_id == job_id and tag.namespace == namespace:
+            out.append((j.slurm_id, j.state, j.reason))
+    return out
+
+
+def job_text(store: Store, job_id: int, stream: str | None = None) -> str:
+    chunks = logs.logs_after(store, job_id, limit=10_000, stream=stream)
+    return "".join(c.text for c in chunks if c.stream != "meta")
+
+
+def ended(store: Store, job_id: int, timeout: float, what: str) -> object:
+    return wait_for(lambda: (j := store_jobs.get_job(store, job_id)).is_final and j, timeout, what)
+
+
+SPEAKER = """
+import os, sys, time
+print("first line é✓ " + os.environ["SLURM_JOB_ID"] + " " + os.environ["SITE"], flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+print("last line ∑", flush=True)
+"""
+
+
+def test_job_runs_through_sbatch_and_streams_its_logs(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    template = tmp_path / "site.sh"
+    template.write_text("#!/bin/sh\n#SBATCH --nice=0\nexport SITE=from-template\n")
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SPEAKER, str(release)]))
+    dispatcher(procs, tmp_path, "--template", str(template))
+    # streamed while the job still runs in Slurm
+    wait_for(lambda: "first line" in job_text(store, job.id), 60, "the first line in the store")
+    running = store_jobs.get_job(store, job.id)
+    assert running.status == "running" and running.lease_owner.startswith("slurm-")
+    [(slurm_id, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "RUNNING"
+    release.write_text("go")
+    done = ended(store, job.id, 60, "the job to end")
+    assert (done.status, done.exit_code, done.failure_class) == ("succeeded", 0, None)
+    assert job_text(store, job.id, "stdout") == (
+        f"first line é✓ {slurm_id} from-template\nlast line ∑\n"
+    )
+    assert job_text(store, job.id, "stderr") == "to stderr\n"
+    assert store.get_run(job.run_id).status == "finished"
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "COMPLETED"
+    shown = procs.run("jobs", "logs", str(job.id))
+    assert "last line ∑" in shown.stdout
+
+
+def test_failing_job_gets_its_failure_class(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    job = queue.enqueue(store, JobSpec(argv=script("fail.py", "oom")))
+    dispatcher(procs, tmp_path)
+    done = ended(store, job.id, 90, "the failing job to end")
+    assert (done.status, done.failure_class) == ("failed", "cuda_oom")
+    assert done.exit_code == 1 and "tried to allocate 2.00 GiB" in done.failure_hint
+    assert store.get_run(job.run_id).failure_class == "cuda_oom"
+
+
+SLEEPER = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+print("sleeping", flush=True)
+time.sleep(600)
+"""
+
+
+def test_cancel_becomes_scancel_and_kills_the_job(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SLEEPER, str(pid_file)]))
+    dispatcher(procs, tmp_path)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
+    pid = int(pid_file.read_text())
+    assert store_jobs.cancel(store, job.id).outcome == "cancel_requested"
+    done = ended(store, job.id, 60, "the cancelled job to end")
+    assert (done.status, done.failure_class) == ("cancelled", "cancelled")
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "CANCELLED"
+    wait_for(lambda: not alive(pid), 30, "the job's process to die")
+    assert store.get_run(job.run_id).status == "killed"
+
+
+@pytest.mark.parametrize(
+    ("ignore_term", "slurm_state"),
+    [(False, "FAILED"), (True, "TIMEOUT")],  # stopped by the grace SIGTERM / by the time limit
+)
+def test_timeout_becomes_the_slurm_time_limit(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path, ignore_term: bool,
+    slurm_state: str,
+) -> None:  # fmt: skip
+    pid_file = tmp_path / "pid"
+    code = ("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term
+            else "") + SLEEPER  # fmt: skip
+    argv = [sys.executable, "-c", code, str(pid_file)]
+    job = queue.enqueue(store, JobSpec(argv=argv, timeout_s=20))  # Slurm: 1 minute
+    dispatcher(procs, tmp_path, "--grace-seconds", "10")
+    wait_for(lambda: pid_file.exists(), 60, "the job to start")
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
+    assert "TimeLimit=00:01:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
+    done = ended(store, job.id, 150, "Slurm to stop the job at its time limit")
+    assert (done.status, done.failure_class) == ("timed_out", "timeout")
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == slurm_state
+
+
+def test_dispatcher_killed_and_restarted_submits_nothing_twice(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    release = tmp_path / "release"
+    argv = script("jobscript.py", str(out), "--wait-for", str(release), "--lines", "3")
+    job = queue.enqueue(store, JobSpec(argv=argv))
+    first = dispatcher(procs, tmp_path)
+    wait_for(lambda: "err 2" in job_text(store, job.id), 60, "the job's first output stored")
+    first.signal(signal.SIGKILL)
+    first.wait(10)
+    [(slurm_id, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "RUNNING"  # the job outlives its dispatcher
+    second = dispatcher(procs, tmp_path)
+    wait_for(
+        lambda: store_jobs.get_job(store, job.id).lease_owner != first_owner(store, job.id),
+        30,
+        "the new dispatcher to adopt the job",
+    )
+    release.write_text("go")
+    done = ended(store, job.id, 60, "the adopted job to end")
+    assert (done.status, done.attempt) == ("succeeded", 1)
+    assert [s for s, _, _ in slurm_jobs(slurm, store, job.id)] == [slurm_id]  # submitted once
+    assert len(store_jobs.attempts(store, job.id)) == 1
+    text = job_text(store, job.id)
+    for line in ("out 0", "out 1", "out 2", "err 0", "err 1", "err 2", "done"):
+        assert text.count(line + "\n") == 1, text  # nothing lost, nothing stored twice
+    assert "adopted slurm job" in second.output()
+
+
+def first_owner(store: Store, job_id: int) -> str:
+    """The dispatcher that submitted the job (the first attempt's worker id)."""
+    return store_jobs.attempts(store, job_id)[0].worker_id or ""
+
+
+def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    job = queue.enqueue(store, JobSpec(argv=script("checkpointed.py", str(out)), max_retries=1))
+    dispatcher(procs, tmp_path)
+    saved = wait_for(lambda: (out / "saved-1").exists() and (out / "saved-1").read_text(), 120,
+                     "attempt 1 to save a checkpoint")  # fmt: skip
+    attempt1 = read_json(out / "attempt-1.json")
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
+    slurm.run("scontrol", "requeue", slurm_id)
+    done = ended(store, job.id, 180, "the retry to finish")
+    assert (done.status, done.attempt) == ("succeeded", 2)
+    tries = store_jobs.attempts(store, job.id)
+    assert [(t.status, t.failure_class) for t in tries] == [
+        ("crashed", "preempted"),
+        ("succeeded", None),
+    ]
+    assert tries[1].resume_checkpoint == saved
+    attempt2 = read_json(out / "attempt-2.json")
+    assert attempt2["resume"] == saved and attempt2["start"] == 3
+    assert not psutil.pid_exists(attempt1["pid"]) or not alive(attempt1["pid"])
+    states = {s: st for s, st, _ in slurm_jobs(slurm, store, job.id)}
+    assert len(states) == 2 and states[slurm_id] == "CANCELLED"  # the old copy never reruns
+
+
+def test_pending_reason_is_shown_while_slurm_holds_the_job(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    too_big = (os.cpu_count() or 1) + 64
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", "pass"], cpus=too_big))
+    dispatcher(procs, tmp_path)
+    waiting = wait_for(
+        lambda: (j := store_jobs.get_job(store, job.id)).status == "running"
+        and j.pending_reason and j, 60, "the Slurm pending reason on the claimed job",
+    )  # fmt: skip
+    assert waiting.pending_reason.startswith("slurm: ")
+    [(_, state, reason)] = slurm_jobs(slurm, store, job.id)
+    assert state == "PENDING" and waiting.pending_reason == f"slurm: {reason}"
+    listed = procs.run("jobs", "ls", "--json")
+    [row] = [j for j in json.loads(listed.stdout) if j["id"] == job.id]
+    assert row["pending_reason"] == waiting.pending_reason
+    store_jobs.cancel(store, job.id)
+    done = ended(store, job.id, 60, "the pending job to be cancelled")
+    assert done.status == "cancelled" and done.pending_reason is None
+
+
+def test_bad_sbatch_option_is_refused_at_submit(procs: Procs, tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("print('hi')\n")
+    refused = procs.run("submit", "--sbatch", "--output=/etc/passwd", "t.py")
+    assert refused.returncode != 0 and "--output: not allowed" in refused.stderr
+
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "examples" / "slurm" / "multinode.sh"
+
+
+def test_multinode_launcher_runs_srun_torchrun_with_gloo_on_one_node(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    env = {"NPROC_PER_NODE": "2", "PYTHON": sys.executable, "RDZV_PORT": "29731"}
+    spec = JobSpec(
+        argv=["bash", str(LAUNCHER), *script("distributed.py")[1:]], project="dist", env=env,
+        cpus=2, sbatch=("--nodes=1", "--ntasks-per-node=1"),
+    )  # fmt: skip
+    job = queue.enqueue(store, spec)
+    dispatcher(procs, tmp_path)
+    done = ended(store, job.id, 180, "the srun + torchrun job to end")
+    text = job_text(store, job.id)
+    assert done.status == "succeeded", (done.failure_hint, text)
+    assert "rank 0 of 2 done" in text and "rank 1 of 2 done" in text
+    run = store.get_run(job.run_id)
+    assert [p.value for p in store.metric_history(run.id, "sum")] == [3.0, 3.0, 3.0]
+    assert len(store.list_runs(project="dist")) == 1  # rank 1 created no run of its own

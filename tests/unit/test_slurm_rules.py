@@ -1,0 +1,245 @@
+"""The pure Slurm rules: sbatch argv, extra options, comments, squeue/scontrol parsing, states."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker.errors import InvalidInput
+from tracker.rules.slurm import (
+    ALLOWED_OPTIONS,
+    STATES,
+    SlurmJob,
+    SlurmRequest,
+    SlurmSite,
+    Tag,
+    batch_script,
+    check_extra_options,
+    comment,
+    job_from_scontrol,
+    near_time_limit,
+    parse_comment,
+    parse_exit_code,
+    parse_scontrol,
+    parse_slurm_time,
+    parse_squeue,
+    sbatch_argv,
+    state_rule,
+    time_limit,
+)
+
+REQUEST = SlurmRequest(
+    namespace="ab12", job_id=7, attempt=2, token="tok", name="tracker-7",
+    output="/logs/job-7-2.out", error="/logs/job-7-2.err",
+)  # fmt: skip
+
+
+def test_sbatch_argv_minimal() -> None:
+    argv = sbatch_argv(REQUEST, SlurmSite(), "/logs/batch.sh", ["python", "train.py"])
+    assert argv == [
+        "sbatch", "--parsable", "--job-name=tracker-7", "--comment=tracker:ab12:7:2:tok",
+        "--output=/logs/job-7-2.out", "--error=/logs/job-7-2.err", "--export=ALL", "--requeue",
+        "--signal=B:TERM@60", "/logs/batch.sh", "python", "train.py",
+    ]  # fmt: skip
+
+
+def test_sbatch_argv_every_resource_and_site_option() -> None:
+    request = SlurmRequest(
+        namespace="n", job_id=1, attempt=1, token="t", name="x", output="o", error="e",
+        chdir="/proj/dir with space", gpus=2, cpus=8, memory_bytes=3 * 1024**3 + 1,
+        timeout_s=3601, extra=("--constraint=a100",),
+    )  # fmt: skip
+    site = SlurmSite(partition="gpu", account="lab", qos="high", extra=("--exclude=n3",),
+                     grace_s=120)  # fmt: skip
+    argv = sbatch_argv(request, site, "s.sh", ["python", "t.py", "--lr=$(rm -rf /)"])
+    assert argv[argv.index("s.sh") :] == ["s.sh", "python", "t.py", "--lr=$(rm -rf /)"]
+    options = argv[: argv.index("s.sh")]
+    for expected in ("--chdir=/proj/dir with space", "--partition=gpu", "--account=lab",
+                     "--qos=high", "--mem=3073M", "--gres=gpu:2", "--cpus-per-task=8",
+                     "--time=61", "--signal=B:TERM@120"):  # fmt: skip
+        assert expected in options
+    # site extras, then the job's: the job's own win in sbatch (later options override)
+    assert options[-2:] == ["--exclude=n3", "--constraint=a100"]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "expected"),
+    [(None, None), (1, "1"), (59.5, "1"), (60, "1"), (61, "2"), (7200, "120")],
+)
+def test_time_limit_rounds_up_to_minutes(timeout: float | None, expected: str | None) -> None:
+    assert time_limit(timeout) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (["--constraint=a100"], ("--constraint=a100",)),
+        (["#SBATCH --exclusive"], ("--exclusive",)),
+        (["  --nodes=2 "], ("--nodes=2",)),
+        (["--mail-user=a b@c"], ("--mail-user=a b@c",)),
+        ([], ()),
+    ],
+)
+def test_extra_options_accepted(given: list[str], expected: tuple[str, ...]) -> None:
+    assert check_extra_options(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ("--output=/etc/passwd", "--output"),
+        ("--comment=x", "--comment"),
+        ("--wrap=rm -rf /", "--wrap"),
+        ("--uid=0", "--uid"),
+        ("--export=NONE", "--export"),
+        ("-p gpu", "-p gpu"),
+        ("--constraint=a\n#SBATCH --uid=0", "one line"),
+        ("constraint=a", "long form"),
+        ("--Constraint=a", "long form"),
+    ],
+)
+def test_extra_options_refused_naming_the_option(given: str, named: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_extra_options([given])
+    assert named in caught.value.message and caught.value.field == "sbatch"
+
+
+def test_allow_list_excludes_what_the_dispatcher_sets() -> None:
+    ours = {"output", "error", "comment", "job-name", "export", "chdir", "requeue", "signal",
+            "time", "parsable", "wrap", "gres", "mem", "cpus-per-task"}  # fmt: skip
+    assert not ours & ALLOWED_OPTIONS
+
+
+def test_comment_round_trip_and_foreign_comments() -> None:
+    text = comment("ab12", 7, 2, "0f3e")
+    assert parse_comment(text) == Tag("ab12", 7, 2, "0f3e")
+    for foreign in (None, "", "(null)", "tracker:", "tracker:a:1:2", "tracker:a:x:2:t",
+                    "tracker:a:1:2:t:extra", "tracker:a b:1:2:t", "other:a:1:2:t"):  # fmt: skip
+        assert parse_comment(foreign) is None, foreign
+
+
+def test_batch_script_ends_in_exec_of_the_arguments() -> None:
+    assert batch_script(None) == '#!/bin/sh\nexec "$@"\n'
+    site = "#!/bin/bash\n#SBATCH --constraint=a100\nmodule load cuda\n"
+    assert batch_script(site) == site + 'exec "$@"\n'
+    assert batch_script("module load cuda") == '#!/bin/sh\nmodule load cuda\nexec "$@"\n'
+
+
+def test_parse_squeue_five_and_four_fields() -> None:
+    text = (
+        "12|RUNNING|None|0|tracker:n:1:1:t\n"
+        "13|PENDING|Resources|1|tracker:n:2:1:t\n"
+        "\n"
+        "14|PENDING|JobHeldUser|0|(null)\n"
+        "15|COMPLETED|None|a|comment|with|bars\n"
+    )
+    jobs = parse_squeue(text)
+    assert [(j.slurm_id, j.state, j.reason, j.restarts, j.comment) for j in jobs] == [
+        ("12", "RUNNING", None, 0, "tracker:n:1:1:t"),
+        ("13", "PENDING", "Resources", 1, "tracker:n:2:1:t"),
+        ("14", "PENDING", "JobHeldUser", 0, None),
+        ("15", "COMPLETED", None, None, "a|comment|with|bars"),
+    ]
+    with pytest.raises(InvalidInput, match="squeue line"):
+        parse_squeue("12|RUNNING")
+
+
+SCONTROL = (
+    "JobId=1 JobName=w.sh UserId=root(0) JobState=FAILED Reason=NonZeroExitCode "
+    "Dependency=(null) Requeue=1 Restarts=2 BatchFlag=1 ExitCode=3:0 RunTime=00:00:03 "
+    "Command=/tmp/w.sh sh -c echo hi; exit 3 WorkDir=/tmp/my dir "
+    "Comment=tracker:n:4:1:tok  StdErr=/tmp/o.txt StdIn=/dev/null StdOut=/tmp/o.txt Power= \n"
+)
+
+
+def test_parse_scontrol_values_with_spaces() -> None:
+    fields = parse_scontrol(SCONTROL)
+    assert fields["Command"] == "/tmp/w.sh sh -c echo hi; exit 3"
+    assert fields["WorkDir"] == "/tmp/my dir"
+    assert fields["Power"] == "" and fields["ExitCode"] == "3:0"
+    job = job_from_scontrol(fields)
+    assert job is not None
+    assert (job.slurm_id, job.state, job.reason, job.restarts, job.exit_code, job.signal) == (
+        "1", "FAILED", "NonZeroExitCode", 2, 3, None,
+    )  # fmt: skip
+    assert job.comment == "tracker:n:4:1:tok" and job.stdout == "/tmp/o.txt"
+    assert job_from_scontrol(parse_scontrol("")) is None
+
+
+def test_parse_scontrol_command_with_newlines_and_keys_inside() -> None:
+    text = (
+        "JobId=5 JobState=COMPLETED Reason=None Restarts=0 ExitCode=0:0 Command=/b.sh python -c \n"
+        "import os\nx = 1 JobState=FAKE Comment=fake\n WorkDir=/w Comment=tracker:n:1:1:t "
+        "StdErr=/e StdIn=/dev/null StdOut=/o Power=\n"
+    )
+    job = job_from_scontrol(parse_scontrol(text))
+    assert job is not None
+    assert (job.state, job.comment, job.stdout, job.exit_code) == (
+        "COMPLETED", "tracker:n:1:1:t", "/o", 0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0:0", (0, None)), ("3:0", (3, None)), ("0:9", (0, 9)), ("0:15", (0, 15)),
+     (None, (None, None)), ("", (None, None)), ("x:y", (None, None))],
+)  # fmt: skip
+def test_parse_exit_code(text: str | None, expected: tuple[int | None, int | None]) -> None:
+    assert parse_exit_code(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "restarts", "phase", "failure"),
+    [
+        ("PENDING", 0, "pending", None),
+        ("CONFIGURING", None, "pending", None),
+        ("RUNNING", 0, "running", None),
+        ("COMPLETING", 0, "running", None),
+        ("SUSPENDED", 0, "running", None),
+        ("COMPLETED", 0, "ended", None),
+        ("FAILED", 0, "ended", "exit"),
+        ("TIMEOUT", 0, "ended", "timeout"),
+        ("DEADLINE", 0, "ended", "timeout"),
+        ("CANCELLED", 0, "ended", "cancelled"),
+        ("CANCELLED by 0", 0, "ended", "cancelled"),
+        ("NODE_FAIL", 0, "ended", "node_fail"),
+        ("BOOT_FAIL", 0, "ended", "node_fail"),
+        ("PREEMPTED", 0, "ended", "preempted"),
+        ("OUT_OF_MEMORY", 0, "ended", "host_oom"),
+        ("REQUEUED", 0, "ended", "preempted"),
+        ("PENDING", 1, "ended", "preempted"),  # scontrol requeue: pending again, restarted
+        ("RUNNING", 2, "ended", "preempted"),  # requeued and already running again
+        ("SOMETHING_NEW", 0, "running", None),  # unknown: left to the next poll
+    ],
+)
+def test_state_map(state: str, restarts: int | None, phase: str, failure: str | None) -> None:
+    rule = state_rule(state, restarts)
+    assert (rule.phase, rule.failure) == (phase, failure)
+    if rule.failure not in (None, "exit"):
+        assert rule.hint
+
+
+def test_every_state_failure_is_a_known_class() -> None:
+    from tracker.rules.failure import FAILURE_CLASSES
+
+    for rule in STATES.values():
+        assert rule.failure in (None, "exit", *FAILURE_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("00:00:53", 53), ("01:00", 60), ("1-02:03:04", 93784), ("UNLIMITED", None),
+     ("INVALID", None), (None, None), ("", None), ("10", None)],
+)  # fmt: skip
+def test_parse_slurm_time(text: str | None, seconds: int | None) -> None:
+    assert parse_slurm_time(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("run", "limit", "grace", "near"),
+    [(53, 60, 10, True), (3600 - 70, 3600, 10, True), (3600 - 71, 3600, 10, False),
+     (3600 - 200, 3600, 10, False), (3600 - 200, 3600, 300, True), (50, None, 10, False),
+     (None, 60, 10, False)],
+)  # fmt: skip
+def test_near_time_limit(run: int | None, limit: int | None, grace: int, near: bool) -> None:
+    job = SlurmJob("1", "FAILED", None, None, run_time_s=run, time_limit_s=limit)
+    assert near_time_limit(job, grace) is near
