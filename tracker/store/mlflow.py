@@ -1,6 +1,6 @@
 """What the MLflow-compatible API needs beyond the core Store: projects by id and name
 (MLflow experiments), atomic read-modify-write of a run's name, params and tags, metric
-history pages, runs of projects. The MLflow mapping itself is pure and lives in the
+history pages. The MLflow mapping itself is pure and lives in the
 dashboard (``tracker.web.core.mlflow_compat``); this module sees only plain values.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`. Reads
@@ -11,7 +11,7 @@ raise StoreUnavailable (503) when the database cannot be reached
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,7 +30,6 @@ __all__ = [
     "find_project",
     "get_project",
     "metric_page",
-    "run_ids_of_projects",
     "search_projects",
     "update_run_meta",
 ]
@@ -103,21 +102,6 @@ def search_projects(
         query = query.where(sa.func.lower(m.ProjectRow.name).like(like.lower()))
     with read_conn(store.engine) as conn:
         return [ProjectInfo(*row) for row in conn.execute(query)]
-
-
-def run_ids_of_projects(
-    store: Store, project_ids: Sequence[int], *, limit: int, offset: int
-) -> list[int]:
-    """Ids of the projects' runs, newest first."""
-    query = (
-        sa.select(m.RunRow.id)
-        .where(m.RunRow.project_id.in_(list(project_ids)))
-        .order_by(m.RunRow.id.desc())
-        .limit(limit)
-        .offset(offset)
-    )
-    with read_conn(store.engine) as conn:
-        return list(conn.execute(query).scalars())
 
 
 def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo:

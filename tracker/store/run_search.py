@@ -586,7 +586,8 @@ def run_columns(
 ) -> tuple[list[str], list[str]]:
     """(config keys, metric names) seen in runs, for the column chooser.
 
-    Config keys are the flattened keys of the newest ``sample`` runs; metric names come
+    Config keys are the flattened keys of the newest ``sample`` runs (keys starting with
+    ``_`` after the others); metric names come
     from every run (of the project). Raises StoreUnavailable.
     """
     runs = sa.select(m.RunRow.config).order_by(m.RunRow.id.desc()).limit(sample)
@@ -609,7 +610,8 @@ def run_columns(
         for (config,) in conn.execute(runs):
             keys.update(flatten(config or {}))
         metrics = list(conn.execute(names).scalars())
-    return sorted(keys), metrics
+    # the run's own keys first, reserved ones (``_mlflow_tags.*``: MLflow's system tags) last
+    return sorted(keys, key=lambda k: (k.startswith("_"), k)), metrics
 
 
 def _project_filter(project: str | None) -> list[Any]:
