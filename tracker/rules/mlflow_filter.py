@@ -181,6 +181,8 @@ class _Parser:
                     raise self.fail(tok, "OR is not supported by MLflow's search; use AND")
                 raise self.fail(tok, f"expected AND or the end of the filter, got {tok.text!r}")
             self.take()
+            if self.peek().kind == "eof":  # MLflow accepts a trailing AND
+                break
             nodes.append(self.comparison())
             if len(nodes) > MAX_CLAUSES:
                 raise self.fail(tok, f"more than {MAX_CLAUSES} conditions")

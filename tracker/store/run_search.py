@@ -469,6 +469,8 @@ def _page_ids(
     order = []
     for key in spec.order_by:
         value = _field_value(key.field, dialect, key_ids)
+        if key.field.kind == "metrics":  # as MLflow: values, then NaN, then runs without it
+            order.append(_nan_rank(key.field, key_ids, value))
         order.append((value.asc() if key.ascending else value.desc()).nulls_last())
     sort_expr = _sort_expr(spec, dialect, key_ids)
     direction = sort_expr.desc() if spec.order == "desc" else sort_expr.asc()
@@ -482,6 +484,17 @@ def _page_ids(
         .offset(spec.offset)
     )
     return list(conn.execute(page).scalars())
+
+
+def _nan_rank(field: Field, key_ids: dict[str, int], value: Any) -> Any:
+    """0 for a number, 1 for NaN (stored as NULL), 2 for a run without the metric."""
+    logged = sa.exists(
+        sa.select(1).where(
+            m.MetricSummaryRow.run_id == m.RunRow.id,
+            m.MetricSummaryRow.key_id == key_ids.get(field.name, -1),
+        )
+    )
+    return sa.case((value.is_not(None), 0), (logged, 1), else_=2)
 
 
 def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, int]) -> list:
