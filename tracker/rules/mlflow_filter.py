@@ -438,7 +438,10 @@ def _order_key(item: str) -> OrderKey:
     if len(toks) != 1 or toks[0].kind not in ("word", "back", "string"):
         raise bad("use <key> [ASC|DESC], e.g. metrics.loss DESC")
     raw = toks[0].text
-    entity, key = ("attr", _unquote(raw)) if raw[0] in "`\"'" else _split_identifier(raw, item)
+    try:
+        entity, key = ("attr", _unquote(raw)) if raw[0] in "`\"'" else _split_identifier(raw, item)
+    except MlflowFilterError as exc:
+        raise bad(exc.message.split(": ", 1)[-1]) from None
     if entity == "metric":
         return OrderKey(Field("metrics", (key,)), ascending)
     if entity in ("param", "tag"):
