@@ -27,6 +27,7 @@ import dataclasses
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,15 +299,15 @@ class _Translator:
 _NUMBER_TYPES = {"postgresql": ("number",), "sqlite": ("integer", "real")}
 
 
+_PLAIN_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _plain_number(text: str) -> float | None:
     """The number a param string spells (``"0.01"``), if it is a plain finite decimal."""
-    try:
-        number = float(text)
-    except ValueError:
+    if len(text) > 40 or not _PLAIN_NUMBER.fullmatch(text):
         return None
-    if not math.isfinite(number) or text.strip() != text or not text[-1:].isdigit():
-        return None
-    return number
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
 def _order_error(c: Compare) -> InvalidInput:
