@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -199,7 +200,7 @@ def test_filters_and_orderings_find_what_mlflow_finds(
     assert mismatches == []
     # the cases above are not vacuous: some filters find nothing, others everything
     assert names(client, ids, filter_string="params.optimizer LIKE 'a%'") == ["r5", "r1"]
-    assert names(client, ids, filter_string="tags.mlflow.parentRunId = " f"'{ids['r1']}'") == [
+    assert names(client, ids, filter_string=f"tags.mlflow.parentRunId = '{ids['r1']}'") == [
         "r5",
         "r3",
     ]
@@ -253,12 +254,12 @@ def test_experiments_default_and_created_run_tags(
     ours: tuple[MlflowClient, dict[str, str], Store],
 ) -> None:
     ref_client, _ = reference
-    client, ids, store = ours
+    client, _, store = ours
     expected = sorted(e.name for e in ref_client.search_experiments())
     assert sorted(e.name for e in client.search_experiments()) == expected == ["Default", "search"]
-    assert [e.experiment_id for e in client.search_experiments(filter_string="name = 'Default'")] == [
-        "0"
-    ]
+    assert [
+        e.experiment_id for e in client.search_experiments(filter_string="name = 'Default'")
+    ] == ["0"]
     assert [e.name for e in client.search_experiments(filter_string="name LIKE 'def%'")] == [
         "Default"
     ]
@@ -314,3 +315,46 @@ def test_dotted_params_are_columns_and_query_fields(
     ]:
         got = web.get("/api/v1/runs", query_string={"q": query}).json
         assert [r["name"] for r in got["runs"]] == expected, (query, got)
+
+
+KEYS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="`"), min_size=1,
+               max_size=12)  # fmt: skip
+VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="'"),
+                 max_size=12)  # fmt: skip
+CLAUSES = st.one_of(
+    st.builds("metrics.`{}` {} {}".format, KEYS, st.sampled_from(["=", "!=", "<", ">="]),
+              st.floats(-1e9, 1e9, allow_nan=False)),
+    st.builds("{}.`{}` {} '{}'".format, st.sampled_from(["params", "tags"]), KEYS,
+              st.sampled_from(["=", "!=", "LIKE", "ILIKE"]), VALUES),
+    st.builds("{}.`{}` IS {}NULL".format, st.sampled_from(["params", "tags"]), KEYS,
+              st.sampled_from(["", "NOT "])),
+    st.builds("{} {} '{}'".format, st.sampled_from(["status", "run_name", "user_id"]),
+              st.sampled_from(["=", "!=", "LIKE", "ILIKE"]), VALUES),
+    st.builds("run_id IN ('{}')".format, VALUES),
+    st.builds("{} {} {}".format, st.sampled_from(["start_time", "end_time"]),
+              st.sampled_from(["=", "<", ">"]), st.integers(-(2**62), 2**62)),
+)  # fmt: skip
+ORDER_KEYS = st.builds("{}.`{}` {}".format, st.sampled_from(["metrics", "params", "tags"]), KEYS,
+                       st.sampled_from(["ASC", "DESC", ""]))  # fmt: skip
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(CLAUSES, min_size=1, max_size=4), st.lists(ORDER_KEYS, max_size=2, unique=True))
+def test_any_valid_filter_runs_on_the_database(
+    app: Flask, clauses: list[str], order_by: list[str]
+) -> None:
+    """Whatever keys and values a valid filter holds, the database answers it (200), or the
+    server refuses it as MLflow would (400 INVALID_PARAMETER_VALUE) -- never a 500."""
+    store = app.extensions["tracker"].store
+    if not store.list_runs(project="default"):  # runs whose values the SQL must read
+        for config, tags in [({"a": "1", "b": {"c": 2}, "_mlflow_tags": {"mlflow.user": "u"}},
+                              ["k=v", "plain"]), ({"a": [1, "x"], "d": None}, [])]:  # fmt: skip
+            run = store.create_run("default", "r", config, tags)
+            store.log_metrics(run.id, 1, {"m": 0.5})
+    body = {"experiment_ids": ["0"], "filter": " AND ".join(clauses), "order_by": order_by}
+    response = app.test_client().post("/api/2.0/mlflow/runs/search", json=body)
+    assert response.status_code in (200, 400), response.json
+    if response.status_code == 400:
+        assert response.json["error_code"] == "INVALID_PARAMETER_VALUE", response.json
