@@ -160,3 +160,7 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for var in ("TRACKER_URI", "TRACKER_RUN_ID", "TRACKER_JOB_ID", "TRACKER_CONFIG", "RANK"):
         monkeypatch.delenv(var, raising=False)
+
+
+# A real S3-protocol server (moto, a subprocess) for the s3:// artifact root tests.
+from tests.support.s3 import s3_env, s3_server  # noqa: E402, F401

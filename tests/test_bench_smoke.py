@@ -27,9 +27,9 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 CALL_FIELDS = ("calls", "median_us", "p99_us", "p999_us", "max_us", "mean_us")
 
 
-def _run_bench(script: str, tmp_path: Path) -> dict[str, Any]:
+def _run_bench(script: str, tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / f"{script}.json"
-    args = [sys.executable, str(BENCH / script), "--quick", "--json", str(out)]
+    args = [sys.executable, str(BENCH / script), "--quick", "--json", str(out), *extra]
     if not HAVE_MLFLOW:
         args.append("--no-mlflow")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "MLFLOW_"))}
@@ -109,6 +109,7 @@ def test_bench_queue_quick_reports_every_field(tmp_path: Path) -> None:
     _positive(throughput, "jobs", "workers", "workers_used", "seconds", "jobs_per_s",
               "claims_per_s", "cycle_ms_per_job_per_worker", "claim_to_end_ms_median")  # fmt: skip
     assert throughput["jobs"] == doc["params"]["jobs"]  # the script checked each ran once
+    _positive(throughput["enqueue_to_start_s"], "median", "p99", "max")
     _positive(throughput["cpu_ms_per_job"], "workers", "jobs", "benchmark")
     assert throughput["cpu_ms_per_job"]["postgres"] is None  # SQLite has no server
     assert "skipped" in doc["results"]["postgres"]  # no server URL given to the subprocess
@@ -137,3 +138,16 @@ def test_bench_memory_quick_reports_every_field(tmp_path: Path) -> None:
     assert capped["points_through_disk"] > 0  # the quick burst passes its small cap
     assert capped["peak_held_estimate_mib"] <= doc["params"]["cap_mb"] * 1.05
     assert doc["results"]["uncapped"]["points_through_disk"] == 0
+
+
+def test_bench_fleet_quick_reports_every_field(tmp_path: Path) -> None:
+    server = os.environ.get("TRACKER_TEST_PG_URL")
+    if not server:
+        pytest.skip("bench_fleet.py needs PostgreSQL (TRACKER_TEST_PG_URL)")
+    doc = _run_bench("bench_fleet.py", tmp_path, "--pg-url", server)
+    assert doc["benchmark"] == "fleet"
+    for setup in ("http", "postgres"):
+        result = doc["results"][setup]
+        _positive(result, "procs", "points", "points_per_s", "log_median_us", "log_p99_us",
+                  "log_p999_us", "finish_s_max")  # fmt: skip
+        assert result["stored_points"] == result["points"]  # the script counted them too

@@ -127,6 +127,34 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True)
+class ArtifactInfo:
+    """One stored file of a run: ``path`` is relative posix (``tracker.rules.artifact_paths``),
+    unique per run; the bytes live in the blob store under ``sha256`` (shared across runs)."""
+
+    run_id: int
+    path: str
+    size: int
+    sha256: str
+    media_type: str
+    step: int | None
+    created_at: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BlobGcReport:
+    """What ``tracker gc`` found (and removed unless ``dry_run``): blobs no artifact refers to."""
+
+    blobs: int  # blobs in the artifact root
+    referenced: int  # of which some artifact row refers to
+    unreferenced: int  # candidates: no row refers to them
+    unreferenced_bytes: int
+    young: int  # unreferenced but younger than the grace period: kept (may be mid-upload)
+    deleted: int  # 0 on a dry run
+    dry_run: bool
+
+
+@dataclass(frozen=True)
 class RunEventInfo:
     id: int
     run_id: int

@@ -50,6 +50,13 @@ class InvalidMetricType(TrackerError, TypeError):
         TrackerError.__init__(self, message, field=field)
 
 
+class TooLarge(InvalidInput):
+    """An upload (an artifact's body) past the configured size limit; nothing was stored."""
+
+    code = "too_large"
+    http_status = 413
+
+
 class NotFound(TrackerError, LookupError):
     code = "not_found"
     http_status = 404

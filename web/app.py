@@ -27,6 +27,11 @@ Config keys (all optional):
                      ``create_app``; ``tracker ui`` turns it on (``--run-stale-seconds``,
                      default 20 s)
 ``CRASH_SWEEP_S``    seconds between the crash watch's passes (default 5)
+``ARTIFACT_ROOT``    where artifact bytes live: a directory or ``s3://bucket/prefix``
+                     (``--artifact-root``; default ``TRACKER_ARTIFACT_ROOT``, else ``artifacts/``
+                     beside the SQLite file; a PostgreSQL store needs one for artifacts). A
+                     root holding the SQLite file is refused
+``MAX_ARTIFACT_BYTES`` the largest artifact one PUT may upload (default 5 GiB; 413 beyond)
 ``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (as sent / inflated;
                      8 MiB each; a larger body is a 413 envelope)
 
@@ -42,8 +47,9 @@ from typing import Any
 
 from flask import Flask
 
+from tracker.errors import InvalidInput
 from tracker.rules.liveness import SWEEP_S
-from tracker.store import Store, tokens
+from tracker.store import Store, artifacts, tokens
 from tracker.web.core.crash_watch import CrashWatch
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.plumbing import files, security
@@ -62,6 +68,8 @@ DEFAULTS: dict[str, Any] = {
     "CHECKPOINT_ROOTS": None,
     "LOG_ROOT": None,
     "SECRET_KEY": None,
+    "ARTIFACT_ROOT": None,
+    "MAX_ARTIFACT_BYTES": 5 * 1024**3,
     # A JSON body costs ~20x its size in Python objects while parsed; the HTTP sink sends
     # metric batches of at most 20,000 points (< 6 MiB even with 250-character keys).
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
@@ -92,6 +100,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     Raises:
         InvalidInput: ``STORE_URI`` is not a SQL URL.
         StoreUnderRoot: a file root contains the SQLite store.
+        InvalidInput: the artifact root contains the SQLite store.
         InsecureBind: ``NO_AUTH`` with a ``TOKEN`` or a non-loopback ``BIND_HOST``.
         StoreUnavailable / SchemaError: the store cannot be opened or migrated.
     """
@@ -114,10 +123,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         "checkpoints": _paths(cfg["CHECKPOINT_ROOTS"], home / "checkpoints"),
         "logs": _paths(cfg["LOG_ROOT"], home / "logs"),
     }
-    store = Store(cfg["STORE_URI"])
+    store = Store(cfg["STORE_URI"], artifact_root=cfg["ARTIFACT_ROOT"])
     try:
         files.check_roots(file_roots, store.database_file())
-    except files.StoreUnderRoot:
+        if store.database_file() is not None:
+            artifacts.artifact_root(store)  # refuses a root that holds the database
+    except InvalidInput:
         store.close()
         raise
     if not cfg["SECRET_KEY"]:
@@ -135,9 +146,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         watch.ensure_running()
         app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_crash_watch"] = watch
+    from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import mlflow, pages, queue, runs
 
     app.register_blueprint(runs.bp)
+    app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(mlflow.bp)
     app.register_blueprint(pages.bp)

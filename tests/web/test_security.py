@@ -19,7 +19,7 @@ from werkzeug.routing import IntegerConverter, Rule
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
 from tracker.web.plumbing import auth
-from tracker.web.plumbing.security import InsecureBind, check_bind
+from tracker.web.plumbing.security import RAW_BODY_ENDPOINTS, InsecureBind, check_bind
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -31,8 +31,8 @@ def store_url(tmp_path: Path) -> str:
 
 def mutating_routes(app: Flask) -> Iterator[tuple[str, str]]:
     for rule in app.url_map.iter_rules():
-        if rule.endpoint in ("static", "auth.login"):
-            continue
+        if rule.endpoint in ("static", "auth.login") or rule.endpoint in RAW_BODY_ENDPOINTS:
+            continue  # the raw-body ones: test_raw_body_endpoints_are_put_and_delete_only
         for method in sorted(rule.methods & set(MUTATING)):
             yield method, _url(rule)
 
@@ -189,6 +189,24 @@ def test_state_changes_need_a_json_body(token_app: Flask) -> None:
             response = client.open(url, method=method, data="a=b", content_type=kind, headers=AUTH)
             assert response.status_code == 415, (method, url, kind)
             assert has(error_of(response, url), field="Content-Type")
+
+
+def test_raw_body_endpoints_are_put_and_delete_only(token_app: Flask) -> None:
+    """A body that is not JSON is allowed only where a browser must preflight (PUT, DELETE):
+    no raw-body endpoint takes a POST, which a cross-site form could send."""
+    found = {
+        (rule.endpoint, method)
+        for rule in token_app.url_map.iter_rules()
+        if rule.endpoint in RAW_BODY_ENDPOINTS
+        for method in rule.methods & set(MUTATING)
+    }
+    assert found == {("artifacts.put_artifact", "PUT"), ("artifacts.delete_artifact", "DELETE")}
+    client = token_app.test_client()
+    cross = {**AUTH, "Origin": "http://evil.example"}
+    for method in ("PUT", "DELETE"):
+        response = client.open("/api/v1/runs/1/artifacts/x", method=method, data=b"a=b",
+                               content_type="text/plain", headers=cross)  # fmt: skip
+        assert response.status_code == 403 and envelope(response)["field"] == "Origin"
 
 
 def test_security_headers_on_success_and_error(token_app: Flask) -> None:

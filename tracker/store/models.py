@@ -170,6 +170,23 @@ class CheckpointRow(Base):
     __table_args__ = (sa.Index("ix_checkpoints_run_step", "run_id", "step"),)
 
 
+class ArtifactRow(Base):
+    """A file of a run (``tracker.store.artifacts``): its bytes are the blob ``sha256`` in the
+    artifact root, shared by every row with the same hash."""
+
+    __tablename__ = "artifacts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(sa.String(2048))
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64), index=True)
+    media_type: Mapped[str] = mapped_column(sa.String(255))
+    step: Mapped[int | None] = mapped_column(sa.BigInteger)
+    created_at: Mapped[float]
+    meta: Mapped[Any] = mapped_column(JsonType)
+    __table_args__ = (sa.UniqueConstraint("run_id", "path"),)
+
+
 class RunEventRow(Base):
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(primary_key=True)

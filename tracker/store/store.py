@@ -53,12 +53,23 @@ class Store:
             exist; nothing is created.
         StoreUnavailable: the database cannot be opened.
         SchemaError: the schema is newer than this code, or the automatic upgrade failed.
+
+    ``artifact_root`` (a directory or ``s3://bucket/prefix``) overrides where artifact bytes
+    live; see :mod:`tracker.store.artifacts`.
     """
 
     def __init__(
-        self, uri: str | None = None, *, upgrade: bool = True, create: bool = True
+        self,
+        uri: str | None = None,
+        *,
+        upgrade: bool = True,
+        create: bool = True,
+        artifact_root: str | None = None,
     ) -> None:
         self.uri = resolve_uri(uri)
+        # where artifact blobs live (``tracker.store.artifacts.artifact_root`` resolves the
+        # default: TRACKER_ARTIFACT_ROOT, else next to the SQLite file)
+        self.artifact_root = artifact_root
         if self.uri.startswith(("http://", "https://")):
             raise InvalidInput(
                 f"{self.uri} is a server address, not a database: the Store needs a SQL URL",

@@ -13,10 +13,11 @@
   naming the scope needed. Who is asking is :mod:`~tracker.web.plumbing.auth`'s business.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
-  for the sign-in form (which checks its own CSRF field). A cross-site page cannot send a
-  JSON body without a CORS preflight, which is never granted. Requests with neither
-  Origin nor Referer come from programs (the HTTP sink, curl), not browsers, and are let
-  through to the token check.
+  for the sign-in form (which checks its own CSRF field) and the artifact PUT/DELETE
+  (``RAW_BODY_ENDPOINTS``: a file as the body; PUT and DELETE always need a preflight).
+  A cross-site page cannot send a JSON body without a CORS preflight, which is never
+  granted. Requests with neither Origin nor Referer come from programs (the HTTP sink,
+  curl), not browsers, and are let through to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
   allows scripts from this origin only.
 * files: served only from inside configured roots that never hold the store
@@ -47,6 +48,7 @@ __all__ = [
     "ENDPOINT_SCOPES",
     "LOG",
     "PUBLIC",
+    "RAW_BODY_ENDPOINTS",
     "InsecureBind",
     "allowed_host",
     "check_bind",
@@ -113,6 +115,10 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api_queue.job_logs": LOG,
     "api_queue.schedules": LOG,
     "api_queue.workers": LOG,
+    "artifacts.list_artifacts": LOG,
+    "artifacts.download_artifact": LOG,
+    "artifacts.media": LOG,
+    "artifacts.histogram": LOG,
     # log: what a training host writes about its own runs
     "api.create_run": LOG,
     "api.start_run": LOG,
@@ -124,6 +130,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.append_run_logs": LOG,
     "api.finish_run": LOG,
     "api.rerun_diagnoses": LOG,
+    "artifacts.put_artifact": LOG,
     # admin: whatever makes a worker run something, stops it, or deletes
     "api.clone_run": ADMIN,
     "api_queue.clone": ADMIN,
@@ -131,12 +138,17 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api_queue.add_schedule": ADMIN,
     "api_queue.pause_schedule": ADMIN,
     "api_queue.delete_schedule": ADMIN,
+    "artifacts.delete_artifact": ADMIN,
 }
 # Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what
 # training code logs through; it reads and writes runs, never launches.
 BLUEPRINT_SCOPES: dict[str, str] = {"mlflow": LOG}
 # State-changing endpoints that take an HTML form body instead of JSON.
 FORM_BODY_ENDPOINTS = frozenset({"auth.login"})
+# State-changing endpoints whose body is raw bytes (a file) or absent. Only PUT and DELETE:
+# a cross-site page cannot send either without a CORS preflight, which is never granted, so
+# the JSON-body rule's protection holds for them without it.
+RAW_BODY_ENDPOINTS = frozenset({"artifacts.put_artifact", "artifacts.delete_artifact"})
 
 
 def required_scope(endpoint: str | None, method: str) -> str:
@@ -338,7 +350,8 @@ def _guard() -> Response | None:
         return redirect_to_login
     if request.method in MUTATING:
         _check_origin()
-        if request.endpoint not in FORM_BODY_ENDPOINTS:
+        raw = request.endpoint in RAW_BODY_ENDPOINTS and request.method in ("PUT", "DELETE")
+        if request.endpoint not in FORM_BODY_ENDPOINTS and not raw:
             _check_json_body()
     return None
 
