@@ -100,6 +100,7 @@ REFUSED = [
     ("params. = 'x'", "unexpected character '.'"),
     ("params.lr IS 'x'", "expected NULL or NOT NULL"),
     ("metrics.loss ! 1", "unexpected character '!'"),
+    ("params.`\x00` = ''", "must not contain NUL"),  # PostgreSQL text cannot hold it
 ]
 
 
@@ -154,6 +155,7 @@ def test_order_by_means(items: object, keys: list[tuple[Field, bool]]) -> None:
         (["metrics.loss", "metrics.loss DESC"], "duplicate fields"),
         ([5], "list of strings"),
         (["metrics.loss ~"], "could not be parsed"),
+        (["params.`\x00`"], "must not contain NUL"),
         ([""], "use <key>"),
     ],
 )

@@ -358,3 +358,18 @@ def test_any_valid_filter_runs_on_the_database(
     assert response.status_code in (200, 400), response.json
     if response.status_code == 400:
         assert response.json["error_code"] == "INVALID_PARAMETER_VALUE", response.json
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'params."\\u0000" == "x"',
+        'tags."\\u0000" exists',
+        'config."\\u0000" == "x"',
+        'name like "\\u0000%"',
+    ],
+)
+def test_nul_in_a_query_is_refused_or_answered(app: Flask, query: str) -> None:
+    """PostgreSQL text cannot hold NUL: a query holding one is a 400, never a 500."""
+    response = app.test_client().get("/api/v1/runs", query_string={"q": query})
+    assert response.status_code in (200, 400), response.json

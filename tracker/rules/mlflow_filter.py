@@ -383,6 +383,8 @@ def parse_filter(text: object) -> Node | None:
             f"filter has {len(text)} characters; at most {MAX_FILTER_LENGTH} are allowed",
             field="filter",
         )
+    if "\x00" in text:
+        raise MlflowFilterError("filter must not contain NUL characters", field="filter")
     if not text.strip():
         return None
     nodes = _Parser(text).clauses()
@@ -412,6 +414,8 @@ def parse_order_by(items: object) -> tuple[OrderKey, ...]:
         raise MlflowFilterError(f"at most {MAX_ORDER_BY} order_by keys", field="order_by")
     keys: list[OrderKey] = []
     for item in items:
+        if "\x00" in item:
+            raise MlflowFilterError("order_by must not contain NUL characters", field="order_by")
         key = _order_key(item)
         if any(k.field == key.field for k in keys):
             raise MlflowFilterError(

@@ -171,7 +171,10 @@ def _read_string(text: str, start: int) -> _Token:
     while i < len(text):
         c = text[i]
         if c == quote:
-            return _Token("string", text[start : i + 1], "".join(out), start, i + 1)
+            value = "".join(out)
+            if "\x00" in value:  # PostgreSQL text cannot hold it
+                raise QueryError(start, "a string must not contain NUL (\\u0000)")
+            return _Token("string", text[start : i + 1], value, start, i + 1)
         if c != "\\":
             out.append(c)
             i += 1
