@@ -52,7 +52,8 @@ QUERIES = [
     ('config.optimizer == "adam"', ["other", "adam-b", "adam-a"]),
     ("config.optimizer == adam and project == main", ["adam-b", "adam-a"]),
     ("config.optimizer != adam", ["plain", "sgd-b", "sgd-a"]),
-    ("config.lr > 0.005", ["sgd-a", "adam-b"]),  # the string "0.5" is not a number
+    ("config.lr > 0.005", ["sgd-b", "sgd-a", "adam-b"]),  # the string "0.5" reads as a number
+    ("config.model.width < 1e9", ["sgd-a", "adam-b", "adam-a"]),  # "wide" is not a number
     ("config.lr <= 0.01 and config.lr >= 0.01", ["adam-b"]),
     ("config.lr == null", ["other", "plain"]),  # missing or null
     ("config.model.width == 64", ["sgd-a", "adam-a"]),

@@ -5,10 +5,15 @@ r"""The runs-filter query language of the dashboard: a pure parser, no I/O.
     config.model.width >= 64 and status in (failed, crashed) and duration > 1h30m
 
 Precedence: ``not`` > ``and`` > ``or``; parentheses group; keywords are case-insensitive.
-Fields: ``config.a.b`` (nested config key), ``metrics.train/loss`` (a metric name may contain
-``/ - . _``; quote other characters: ``metrics."val acc"``), or one of ``ATTRIBUTES``.
-Operators: ``== (or =) != < <= > >=``, ``~`` (substring), ``contains`` (list membership, as
-in ``tags contains baseline``) and ``in (a, b)``. Values: numbers (``64``, ``0.9``, ``1e-3``),
+Fields: ``config.a.b`` (a config key: the nested path ``a`` -> ``b`` or the flat key ``"a.b"``,
+as MLflow logs dotted params), ``metrics.train/loss`` (a metric name may contain
+``/ - . _ :``; quote other characters: ``metrics."val acc"``), ``params.<key>`` (a config value
+compared as MLflow's string param), ``tags.<key>`` (the value of a ``key=value`` tag or of an
+MLflow ``mlflow.*`` tag), or one of ``ATTRIBUTES``.
+Operators: ``== (or =) != < <= > >=``, ``~`` (substring), ``like`` / ``ilike`` (SQL patterns,
+``%`` any run of characters, ``_`` one character; ``like`` is case-sensitive), ``contains``
+(list membership, as in ``tags contains baseline``), ``in (a, b)`` and the postfix ``exists``
+(the key is present: ``params.lr exists``). Values: numbers (``64``, ``0.9``, ``1e-3``),
 quoted strings (single or double quotes; escapes ``\\ \" \' \n \t \r \uXXXX``),
 ``true``/``false``/``null``, and other bare words as strings (``status != failed``,
 ``created > 2024-05-01``, ``duration > 1h30m``, read as seconds).
@@ -47,8 +52,8 @@ __all__ = [
 ]
 
 ATTRIBUTES = (
-    "status", "name", "project", "tags", "host", "created", "duration", "id", "diagnosis",
-    "deleted",
+    "status", "name", "project", "tags", "host", "created", "started", "ended", "duration",
+    "id", "diagnosis", "deleted",
 )  # fmt: skip
 # metric values that are not numbers: ``metrics.loss == nan`` (the last value is NaN)
 _NONFINITE_WORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
@@ -57,13 +62,14 @@ MAX_QUERY_LENGTH = 10_000
 # 30 nested parenthesized groups of the translated SQL, so the limit keeps a margin below that.
 MAX_DEPTH = 20
 
-FieldKind = Literal["config", "metrics", "attr"]
+FieldKind = Literal["config", "metrics", "param", "tag", "attr"]
 Scalar = str | int | float | bool | None
 Value = Scalar | tuple[Scalar, ...]
 
 _ORDER_OPS = frozenset({"==", "!=", "<", "<=", ">", ">="})
-_STRING_OPS = frozenset({"==", "!=", "~", "in"})
-_ALL_OPS = _ORDER_OPS | {"~", "contains", "in"}
+_STRING_OPS = frozenset({"==", "!=", "~", "in", "like", "ilike"})
+_ALL_OPS = _ORDER_OPS | {"~", "contains", "in", "like", "ilike", "exists"}
+_PATTERN_OPS = frozenset({"like", "ilike"})
 # attribute -> (allowed operators, kind of value it compares with, example)
 _ATTR_RULES: dict[str, tuple[frozenset[str], str, str]] = {
     "status": (_STRING_OPS, "string", "status in (failed, crashed)"),
@@ -72,6 +78,9 @@ _ATTR_RULES: dict[str, tuple[frozenset[str], str, str]] = {
     "host": (_STRING_OPS, "string", "host == gpu-01"),
     "tags": (frozenset({"contains"}), "string", 'tags contains "baseline"'),
     "created": (_ORDER_OPS, "date", "created > 2024-05-01"),
+    # started: the start (the creation while queued), ended: the end (null while running)
+    "started": (_ORDER_OPS, "date", "started > 2024-05-01"),
+    "ended": (_ORDER_OPS, "date", "ended < 2024-05-01T12:00"),
     "duration": (_ORDER_OPS | {"in"}, "duration", "duration > 1h30m"),
     "id": (frozenset({"==", "!=", "in"}), "any", "id == 42"),
     # a health code the doctor found (tracker.rules.health.CODES); null: none at all
@@ -94,7 +103,8 @@ class QueryError(InvalidInput):
 
 @dataclass(frozen=True)
 class Field:
-    """``kind`` 'config' (path = nested keys), 'metrics' (path = (metric name,)) or 'attr'."""
+    """``kind`` 'config' (path = the key split at dots), 'metrics' (path = (metric name,)),
+    'param' (path = (MLflow param key,)), 'tag' (path = (tag key,)) or 'attr'."""
 
     kind: FieldKind
     path: tuple[str, ...]
@@ -107,7 +117,8 @@ class Field:
         key = self.name
         if self.kind == "attr":
             return key
-        return f"{self.kind}.{key if _ATOM_FULL.fullmatch(key) else json.dumps(key)}"
+        prefix = {"param": "params", "tag": "tags"}.get(self.kind, self.kind)
+        return f"{prefix}.{key if _ATOM_FULL.fullmatch(key) else json.dumps(key)}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +151,8 @@ _ATOM_CHARS = re.compile(r"[A-Za-z0-9_./\-+:]+")
 _ATOM_FULL = re.compile(r"[A-Za-z_][A-Za-z0-9_./\-:]*")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INT = re.compile(r"[+-]?\d+")
-_KEYWORDS = frozenset({"and", "or", "not", "contains", "in"})
+_KEYWORDS = frozenset({"and", "or", "not", "contains", "in", "like", "ilike", "exists"})
+_OP_KEYWORDS = ("contains", "in", "like", "ilike", "exists")
 _OPERATORS = ("==", "!=", "<=", ">=", "<", ">", "~", "=")
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r"}
 
@@ -161,7 +173,10 @@ def _read_string(text: str, start: int) -> _Token:
     while i < len(text):
         c = text[i]
         if c == quote:
-            return _Token("string", text[start : i + 1], "".join(out), start, i + 1)
+            value = "".join(out)
+            if "\x00" in value:  # PostgreSQL text cannot hold it
+                raise QueryError(start, "a string must not contain NUL (\\u0000)")
+            return _Token("string", text[start : i + 1], value, start, i + 1)
         if c != "\\":
             out.append(c)
             i += 1
@@ -317,17 +332,19 @@ class _Parser:
     def comparison(self) -> Compare:
         field = self.field()
         op_tok = self.peek()
-        if op_tok.kind == "op" or (op_tok.kind == "keyword" and op_tok.value in ("contains", "in")):
+        if op_tok.kind == "op" or (op_tok.kind == "keyword" and op_tok.value in _OP_KEYWORDS):
             op = str(self.advance().value)
         else:
             raise QueryError(
                 op_tok.pos,
-                f"expected an operator after '{field}' (one of == != < <= > >= ~ contains in), "
-                f"got {_describe(op_tok)}",
+                f"expected an operator after '{field}' (one of == != < <= > >= ~ like ilike "
+                f"contains in exists), got {_describe(op_tok)}",
             )
         ops, kind, _ = _field_rules(field)
         if op not in ops:
             raise QueryError(op_tok.pos, _op_not_allowed(field, op))
+        if op == "exists":
+            return Compare(field, op, None)
         if op == "in":
             return Compare(field, op, self.value_list(field, kind))
         value_tok = self.peek()
@@ -335,6 +352,11 @@ class _Parser:
         if op == "~" and not isinstance(value, str):
             raise QueryError(
                 value_tok.pos, "'~' matches a substring and needs a string (e.g. name ~ \"lr\")"
+            )
+        if op in _PATTERN_OPS and not isinstance(value, str):
+            raise QueryError(
+                value_tok.pos,
+                f"'{op}' matches a pattern and needs a string (e.g. name {op} \"a%\")",
             )
         return Compare(field, op, value)
 
@@ -387,10 +409,14 @@ class _Parser:
         return _coerce(tok, field, kind)
 
 
+_PREFIXES: dict[str, FieldKind] = {"config": "config", "metrics": "metrics", "params": "param",
+                                   "tags": "tag"}  # fmt: skip
+
+
 def _make_field(tok: _Token, parser: _Parser) -> Field:
     raw = tok.text
-    for kind in ("config", "metrics"):
-        if raw.lower() in (kind, kind + "."):
+    for kind, field_kind in _PREFIXES.items():
+        if raw.lower() == kind + "." or (raw.lower() == kind and kind not in ATTRIBUTES):
             nxt = parser.peek()
             if raw.endswith(".") and nxt.kind == "string" and nxt.pos == tok.end:
                 parser.advance()
@@ -403,8 +429,8 @@ def _make_field(tok: _Token, parser: _Parser) -> Field:
             key = raw[len(kind) + 1 :]
         else:
             continue
-        if kind == "metrics":
-            return Field("metrics", (key,))
+        if field_kind != "config":
+            return Field(field_kind, (key,))
         parts = tuple(key.split("."))
         if any(p == "" for p in parts):
             raise QueryError(tok.pos, f"config key '{key}' has an empty part between dots")
@@ -418,7 +444,7 @@ def _unknown_field_detail(raw: str) -> str:
     allowed = ", ".join(ATTRIBUTES)
     if "." in raw:
         return (
-            f"unknown field '{raw}'; keys start with 'config.' or 'metrics.' "
+            f"unknown field '{raw}'; keys start with 'config.', 'metrics.', 'params.' or 'tags.' "
             f"(e.g. metrics.val/acc), other fields are: {allowed}"
         )
     close = get_close_matches(raw.lower(), ATTRIBUTES, n=1)
@@ -441,14 +467,32 @@ def _field_rules(field: Field) -> tuple[frozenset[str], str, str]:
     if field.kind == "config":
         return frozenset(_ALL_OPS), "any", "config.model.width >= 64"
     if field.kind == "metrics":
-        return _ORDER_OPS | {"in"}, "number", "metrics.val/acc > 0.9"
+        return _ORDER_OPS | {"in", "exists"}, "number", "metrics.val/acc > 0.9"
+    if field.kind in ("param", "tag"):
+        prefix = "params" if field.kind == "param" else "tags"
+        return _STRING_OPS | {"exists"}, "string", f'{prefix}.lr == "0.01"'
     return _ATTR_RULES[field.name]
 
 
 def _op_not_allowed(field: Field, op: str) -> str:
     ops, _, example = _field_rules(field)
     allowed = " ".join(
-        o for o in ("==", "!=", "<", "<=", ">", ">=", "~", "contains", "in") if o in ops
+        o
+        for o in (
+            "==",
+            "!=",
+            "<",
+            "<=",
+            ">",
+            ">=",
+            "~",
+            "contains",
+            "in",
+            "like",
+            "ilike",
+            "exists",
+        )
+        if o in ops
     )
     return f"'{op}' cannot be used with {field}; it supports: {allowed} (e.g. {example})"
 
@@ -476,7 +520,7 @@ def _coerce(tok: _Token, field: Field, kind: str) -> Scalar:
     if kind == "duration":
         return _duration_value(tok)
     if kind == "date":
-        return _date_value(tok)
+        return _date_value(tok, field.name)
     if field == _ID_FIELD:
         return _id_value(tok, scalar)
     return scalar
@@ -508,7 +552,7 @@ def _duration_value(tok: _Token) -> float | int:
     )
 
 
-def _date_value(tok: _Token) -> str | int | float:
+def _date_value(tok: _Token, name: str = "created") -> str | int | float:
     if tok.kind == "number":
         return tok.value  # type: ignore[return-value]
     text = str(tok.value)
@@ -517,7 +561,7 @@ def _date_value(tok: _Token) -> str | int | float:
     except ValueError:
         raise QueryError(
             tok.pos,
-            f"created compares with a date like 2024-05-01 or 2024-05-01T12:00 "
+            f"{name} compares with a date like 2024-05-01 or 2024-05-01T12:00 "
             f"(or unix seconds), got {tok.text}",
         ) from None
     try:  # the store compares unix seconds (naive dates are local time)
@@ -591,6 +635,8 @@ def format_query(node: Node | None) -> str:
             value = "(" + ", ".join(_format_scalar(v) for v in node.value) + ")"
         else:
             value = _format_scalar(node.value)
+        if node.op == "exists":
+            return f"{node.field} exists"
         return f"{node.field} {node.op} {value}"
     if isinstance(node, Not):
         inner = format_query(node.item)

@@ -1,6 +1,6 @@
 """What the MLflow-compatible API needs beyond the core Store: projects by id and name
 (MLflow experiments), atomic read-modify-write of a run's name, params and tags, metric
-history pages, runs of projects. The MLflow mapping itself is pure and lives in the
+history pages. The MLflow mapping itself is pure and lives in the
 dashboard (``tracker.web.core.mlflow_compat``); this module sees only plain values.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`. Reads
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,7 +23,7 @@ from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.lifecycle import PROJECT_COLUMNS, project_info
 from tracker.store.rows import dialect_insert
-from tracker.store.store import Store, deleted_filter
+from tracker.store.store import Store
 
 __all__ = [
     "create_project",
@@ -33,7 +33,6 @@ __all__ = [
     "get_project",
     "mark_idle_runs_stale",
     "metric_page",
-    "run_ids_of_projects",
     "run_state",
     "search_projects",
     "touch_run",
@@ -118,28 +117,6 @@ def search_projects(
         query = query.where(sa.func.lower(m.ProjectRow.name).like(like.lower()))
     with read_conn(store.engine) as conn:
         return [project_info(row) for row in conn.execute(query)]
-
-
-def run_ids_of_projects(
-    store: Store,
-    project_ids: Sequence[int],
-    *,
-    limit: int,
-    offset: int,
-    deleted: bool | None = False,
-) -> list[int]:
-    """Ids of the projects' runs, newest first (``deleted`` as in :func:`search_projects`)."""
-    query = (
-        sa.select(m.RunRow.id)
-        .where(m.RunRow.project_id.in_(list(project_ids)))
-        .order_by(m.RunRow.id.desc())
-        .limit(limit)
-        .offset(offset)
-    )
-    if deleted is not None:
-        query = query.where(deleted_filter(deleted))
-    with read_conn(store.engine) as conn:
-        return list(conn.execute(query).scalars())
 
 
 def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo:

@@ -27,17 +27,17 @@ import dataclasses
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import orm
-from sqlalchemy.dialects import postgresql
 
 from tracker.entities import RUN_STATUSES, run_duration
 from tracker.errors import InvalidInput
 from tracker.rules.config import flatten
+from tracker.rules.mlflow_filter import OrderKey
 from tracker.rules.query import (
     And,
     Compare,
@@ -51,6 +51,13 @@ from tracker.rules.query import (
 )
 from tracker.store import models as m
 from tracker.store.engine import read_conn
+from tracker.store.search_values import (
+    ConfigValue,
+    JsonPath,
+    like,
+    tag_value_exists,
+    user_tag_value,
+)
 from tracker.store.store import Store, deleted_filter, run_select, tag_filter
 
 __all__ = [
@@ -60,11 +67,16 @@ __all__ = [
     "RunPage",
     "RunSearch",
     "run_columns",
+    "search_run_ids",
     "search_runs",
 ]
 
 MAX_LIMIT = 500
 _DURATION = sa.func.coalesce(m.RunRow.ended_at, m.RunRow.heartbeat_at) - m.RunRow.started_at
+_STARTED = sa.func.coalesce(m.RunRow.started_at, m.RunRow.created_at)
+_TIMES = {"created": m.RunRow.created_at, "started": _STARTED, "ended": m.RunRow.ended_at}
+SYSTEM_TAGS_KEY = "_mlflow_tags"  # MLflow's own mlflow.* tags (tracker.web.core.mlflow_compat)
+RUN_NAME_TAG = "mlflow.runName"
 SORT_ATTRIBUTES: dict[str, Any] = {
     "id": m.RunRow.id,
     "name": m.RunRow.name,
@@ -72,7 +84,7 @@ SORT_ATTRIBUTES: dict[str, Any] = {
     "project": m.ProjectRow.name,
     "host": m.RunRow.host,
     "created": m.RunRow.created_at,
-    "started": m.RunRow.started_at,
+    "started": _STARTED,
     "ended": m.RunRow.ended_at,
     "duration": _DURATION,
     "deleted": m.RunRow.deleted_at,
@@ -101,6 +113,11 @@ class RunSearch:
     # soft-deleted runs: False hides them (the default), True shows only them, None both;
     # a query naming ``deleted`` (``deleted == true``) decides by itself
     deleted: bool | None = False
+    # a parsed condition ANDed with ``query`` (MLflow's filter, tracker.rules.mlflow_filter)
+    where: Node | None = None
+    # sort keys ahead of ``sort`` (MLflow's order_by); missing values last either way
+    order_by: tuple[OrderKey, ...] = ()
+    projects: tuple[str, ...] = ()  # any of these projects (besides ``project``)
 
 
 @dataclass(frozen=True)
@@ -135,72 +152,6 @@ class RunPage:
     query: str
 
 
-# ------------------------------------------------------------------- JSON access
-
-
-class _Json:
-    """SQL expressions for one config path on one dialect."""
-
-    node: Any
-    text: Any
-    type: Any
-    raw: Any
-
-    def __init__(self, dialect: str, keys: Sequence[str]) -> None:
-        self.pg = dialect == "postgresql"
-        if self.pg:
-            path = sa.bindparam(None, list(keys), type_=postgresql.ARRAY(sa.Text))
-            self.node = m.RunRow.config.op("#>")(path)
-            self.text = m.RunRow.config.op("#>>", return_type=sa.Text)(path)
-            self.type = sa.func.jsonb_typeof(self.node)
-        else:
-            for key in keys:
-                if '"' in key:
-                    raise InvalidInput(
-                        f"config key {key!r}: keys containing '\"' cannot be queried",
-                        field="q",
-                    )
-            path_text = "$" + "".join(f'."{k}"' for k in keys)
-            self.path = path_text
-            self.node = sa.func.json_extract(m.RunRow.config, path_text)
-            self.text = self.node
-            self.type = sa.func.json_type(m.RunRow.config, path_text)
-            self.raw = m.RunRow.config.op("->", return_type=sa.Text)(path_text)
-
-    def number(self) -> tuple[Any, Any]:
-        if self.pg:
-            is_num = self.type == "number"
-            return is_num, sa.case((is_num, sa.cast(self.text, sa.Float)), else_=None)
-        return self.type.in_(("integer", "real")), self.node
-
-    def string(self) -> tuple[Any, Any]:
-        return self.type == ("string" if self.pg else "text"), self.text
-
-    def boolean(self, value: bool) -> Any:
-        if self.pg:
-            return sa.and_(self.type == "boolean", self.text == ("true" if value else "false"))
-        return self.type == ("true" if value else "false")
-
-    def is_null(self) -> Any:
-        return sa.or_(self.type.is_(None), self.type == "null")
-
-    def contains(self, value: Any) -> Any:
-        if self.pg:
-            needle = sa.cast(sa.literal(json.dumps([value])), postgresql.JSONB)
-            return sa.and_(self.type == "array", self.node.op("@>")(needle))
-        each = sa.func.json_each(m.RunRow.config, self.path).table_valued("value", "type")
-        if isinstance(value, bool):
-            match = each.c.type == ("true" if value else "false")
-        elif isinstance(value, int | float):
-            match = sa.and_(each.c.type.in_(("integer", "real")), each.c.value == value)
-        elif value is None:
-            match = each.c.type == "null"
-        else:
-            match = sa.and_(each.c.type == "text", each.c.value == value)
-        inner = sa.exists(sa.select(1).select_from(each).where(match))
-        return sa.and_(self.type == "array", inner)
-
-
 # ------------------------------------------------------------------ translation
 
 
@@ -227,19 +178,28 @@ class _Translator:
     def compare(self, c: Compare) -> Any:
         if c.op == "in":
             values = c.value if isinstance(c.value, tuple) else (c.value,)
+            if not values:
+                return sa.false()
             return sa.or_(*(self.compare(Compare(c.field, "==", v)) for v in values))
         if c.op == "!=":
             inner = self.compare(Compare(c.field, "==", c.value))
             return sa.not_(sa.func.coalesce(inner, sa.false()))
         kind = c.field.kind
         if kind == "config":
-            return self.config(_Json(self.dialect, c.field.path), c)
+            value = ConfigValue(self.dialect, c.field.path)
+            return value.any(lambda j: self.config(j, c))
         if kind == "metrics":
             return self.metric(c)
+        if kind == "param":
+            return self.param(c)
+        if kind == "tag":
+            return self.tag(c)
         return self.attribute(c)
 
-    def config(self, j: _Json, c: Compare) -> Any:
+    def config(self, j: Any, c: Compare) -> Any:
         value, op = c.value, c.op
+        if op == "exists":
+            return j.type.is_not(None)
         if op == "contains":
             return j.contains(value)
         if value is None:
@@ -253,28 +213,69 @@ class _Translator:
         if isinstance(value, int | float):
             guard, expr = j.number()
             return sa.and_(guard, getattr(expr, _ORDER[op])(value))
-        guard, expr = j.string()
+        return sa.and_(j.is_string(), self.text(j.text, op, str(value)))
+
+    def text(self, expr: Any, op: str, value: str) -> Any:
+        """A string comparison: ==, <..., ~ (substring), like, ilike."""
         if op == "~":
-            return sa.and_(guard, expr.icontains(str(value), autoescape=True))
-        return sa.and_(guard, getattr(expr, _ORDER[op])(value))
+            return expr.icontains(value, autoescape=True)
+        if op in ("like", "ilike"):
+            return like(self.dialect, expr, value, case_sensitive=op == "like")
+        return getattr(expr, _ORDER[op])(value)
+
+    def param(self, c: Compare) -> Any:
+        """An MLflow param: the config value as text. Strings compare as they are; ``==``
+        also finds a number or boolean a native run logged (``"0.01"`` = 0.01, ``"True"``)."""
+        value = ConfigValue(self.dialect, c.field.name.split("."))
+        if c.op == "exists":
+            return value.any(lambda j: j.type.is_not(None))
+        text = str(c.value)
+        found = value.any(lambda j: sa.and_(j.is_string(), self.text(j.text, c.op, text)))
+        if c.op != "==":
+            return found
+        alternatives = [found]
+        number = _plain_number(text)
+        if number is not None:
+            alternatives.append(
+                value.any(
+                    lambda j: sa.and_(
+                        j.type.in_(_NUMBER_TYPES[self.dialect]), j.number()[1] == number
+                    )
+                )
+            )
+        if text in ("True", "False"):
+            alternatives.append(value.any(lambda j: j.boolean(text == "True")))
+        return sa.or_(*alternatives)
+
+    def tag(self, c: Compare) -> Any:
+        """An MLflow tag: the run's name, an ``mlflow.*`` tag kept in the config, or the value
+        of a ``key=value`` run tag."""
+        key, op = c.field.name, c.op
+        if key == RUN_NAME_TAG:
+            return sa.true() if op == "exists" else self.text(m.RunRow.name, op, str(c.value))
+        if key.startswith("mlflow."):
+            j = JsonPath(self.dialect, [SYSTEM_TAGS_KEY, key])
+            if op == "exists":
+                return j.type.is_not(None)
+            return sa.and_(j.is_string(), self.text(j.text, op, str(c.value)))
+        if op == "exists":
+            return tag_value_exists(self.dialect, key, lambda v: sa.true())
+        return tag_value_exists(self.dialect, key, lambda v: self.text(v, op, str(c.value)))
 
     def metric(self, c: Compare) -> Any:
         key_id = self.key_ids.get(c.field.name, -1)
+        rows = sa.select(m.MetricSummaryRow.run_id).where(
+            m.MetricSummaryRow.run_id == m.RunRow.id, m.MetricSummaryRow.key_id == key_id
+        )
+        if c.op == "exists":
+            return rows.exists()
         value = (
             sa.select(m.MetricSummaryRow.last_value)
             .where(m.MetricSummaryRow.run_id == m.RunRow.id, m.MetricSummaryRow.key_id == key_id)
             .scalar_subquery()
         )
         if isinstance(c.value, float) and math.isnan(c.value):  # NaN is stored as NULL
-            return (
-                sa.select(m.MetricSummaryRow.run_id)
-                .where(
-                    m.MetricSummaryRow.run_id == m.RunRow.id,
-                    m.MetricSummaryRow.key_id == key_id,
-                    m.MetricSummaryRow.last_value.is_(None),
-                )
-                .exists()
-            )
+            return rows.where(m.MetricSummaryRow.last_value.is_(None)).exists()
         return sa.and_(value.is_not(None), getattr(value, _ORDER[c.op])(c.value))
 
     def attribute(self, c: Compare) -> Any:
@@ -292,16 +293,28 @@ class _Translator:
             col = _STRING_ATTRS[name]
             if value is None:
                 return col.is_(None)
-            if op == "~":
-                return col.icontains(str(value), autoescape=True)
-            return getattr(col, _ORDER[op])(str(value))
+            return self.text(col, op, str(value))
         if name == "id":
             return m.RunRow.id == _as_int(value, "id")
         if name == "deleted":
             return deleted_filter(bool(value))
         if name == "duration":
             return sa.and_(_DURATION.is_not(None), getattr(_DURATION, _ORDER[op])(value))
-        return _created(op, value)
+        return _time(name, op, value)
+
+
+_NUMBER_TYPES = {"postgresql": ("number",), "sqlite": ("integer", "real")}
+
+
+_PLAIN_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def _plain_number(text: str) -> float | None:
+    """The number a param string spells (``"0.01"``), if it is a plain finite decimal."""
+    if len(text) > 40 or not _PLAIN_NUMBER.fullmatch(text):
+        return None
+    number = float(text)
+    return number if math.isfinite(number) else None
 
 
 def _order_error(c: Compare) -> InvalidInput:
@@ -319,44 +332,75 @@ def _as_int(value: Any, name: str) -> int:
         raise InvalidInput(f"{name} compares with integers, got {value!r}", field="q") from None
 
 
-def _created(op: str, value: Any) -> Any:
-    col = m.RunRow.created_at
+def _time(name: str, op: str, value: Any) -> Any:
+    """created / started / ended: unix seconds (compared in whole milliseconds, as MLflow's
+    start_time and end_time are) or an ISO date (``== 2024-05-01`` is that whole day)."""
+    col = _TIMES[name]
     if isinstance(value, str):
         parsed = dt.datetime.fromisoformat(value)
         start = parsed.timestamp()
         if op == "==" and len(value) <= 10:  # a bare date: that whole day
             return sa.and_(col >= start, col < start + 86400)
         value = start
-    return getattr(col, _ORDER[op])(value)
+    if name == "created":
+        return getattr(col, _ORDER[op])(value)
+    ms = sa.func.round(col * 1000)
+    return sa.and_(col.is_not(None), getattr(ms, _ORDER[op])(round(float(value) * 1000)))
 
 
 # ------------------------------------------------------------------------ search
 
 
-def _sort_expr(spec: RunSearch, dialect: str, key_ids: dict[str, int]) -> tuple[Any, Any]:
-    """(ORDER BY expression, outer join target or None)."""
+def _sort_expr(spec: RunSearch, dialect: str, key_ids: dict[str, int]) -> Any:
+    """The ORDER BY expression of ``spec.sort``."""
     sort = spec.sort
     if sort.startswith("config."):
         keys = sort[len("config.") :].split(".")
         if not all(keys):
             raise InvalidInput(f"sort={sort!r} has an empty key part", field="sort")
-        return _Json(dialect, keys).node, None
+        return _field_value(Field("config", tuple(keys)), dialect, key_ids)
     if sort.startswith("metrics."):
-        alias = orm.aliased(m.MetricSummaryRow, name="sort_metric")
-        key_id = key_ids.get(sort[len("metrics.") :], -1)
-        join = (alias, sa.and_(alias.run_id == m.RunRow.id, alias.key_id == key_id))
-        return alias.last_value, join
+        return _field_value(Field("metrics", (sort[len("metrics.") :],)), dialect, key_ids)
     if sort not in SORT_ATTRIBUTES:
         raise InvalidInput(
             f"sort={sort!r} is not sortable; use one of {', '.join(SORT_ATTRIBUTES)}, "
             "config.<key> or metrics.<name>",
             field="sort",
         )
-    return SORT_ATTRIBUTES[sort], None
+    return SORT_ATTRIBUTES[sort]
+
+
+def _field_value(field: Field, dialect: str, key_ids: dict[str, int]) -> Any:
+    """The value of ``field`` for each run, to sort by (NULL when the run lacks it)."""
+    if field.kind == "metrics":
+        return (
+            sa.select(m.MetricSummaryRow.last_value)
+            .where(
+                m.MetricSummaryRow.run_id == m.RunRow.id,
+                m.MetricSummaryRow.key_id == key_ids.get(field.name, -1),
+            )
+            .scalar_subquery()
+        )
+    if field.kind == "config":
+        return ConfigValue(dialect, field.path).first(lambda j: j.node)
+    if field.kind == "param":
+        return ConfigValue(dialect, field.name.split(".")).first(lambda j: j.text)
+    if field.kind == "tag":
+        key = field.name
+        if key == RUN_NAME_TAG:
+            return m.RunRow.name
+        if key.startswith("mlflow."):
+            return JsonPath(dialect, [SYSTEM_TAGS_KEY, key]).text
+        return user_tag_value(dialect, key)
+    if field.name not in SORT_ATTRIBUTES:
+        raise InvalidInput(f"{field} is not sortable", field="sort")
+    return SORT_ATTRIBUTES[field.name]
 
 
 def _metric_names(spec: RunSearch, node: Node | None) -> set[str]:
     names = {f.name for f in fields_used(node) if f.kind == "metrics"}
+    names.update(f.name for f in fields_used(spec.where) if f.kind == "metrics")
+    names.update(k.field.name for k in spec.order_by if k.field.kind == "metrics")
     names.update(spec.metric_columns)
     if spec.sort.startswith("metrics."):
         names.add(spec.sort[len("metrics.") :])
@@ -374,11 +418,11 @@ def _key_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
     return {name: key_id for name, key_id in rows}
 
 
-def _check(spec: RunSearch) -> None:
+def _check(spec: RunSearch, max_limit: int = MAX_LIMIT) -> None:
     if spec.order not in ("asc", "desc"):
         raise InvalidInput(f"order={spec.order!r}: use asc or desc", field="order")
-    if not 1 <= spec.limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit={spec.limit}: use 1 to {MAX_LIMIT}", field="limit")
+    if not 1 <= spec.limit <= max_limit:
+        raise InvalidInput(f"limit={spec.limit}: use 1 to {max_limit}", field="limit")
     if spec.offset < 0:
         raise InvalidInput(f"offset={spec.offset} is negative", field="offset")
     if spec.status is not None and spec.status not in RUN_STATUSES:
@@ -403,18 +447,11 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
     with read_conn(store.engine) as conn:
         key_ids = _key_ids(conn, _metric_names(spec, node))
         where = _where(spec, node, dialect, key_ids)
-        sort_expr, join = _sort_expr(spec, dialect, key_ids)
         base = sa.select(m.RunRow.id).join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
         total = conn.execute(
             sa.select(sa.func.count()).select_from(base.where(*where).subquery())
         ).scalar_one()
-        page = base.where(*where)
-        if join is not None:
-            page = page.outerjoin(*join)
-        direction = sort_expr.desc() if spec.order == "desc" else sort_expr.asc()
-        tie = m.RunRow.id.desc() if spec.order == "desc" else m.RunRow.id.asc()
-        page = page.order_by(direction.nulls_last(), tie).limit(spec.limit).offset(spec.offset)
-        ids = list(conn.execute(page).scalars())
+        ids = _page_ids(conn, spec, where, dialect, key_ids)
         rows = _load_rows(conn, ids, spec, dialect, key_ids)
     return RunPage(runs=rows, total=total, query=format_query(node))
 
@@ -422,12 +459,66 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
 _DELETED_FIELD = Field("attr", ("deleted",))
 
 
+def search_run_ids(store: Store, spec: RunSearch, *, max_limit: int = 50_000) -> list[int]:
+    """Ids of one page of runs matching ``spec`` (no count), for the MLflow API's runs/search.
+
+    Raises the same errors as :func:`search_runs`.
+    """
+    _check(spec, max_limit)
+    node = parse_query(spec.query)
+    with read_conn(store.engine) as conn:
+        key_ids = _key_ids(conn, _metric_names(spec, node))
+        where = _where(spec, node, store.dialect, key_ids)
+        return _page_ids(conn, spec, where, store.dialect, key_ids)
+
+
+def _page_ids(
+    conn: sa.Connection, spec: RunSearch, where: list, dialect: str, key_ids: dict[str, int]
+) -> list[int]:
+    """``order_by`` keys, then ``sort`` (ties by id in the same direction); missing values
+    last in every key, so every page of a fixed set of runs is stable."""
+    order = []
+    for key in spec.order_by:
+        value = _field_value(key.field, dialect, key_ids)
+        if key.field.kind == "metrics":  # as MLflow: values, then NaN, then runs without it
+            order.append(_nan_rank(key.field, key_ids, value))
+        order.append((value.asc() if key.ascending else value.desc()).nulls_last())
+    sort_expr = _sort_expr(spec, dialect, key_ids)
+    direction = sort_expr.desc() if spec.order == "desc" else sort_expr.asc()
+    tie = m.RunRow.id.desc() if spec.order == "desc" else m.RunRow.id.asc()
+    page = (
+        sa.select(m.RunRow.id)
+        .join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
+        .where(*where)
+        .order_by(*order, direction.nulls_last(), tie)
+        .limit(spec.limit)
+        .offset(spec.offset)
+    )
+    return list(conn.execute(page).scalars())
+
+
+def _nan_rank(field: Field, key_ids: dict[str, int], value: Any) -> Any:
+    """0 for a number, 1 for NaN (stored as NULL), 2 for a run without the metric."""
+    logged = sa.exists(
+        sa.select(1).where(
+            m.MetricSummaryRow.run_id == m.RunRow.id,
+            m.MetricSummaryRow.key_id == key_ids.get(field.name, -1),
+        )
+    )
+    return sa.case((value.is_not(None), 0), (logged, 1), else_=2)
+
+
 def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, int]) -> list:
     where = []
+    translator = _Translator(dialect, key_ids)
     if node is not None:
-        where.append(_Translator(dialect, key_ids).node(node))
+        where.append(translator.node(node))
+    if spec.where is not None:
+        where.append(translator.node(spec.where))
     if spec.project:
         where.append(m.ProjectRow.name == spec.project)
+    if spec.projects:
+        where.append(m.ProjectRow.name.in_(list(spec.projects)))
     if spec.status:
         where.append(m.RunRow.status == spec.status)
     where.extend(tag_filter(dialect, t) for t in spec.tags)
@@ -444,8 +535,8 @@ def _load_rows(
         return []
     config_cols = []
     for i, name in enumerate(spec.config_columns):
-        j = _Json(dialect, name.split("."))
-        config_cols.append((j.node if j.pg else j.raw).label(f"c{i}"))
+        value = ConfigValue(dialect, name.split("."))
+        config_cols.append(value.first(lambda j: j.shown()).label(f"c{i}"))
     query = run_select().add_columns(*config_cols).where(m.RunRow.id.in_(ids))
     by_id = {r.id: r for r in conn.execute(query)}
     metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
@@ -523,7 +614,8 @@ def run_columns(
 ) -> tuple[list[str], list[str]]:
     """(config keys, metric names) seen in runs, for the column chooser.
 
-    Config keys are the flattened keys of the newest ``sample`` runs; metric names come
+    Config keys are the flattened keys of the newest ``sample`` runs (keys starting with
+    ``_`` after the others); metric names come
     from every run (of the project). Raises StoreUnavailable.
     """
     runs = sa.select(m.RunRow.config).order_by(m.RunRow.id.desc()).limit(sample)
@@ -546,7 +638,8 @@ def run_columns(
         for (config,) in conn.execute(runs):
             keys.update(flatten(config or {}))
         metrics = list(conn.execute(names).scalars())
-    return sorted(keys), metrics
+    # the run's own keys first, reserved ones (``_mlflow_tags.*``: MLflow's system tags) last
+    return sorted(keys, key=lambda k: (k.startswith("_"), k)), metrics
 
 
 def _project_filter(project: str | None) -> list[Any]:

@@ -20,6 +20,7 @@ deliberate exception to the tracker's error envelope, because the MLflow client 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -31,6 +32,7 @@ from tracker.rules import jsonvalues
 from tracker.rules.config import flatten
 from tracker.rules.ids import ascii_int, in_int64, parse_id
 from tracker.rules.keys import check_key
+from tracker.rules.mlflow_filter import like_match
 from tracker.rules.tags import join_tag, split_tag, tag_key
 from tracker.web.core.ingest import MAX_RECORDS
 
@@ -43,6 +45,7 @@ __all__ = [
     "MlflowError",
     "apply_meta",
     "dataset_inputs_json",
+    "default_matches",
     "error_body",
     "experiment_filter",
     "experiment_id_of",
@@ -66,6 +69,7 @@ __all__ = [
     "tags_of",
     "tracker_status",
     "view_type",
+    "with_user_id",
 ]
 
 DEFAULT_EXPERIMENT_ID = "0"
@@ -73,7 +77,8 @@ DEFAULT_EXPERIMENT_NAME = "Default"
 DEFAULT_PROJECT = "default"
 SYSTEM_TAGS_KEY = "_mlflow_tags"  # reserved config key: MLflow's own mlflow.* tags
 INPUTS_KEY = "_mlflow_inputs"  # reserved config key: the run's datasets (mlflow.log_input)
-RESERVED_KEYS = (SYSTEM_TAGS_KEY, INPUTS_KEY)
+USER_ID_KEY = "_mlflow_user_id"  # reserved config key: a run's user_id unlike its mlflow.user tag
+RESERVED_KEYS = (SYSTEM_TAGS_KEY, INPUTS_KEY, USER_ID_KEY)
 RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 USER_TAG = "mlflow.user"
@@ -361,6 +366,15 @@ def experiment_tag_of(body: Mapping[str, Any]) -> tuple[str, str]:
     return key, value
 
 
+def default_matches(name: str | None, like: str | None) -> bool:
+    """Whether MLflow's Default experiment passes an experiments/search filter."""
+    if name is not None:
+        return name == DEFAULT_PROJECT
+    if like is None:
+        return True
+    return like_match(DEFAULT_EXPERIMENT_NAME, like, case_sensitive=False)
+
+
 def _metric_value(raw: Any, key: str) -> float:
     if isinstance(raw, bool):
         raise _invalid(f"metric {key!r}: value must be a number, not a boolean", key)
@@ -539,6 +553,26 @@ def apply_meta(
     return RunMeta(name=name, config=config, tags=list(user.values()), git_commit=git_commit)
 
 
+def with_user_id(meta: RunMeta, user_id: Any) -> RunMeta:
+    """Keep a new run's ``user_id`` where it differs from its ``mlflow.user`` tag (MLflow stores
+    the user as a run attribute and adds no tag for it; the client sends "unknown" when the
+    tag is absent, which is what a run without both reports anyway)."""
+    system = meta.config.get(SYSTEM_TAGS_KEY) or {}
+    if not isinstance(user_id, str) or user_id in ("", "unknown", system.get(USER_TAG)):
+        return meta
+    config = {**meta.config, USER_ID_KEY: user_id[:MAX_KEY_LENGTH]}
+    return dataclasses.replace(meta, config=config)
+
+
+def user_id_of(run: RunInfo) -> str:
+    """The user_id MLflow reports: as created, else the ``mlflow.user`` tag, else "unknown"."""
+    stored = run.config.get(USER_ID_KEY)
+    if isinstance(stored, str) and stored:
+        return stored
+    tag = (run.config.get(SYSTEM_TAGS_KEY) or {}).get(USER_TAG)
+    return str(tag) if tag else "unknown"
+
+
 def mlflow_tags(run: RunInfo) -> dict[str, str]:
     """All MLflow tags of a run: user tags, the reserved system tags, and its name."""
     out: dict[str, str] = {}
@@ -613,7 +647,7 @@ def run_info_json(run: RunInfo, experiment_id: str) -> dict[str, Any]:
         "run_uuid": str(run.id),
         "run_name": run.name,
         "experiment_id": experiment_id,
-        "user_id": str((run.config.get(SYSTEM_TAGS_KEY) or {}).get(USER_TAG, "")),
+        "user_id": user_id_of(run),
         "status": mlflow_status(run.status),
         "start_time": _ms(run.started_at if run.started_at is not None else run.created_at),
         "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run.id}/artifacts",

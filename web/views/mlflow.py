@@ -20,8 +20,10 @@ from werkzeug.exceptions import HTTPException
 
 from tracker.entities import ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound, TrackerError
+from tracker.rules.mlflow_filter import parse_filter, parse_order_by
 from tracker.store import mlflow as mstore
 from tracker.store.run_reads import metric_summaries, runs_by_ids
+from tracker.store.run_search import RunSearch, search_run_ids
 from tracker.web.core import mlflow_compat as compat
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
@@ -193,6 +195,11 @@ def search_experiments() -> Any:
     found = mstore.search_projects(
         state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted
     )
+    if len(found) <= limit and deleted is not True and compat.default_matches(name, like):
+        # MLflow's Default experiment always exists: shown (last, as the oldest) until stored
+        stored = mstore.find_project(state().store, compat.DEFAULT_PROJECT)
+        if stored is None:
+            found.append(_default_project())
     out: dict[str, Any] = {"experiments": [experiment_of(p) for p in found[:limit]]}
     if len(found) > limit:
         out["next_page_token"] = str(offset + limit)
@@ -208,13 +215,11 @@ def create_run() -> Any:
     project = project_of(body.get("experiment_id"), create=True)
     require_active_project(project)
     tags = compat.tags_of(body.get("tags"))
-    user = body.get("user_id")
-    if isinstance(user, str) and user:
-        tags.setdefault("mlflow.user", user)
     name = body.get("run_name")
     if isinstance(name, str) and name:
         tags["mlflow.runName"] = name
     meta = compat.apply_meta(RunMeta(name="", config={}, tags=[]), tags=tags)
+    meta = compat.with_user_id(meta, body.get("user_id"))
     start_ms = compat.optional_int64(body.get("start_time"), "start_time")
     now = time.time() if start_ms is None else start_ms / 1000.0
     run = mstore.create_run(state().store, project.name, meta, now)
@@ -306,15 +311,11 @@ def delete_tag() -> Any:
 
 @bp.post("/runs/search")
 def search_runs() -> Any:
+    """MLflow's filter and order_by on the dashboard's run search (``tracker.store.run_search``):
+    default order start_time DESC, then newest id; page tokens are offsets."""
     body = json_body()
-    for unsupported in ("filter", "order_by"):
-        if body.get(unsupported):
-            raise MlflowError(
-                "INVALID_PARAMETER_VALUE",
-                f"{unsupported} is not supported by this server's runs/search; use the "
-                "dashboard's run search (GET /api/v1/runs?q=...)",
-                field=unsupported,
-            )
+    where = parse_filter(body.get("filter"))
+    order_by = parse_order_by(body.get("order_by"))
     experiment_ids = body.get("experiment_ids") or []
     if not isinstance(experiment_ids, list) or not experiment_ids:
         raise MlflowError(
@@ -325,8 +326,17 @@ def search_runs() -> Any:
     offset = compat.page_token(body.get("page_token"))
     deleted = compat.view_type(body.get("run_view_type"), "run_view_type")
     store = state().store
-    ids = mstore.run_ids_of_projects(store, [p.id for p in projects], limit=limit + 1,
-                                     offset=offset, deleted=deleted)  # fmt: skip
+    spec = RunSearch(
+        projects=tuple(p.name for p in projects),
+        where=where,
+        order_by=order_by,
+        sort="started",
+        order="desc",
+        limit=limit + 1,
+        offset=offset,
+        deleted=deleted,
+    )
+    ids = search_run_ids(store, spec, max_limit=MAX_SEARCH_RESULTS + 1)
     runs = runs_by_ids(store, ids[:limit])
     summaries = metric_summaries(store, [r.id for r in runs])
     experiment = {p.name: experiment_of(p)["experiment_id"] for p in projects}
