@@ -44,6 +44,11 @@ def mlflow_server(
         monkeypatch.delenv(var, raising=False)
     # The client remembers the last set_experiment() in a module global: start clean.
     monkeypatch.setattr(mlflow.tracking.fluent, "_active_experiment_id", None)
+    # ... and a tracking URI set by set_tracking_uri() (MLFlowLogger, other tests) wins over
+    # the environment: start clean.
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
 
     def start(**config: Any) -> Flask:
         app = make_app(**config)

@@ -126,11 +126,12 @@ def test_experiment_lifecycle(mlflow_server: Callable[..., Flask]) -> None:
     assert deleted.lifecycle_stage == "deleted"
     by_name = client.get_experiment_by_name("exp-b")  # found, as MLflow's SQL store does
     assert by_name is not None and by_name.lifecycle_stage == "deleted"
-    assert {e.name for e in client.search_experiments()} == {"exp-other"}
+    # Default is always listed, as on an MLflow server
+    assert {e.name for e in client.search_experiments()} == {"Default", "exp-other"}
     names = {e.name for e in client.search_experiments(view_type=ViewType.DELETED_ONLY)}
     assert names == {"exp-b"}
     names = {e.name for e in client.search_experiments(view_type=ViewType.ALL)}
-    assert names == {"exp-b", "exp-other"}
+    assert names == {"Default", "exp-b", "exp-other"}
     assert client.get_run(first).info.lifecycle_stage == "deleted"  # its runs went with it
     assert client.get_run(elsewhere).info.lifecycle_stage == "active"
     assert _run_ids(client, experiment_id, ViewType.ALL) == {first, second}
