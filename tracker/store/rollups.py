@@ -61,9 +61,9 @@ _FROM_POINTS = (
     "FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step >= {p} AND step <= {p} "
     "GROUP BY {group}step / {w}) g "
     "JOIN metric_points q ON q.run_id = g.run_id AND q.key_id = g.key_id "
-    "AND q.step = g.last_step AND q.seq = (SELECT max(s.seq) FROM metric_points s "
-    "WHERE s.run_id = g.run_id AND s.key_id = g.key_id AND s.step = g.last_step) "
-    "WHERE 1 = 1 " + _ON_CONFLICT
+    "AND q.step = g.last_step WHERE NOT EXISTS (SELECT 1 FROM metric_points s "
+    "WHERE s.run_id = q.run_id AND s.key_id = q.key_id AND s.step = q.step AND s.seq > q.seq) "
+    + _ON_CONFLICT
 )
 # A coarser level from the level below it.
 _FROM_LEVEL = (
