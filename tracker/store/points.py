@@ -159,9 +159,7 @@ def append_rows(engine: sa.Engine, rows: Sequence[Row]) -> int:
 
 
 _APPEND_LOCK_CLASS = 7242012  # advisory lock namespace: one MLflow-route appender per run
-_SEQ_AT = (
-    "SELECT max(seq) FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p}"
-)
+_SEQ_AT = "SELECT max(seq) FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p}"
 _SAME_WALL = (
     "SELECT value FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p} "
     "AND wall_ms = {p}"

@@ -451,7 +451,7 @@ class Store:
         if hi is not None:
             query = query.where(p.step <= hi)
         with read_conn(self.engine) as conn:
-            rows = conn.execute(query if limit is None else query.limit(limit)).all()
+            rows = list(conn.execute(query if limit is None else query.limit(limit)))
             if limit is not None and rows and len(rows) >= limit:  # the step's other values
                 step, seq = rows[-1][0], rows[-1][1]
                 rows += conn.execute(query.where(p.step == step, p.seq > seq)).all()
