@@ -140,6 +140,16 @@ def test_bench_memory_quick_reports_every_field(tmp_path: Path) -> None:
     assert doc["results"]["uncapped"]["points_through_disk"] == 0
 
 
+def test_bench_artifacts_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_artifacts.py", tmp_path)
+    rates = doc["mib_per_s"]
+    expected = {"store put_artifact (file)", "store open_artifact", "HTTP PUT (streamed)",
+                "HTTP GET (streamed)"}  # fmt: skip
+    if importlib.util.find_spec("moto") is not None:
+        expected |= {"S3 put_file (moto, multipart)", "S3 open (moto)"}
+    assert set(rates) == expected and all(v > 0 for v in rates.values())
+
+
 def test_bench_fleet_quick_reports_every_field(tmp_path: Path) -> None:
     server = os.environ.get("TRACKER_TEST_PG_URL")
     if not server:

@@ -177,3 +177,26 @@ def test_submitted_config_overrides_defaults_and_flags(tmp_path: Path, store: St
     assert latest is not None
     first_conv = load(latest.path)["model"]["0.weight"]
     assert first_conv.shape[0] == 8
+
+
+@pytest.mark.parametrize(
+    ("script", "checkpoints"),
+    [("lightning_tiny.py", [4, 8, 12]), ("hf_tiny.py", [4, 8])],
+)
+def test_integration_examples_run_as_scripts(
+    tmp_path: Path, store: Store, script: str, checkpoints: list[int]
+) -> None:
+    """The Lightning and Hugging Face examples as a user runs them (their own process,
+    offline): one finished run with verified checkpoints (tests/integrations checks the rest)."""
+    pytest.importorskip("lightning" if script.startswith("lightning") else "transformers")
+    clean = {k: v for k, v in os.environ.items() if k not in TRACKER_ENV}
+    clean.update({"TRACKER_URI": _uri(tmp_path), "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name(script))], cwd=tmp_path, env=clean,
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = store.list_runs()
+    assert run.status == "finished" and f"run {run.id}: resumed from None" in done.stdout
+    assert sorted(c.step for c in store.list_checkpoints(run.id)) == checkpoints
+    assert tracker.latest_checkpoint(run.id, uri=_uri(tmp_path)) is not None

@@ -24,12 +24,14 @@ LAYERS = "Layers: cli > (web | runner) > store > pure rules"
 INDEPENDENCE = "The dashboard and the runner never import each other"
 PURE_RULES = "Pure rules import no other part of tracker and do no I/O"
 SQL_IN_STORE = "SQLAlchemy and the ORM models only inside tracker.store (and its migrations)"
+INTEGRATIONS = "Only tracker.integrations imports Lightning and transformers"
 
 # module file in the copy -> the import line added to it
 BREAKAGES = {
     "web/views/pages.py": "import tracker.runner.worker",
     "web/plumbing/params.py": "import sqlalchemy",
     "rules/keys.py": "import tracker.store",
+    "client/lifecycle.py": "import lightning",
 }
 
 
@@ -74,7 +76,7 @@ def _verdict(report: str, contract: str) -> str:
 def test_the_code_keeps_the_layers_and_the_independence(tmp_path: Path) -> None:
     report = _lint_imports(_copy_project(tmp_path))
     assert "tracker.web.views.pages" not in report  # the breakage below is not there already
-    for contract in (LAYERS, INDEPENDENCE, PURE_RULES):
+    for contract in (LAYERS, INDEPENDENCE, PURE_RULES, INTEGRATIONS):
         assert _verdict(report, contract) == "KEPT", report
 
 
@@ -85,8 +87,9 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path: Path) -> None:
         module.write_text(f"{line}  # added by the test\n{module.read_text()}")
     report = _lint_imports(project)
     assert report.startswith("exit 1\n"), report
-    for contract in (LAYERS, INDEPENDENCE, PURE_RULES, SQL_IN_STORE):
+    for contract in (LAYERS, INDEPENDENCE, PURE_RULES, SQL_IN_STORE, INTEGRATIONS):
         assert _verdict(report, contract) == "BROKEN", report
     assert "tracker.web.views.pages -> tracker.runner.worker" in report
     assert "tracker.web.plumbing.params -> sqlalchemy" in report
     assert "tracker.rules.keys -> tracker.store" in report
+    assert "tracker.client.lifecycle -> lightning" in report

@@ -90,6 +90,7 @@ class RunInfo:
     failure_hint: str | None = None
     error: str | None = None
     last_metrics: dict[str, float] = field(default_factory=dict)
+    deleted_at: float | None = None  # soft-deleted (hidden unless asked for) since then
 
     @property
     def duration(self) -> float | None:
@@ -152,6 +153,7 @@ class BlobGcReport:
     young: int  # unreferenced but younger than the grace period: kept (may be mid-upload)
     deleted: int  # 0 on a dry run
     dry_run: bool
+    temporary: int = 0  # leftover temporary files past the grace period (removed unless dry_run)
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,8 @@ class ProjectInfo:
     id: int
     name: str
     created_at: float
+    deleted_at: float | None = None  # soft-deleted since then (its runs are deleted too)
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -408,3 +412,21 @@ class SessionInfo:
     configured_mark: str | None
     created_at: float
     expires_at: float
+
+
+@dataclass(frozen=True)
+class LoggedModelInfo:
+    """An MLflow logged model: its files are artifacts of run ``run_id`` under
+    ``mlflow-models/<id>/`` (``tracker.store.logged_models``)."""
+
+    id: str
+    project_id: int
+    run_id: int
+    name: str
+    model_type: str | None
+    status: str  # PENDING, READY or UPLOAD_FAILED
+    status_message: str | None
+    tags: dict[str, str]
+    params: dict[str, str]
+    created_at: float
+    updated_at: float

@@ -76,6 +76,13 @@ class AttemptSuperseded(Conflict):
     code = "attempt_superseded"
 
 
+class ArtifactCorrupt(TrackerError):
+    """An artifact's bytes, as read back, do not match its recorded size or sha256."""
+
+    code = "artifact_corrupt"
+    http_status = 500
+
+
 class StoreUnavailable(TrackerError):
     """The database could not be reached; the client keeps points and retries."""
 

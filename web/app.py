@@ -27,6 +27,10 @@ Config keys (all optional):
                      ``create_app``; ``tracker ui`` turns it on (``--run-stale-seconds``,
                      default 20 s)
 ``CRASH_SWEEP_S``    seconds between the crash watch's passes (default 5)
+``MLFLOW_IDLE_S``    mark a ``running`` run created through the MLflow API (no heartbeats)
+                     with no writes this long ``crashed`` (failure class ``idle``; a later
+                     write sets it running again), by the crash watch. Default ``None``:
+                     off; ``tracker ui`` turns it on (``--mlflow-idle-timeout``, 30 min)
 ``ARTIFACT_ROOT``    where artifact bytes live: a directory or ``s3://bucket/prefix``
                      (``--artifact-root``; default ``TRACKER_ARTIFACT_ROOT``, else ``artifacts/``
                      beside the SQLite file; a PostgreSQL store needs one for artifacts). A
@@ -52,6 +56,7 @@ from tracker.rules.liveness import SWEEP_S
 from tracker.store import Store, artifacts, tokens
 from tracker.web.core.crash_watch import CrashWatch
 from tracker.web.core.ingest import MetricIngest
+from tracker.web.core.mlflow_idle import IdleRuns
 from tracker.web.plumbing import files, security
 from tracker.web.plumbing.context import AppState
 from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
@@ -86,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     # Reverse proxies whose X-Forwarded-* headers are trusted (``tracker ui --proxy-hops``);
     # 0: ignored, so the client address (login limit) and scheme cannot be faked.
     "PROXY_HOPS": 0,
+    "MLFLOW_IDLE_S": None,  # silent MLflow runs: off unless set (``tracker ui`` sets it)
 }
 
 
@@ -151,17 +157,37 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
-    if cfg["RUN_STALE_S"]:
-        watch = CrashWatch(store, stale_s=cfg["RUN_STALE_S"], interval_s=cfg["CRASH_SWEEP_S"])
+    idle = IdleRuns(store, idle_s=cfg["MLFLOW_IDLE_S"]) if cfg["MLFLOW_IDLE_S"] else None
+    if idle is not None:
+        app.extensions["tracker_mlflow_idle"] = idle
+    if cfg["RUN_STALE_S"] or idle is not None:
+        watch = CrashWatch(
+            store,
+            stale_s=cfg["RUN_STALE_S"] or None,
+            interval_s=cfg["CRASH_SWEEP_S"],
+            idle=idle,
+        )
         watch.ensure_running()
         app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_crash_watch"] = watch
     from tracker.web.views import artifacts as artifact_views
-    from tracker.web.views import mlflow, pages, queue, runs
+    from tracker.web.views import (
+        mlflow,
+        mlflow_artifacts,
+        mlflow_lifecycle,
+        mlflow_models,
+        pages,
+        queue,
+        runs,
+    )
 
     app.register_blueprint(runs.bp)
     app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(mlflow.bp)
+    app.register_blueprint(mlflow_lifecycle.bp)
+    app.register_blueprint(mlflow_models.bp)
+    app.register_blueprint(mlflow_artifacts.bp)
+    app.register_blueprint(mlflow_artifacts.info_bp)
     app.register_blueprint(pages.bp)
     return app

@@ -1,7 +1,7 @@
 """metric seq: several values of one metric at one step, in the order they were logged
 
 Revision ID: 0012_metric_seq
-Revises: 0010_artifacts
+Revises: 0013_logged_models
 Create Date: 2026-12-02 01:20:00.000000
 
 MLflow keeps every value logged at a step (``log_metric(key, v)`` without a step logs them
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012_metric_seq"
-down_revision: str | None = "0010_artifacts"
+down_revision: str | None = "0013_logged_models"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

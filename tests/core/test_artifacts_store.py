@@ -263,3 +263,49 @@ def test_postgresql_needs_a_root(store_url: str, monkeypatch: pytest.MonkeyPatch
         assert err.value.field == "artifact_root"
     finally:
         store.close()
+
+
+def test_spool_writes_into_the_roots_tmp_and_gc_removes_stale_leftovers(astore: Store) -> None:
+    import io
+
+    from tracker.errors import TooLarge
+
+    root = Path(art.artifact_root(astore))
+    with art.spool(io.BytesIO(b"x" * 3000), store=astore) as (tmp, sha, size):
+        assert tmp.parent == root / "tmp" and tmp.read_bytes() == b"x" * 3000
+        assert (sha, size) == (hashlib.sha256(b"x" * 3000).hexdigest(), 3000)
+    assert list((root / "tmp").iterdir()) == []
+    with (
+        pytest.raises(TooLarge, match="limit of 100 bytes"),
+        art.spool(io.BytesIO(b"x" * 101), max_bytes=100, store=astore),
+    ):
+        pass
+    assert list((root / "tmp").iterdir()) == []
+    leftover = root / "tmp" / "upload-crashed"
+    leftover.write_bytes(b"partial")
+    assert art.gc_blobs(astore, now=0.0).temporary == 0  # young: may be an upload in flight
+    report = art.gc_blobs(astore, dry_run=True, now=1e12)
+    assert report.temporary == 1 and leftover.exists()
+    assert art.gc_blobs(astore, dry_run=False, now=1e12).temporary == 1
+    assert not leftover.exists()
+
+
+def test_a_file_with_an_announced_hash_is_checked_new_blob_or_not(
+    astore: Store, tmp_path: Path
+) -> None:
+    run = _run(astore)
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"payload")
+    sha = hashlib.sha256(b"payload").hexdigest()
+    other = art.blob_store(astore).put_bytes(b"other")
+    for wrong in ["1" * 64, other]:  # a new blob, and one that exists already
+        with pytest.raises(InvalidInput) as err:
+            art.put_artifact(astore, run, "f.bin", src, sha256=wrong)
+        assert err.value.field == "sha256"
+    with pytest.raises(InvalidInput, match="not a sha256"):
+        art.put_artifact(astore, run, "f.bin", src, sha256="xyz")
+    assert art.list_artifacts(astore, run) == [] and _blobs(astore) == [other]
+    info = art.put_artifact(astore, run, "f.bin", src, sha256=sha.upper())
+    assert (info.sha256, info.size) == (sha, 7)
+    again = art.put_artifact(astore, run, "g.bin", src, sha256=sha)  # the blob exists now
+    assert again.sha256 == sha and sorted(_blobs(astore)) == sorted([other, sha])

@@ -96,3 +96,14 @@ def test_a_file_past_100_mb_goes_up_in_parts_and_comes_back_byte_exact(
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     assert digest.hexdigest() == sha
+
+
+def test_without_boto3_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from tracker.store.blobs_s3 import MissingExtra
+
+    monkeypatch.setitem(sys.modules, "boto3", None)  # what a missing package looks like
+    with pytest.raises(MissingExtra, match=r"pip install 'tracker\[s3\]'") as err:
+        open_blob_store("s3://bucket/prefix")
+    assert err.value.field == "artifact_root"

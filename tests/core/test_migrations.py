@@ -86,7 +86,7 @@ def test_metric_seq_upgrade_keeps_stored_points(empty_store_url: str) -> None:
     engine = sa.create_engine(empty_store_url)
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0010_artifacts")
+        command.upgrade(cfg, "0013_logged_models")
         conn.execute(sa.text("INSERT INTO metric_keys (id, name) VALUES (1, 'loss')"))
         conn.execute(
             sa.text(

@@ -35,10 +35,12 @@ def envelope(response: Any) -> dict[str, Any]:
 
 
 # The MLflow-compatible routes (web/views/mlflow.py) answer errors in MLflow's own shape.
-MLFLOW_PREFIX = "/api/2.0/mlflow/"
+# (a tuple: str.startswith takes one)
+MLFLOW_PREFIX = ("/api/2.0/mlflow/", "/api/2.0/mlflow-artifacts/", "/api/3.0/mlflow/")
 MLFLOW_CODES = {  # our code -> MLflow's error_code on the MLflow routes
     "unauthorized": "UNAUTHENTICATED",
     "forbidden": "PERMISSION_DENIED",
+    "forbidden_scope": "PERMISSION_DENIED",
     "unsupported_media_type": "BAD_REQUEST",
 }
 

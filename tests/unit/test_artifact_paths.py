@@ -61,6 +61,12 @@ def test_prefixes_may_end_with_a_slash() -> None:
             check_prefix(bad)
 
 
+@pytest.mark.parametrize("key", ["val loss", "val:acc", "ü/x", "C:x", "a/b/c"])
+def test_media_paths_of_any_metric_key_are_valid_artifact_paths(key: str) -> None:
+    path = media_path("images", key, 3, ".png")
+    assert check_artifact_path(path) == path and parse_media_path(path) == ("images", key, 3)
+
+
 def test_media_paths_round_trip() -> None:
     path = media_path("images", "val/samples", 12, ".png")
     assert path == "media/images/val/samples/000000012.png"

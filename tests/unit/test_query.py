@@ -178,6 +178,7 @@ def test_unknown_field_lists_allowed_attributes() -> None:
         assert name in info.value.detail
     assert ATTRIBUTES == (
         "status", "name", "project", "tags", "host", "created", "duration", "id", "diagnosis",
+        "deleted",
     )  # fmt: skip
 
 

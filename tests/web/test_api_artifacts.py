@@ -316,3 +316,17 @@ def test_any_path_is_stored_and_read_back_or_refused_by_the_rule(
     assert resp.status_code in (400, 404), (resp.status_code, error)
     if resp.status_code == 400:
         assert error["field"] == "path" and "relative posix" in error["message"]
+
+
+def test_an_s3_root_over_http(make_app: Callable[..., Flask], s3_env: str) -> None:
+    app = make_app(ARTIFACT_ROOT=s3_env)
+    client = app.test_client()
+    run = _run(app)
+    data = os.urandom(1_500_000)
+    assert _put(client, run, "ckpt/model.bin", data).status_code == 201
+    got = client.get(f"/api/v1/runs/{run}/artifacts/ckpt/model.bin")
+    assert got.status_code == 200 and got.data == data
+    assert got.headers["ETag"] == f'"{hashlib.sha256(data).hexdigest()}"'
+    assert [(s, n) for s, n, _ in art.blob_store(_store(app)).iter_hashes()] == [
+        (hashlib.sha256(data).hexdigest(), len(data))
+    ]

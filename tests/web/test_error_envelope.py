@@ -43,6 +43,7 @@ def public(rule: Rule, method: str) -> bool:
 
 def test_every_endpoint_answers_errors_with_the_envelope(token_app: Flask) -> None:
     client: FlaskClient = token_app.test_client()
+    adapter = token_app.url_map.bind("localhost")
     checked = 0
     for rule, method, url in routes(token_app):
         where = f"{method} {url}"
@@ -53,12 +54,14 @@ def test_every_endpoint_answers_errors_with_the_envelope(token_app: Flask) -> No
                 assert has(error_of(response, url), "unauthorized"), where
         response = client.open(url, method=method, json={}, headers={"Host": "evil.example"})
         assert response.status_code == 403 and has(error_of(response, url), field="Host"), where
-        allowed = token_app.url_map.bind("localhost").allowed_methods(url)  # all rules' methods
-        unused = next(m for m in ("PUT", "PATCH", "DELETE", "POST") if m not in allowed)
-        response = client.open(url, method=unused, json={}, headers=AUTH)
-        assert response.status_code == 405 and envelope(response)["code"] == "method_not_allowed"
+        taken = set(adapter.allowed_methods(url))  # other rules may share the URL
+        unused = next((m for m in ("PUT", "PATCH", "DELETE", "POST") if m not in taken), None)
+        if unused is not None:
+            response = client.open(url, method=unused, json={}, headers=AUTH)
+            assert response.status_code == 405, where
+            assert envelope(response)["code"] == "method_not_allowed", where
         if method in MUTATING and rule.endpoint != "auth.login":
-            if rule.endpoint not in RAW_BODY_ENDPOINTS:  # those take a file as the body
+            if rule.endpoint not in RAW_BODY_ENDPOINTS:
                 response = client.open(url, method=method, data="x", headers=AUTH)
                 assert response.status_code == 415, where
                 assert has(error_of(response, url), "unsupported_media_type"), where

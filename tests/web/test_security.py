@@ -29,10 +29,13 @@ def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'security.db'}"  # the checks do not depend on the dialect
 
 
-def mutating_routes(app: Flask) -> Iterator[tuple[str, str]]:
+def mutating_routes(app: Flask, *, raw: bool = True) -> Iterator[tuple[str, str]]:
+    """``(method, url)`` of every state change; ``raw=False`` leaves out the raw-body routes."""
     for rule in app.url_map.iter_rules():
-        if rule.endpoint in ("static", "auth.login") or rule.endpoint in RAW_BODY_ENDPOINTS:
-            continue  # the raw-body ones: test_raw_body_endpoints_are_put_and_delete_only
+        if rule.endpoint in ("static", "auth.login"):
+            continue
+        if not raw and rule.endpoint in RAW_BODY_ENDPOINTS:
+            continue
         for method in sorted(rule.methods & set(MUTATING)):
             yield method, _url(rule)
 
@@ -184,7 +187,7 @@ def test_foreign_host_header_is_forbidden_on_every_request(token_app: Flask, mak
 
 def test_state_changes_need_a_json_body(token_app: Flask) -> None:
     client = token_app.test_client()
-    for method, url in mutating_routes(token_app):
+    for method, url in mutating_routes(token_app, raw=False):
         for kind in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data"):
             response = client.open(url, method=method, data="a=b", content_type=kind, headers=AUTH)
             assert response.status_code == 415, (method, url, kind)
@@ -200,13 +203,24 @@ def test_raw_body_endpoints_are_put_and_delete_only(token_app: Flask) -> None:
         if rule.endpoint in RAW_BODY_ENDPOINTS
         for method in rule.methods & set(MUTATING)
     }
-    assert found == {("artifacts.put_artifact", "PUT"), ("artifacts.delete_artifact", "DELETE")}
+    assert found == {
+        ("artifacts.put_artifact", "PUT"),
+        ("artifacts.delete_artifact", "DELETE"),
+        ("mlflow_artifacts.upload", "PUT"),
+        ("mlflow_artifacts.mpu_part", "PUT"),
+        ("mlflow_artifacts.delete", "DELETE"),
+        ("mlflow_models.delete_tag", "DELETE"),
+    }
     client = token_app.test_client()
     cross = {**AUTH, "Origin": "http://evil.example"}
     for method in ("PUT", "DELETE"):
         response = client.open("/api/v1/runs/1/artifacts/x", method=method, data=b"a=b",
                                content_type="text/plain", headers=cross)  # fmt: skip
         assert response.status_code == 403 and envelope(response)["field"] == "Origin"
+    for method in ("PUT", "DELETE"):
+        url = "/api/2.0/mlflow-artifacts/artifacts/0/1/artifacts/x"
+        response = client.open(url, method=method, data=b"a=b", headers=cross)
+        assert response.status_code == 403, (method, url)
 
 
 def test_security_headers_on_success_and_error(token_app: Flask) -> None:

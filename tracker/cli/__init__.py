@@ -28,8 +28,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 
 # command name -> ("module:attribute", extras it needs); each module owns its commands.
 COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "artifacts": ("tracker.cli.artifacts:artifacts", ()),
     "db": ("tracker.cli.db:db", ()),
     "doctor": ("tracker.cli.doctor:doctor", ()),
+    "gc": ("tracker.cli.gc:gc", ()),
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),

@@ -34,6 +34,26 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 VERBOSE_KEY = "tracker.verbose"
 
 
+class Duration(click.ParamType):
+    """A duration option (``90s``, ``45m``, ``2h``, ``30d``, ``1h30m`` or seconds) as float
+    seconds (:func:`tracker.rules.units.parse_duration`); ``allow_zero`` accepts ``0``."""
+
+    name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float):
+            return float(value)
+        from tracker.rules.units import DurationError, parse_duration
+
+        try:
+            return parse_duration(str(value), allow_zero=self.allow_zero)
+        except DurationError as exc:
+            self.fail(exc.message, param, ctx)
+
+
 def open_store(uri: str | None, *, create: bool = False) -> Any:
     """The Store for ``--uri`` / ``TRACKER_URI`` (default ``./.tracker/tracker.db``).
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import click
 
 from tracker.cli.common import open_store, uri_option
 from tracker.entities import (
+    ArtifactInfo,
     CheckpointInfo,
     JobAttemptInfo,
     JobInfo,
@@ -90,16 +91,30 @@ class Reader(Protocol):
 
     def workers(self, include_stopped: bool, include_lost: bool) -> list[WorkerInfo]: ...
 
+    def artifacts(self, run_id: int, prefix: str) -> list[ArtifactInfo]:
+        """The run's artifacts under ``prefix``, sorted by path."""
+        ...
 
-def open_reader(uri: str | None, token: str | None = None) -> Reader:
+    def artifact(self, run_id: int, path: str) -> ArtifactInfo: ...
+
+    def open_artifact(self, run_id: int, path: str) -> BinaryIO:
+        """The artifact's bytes as a stream (close it)."""
+        ...
+
+
+def open_reader(
+    uri: str | None, token: str | None = None, *, artifact_root: str | None = None
+) -> Reader:
     """A reader of ``uri``: over HTTP for ``http(s)://``, else through the store (which a
-    read command opens as every command does)."""
+    read command opens as every command does; ``artifact_root`` is its artifact root)."""
     from tracker.cli.remote import HttpReader, is_http
 
     if is_http(uri):
         assert uri is not None  # is_http says so; for mypy
         return HttpReader(uri, token)
-    return StoreReader(open_store(uri))
+    store = open_store(uri)
+    store.artifact_root = artifact_root
+    return StoreReader(store)
 
 
 class StoreReader:
@@ -174,3 +189,18 @@ class StoreReader:
         from tracker.store.workers import list_workers
 
         return list_workers(self.store, include_stopped=include_stopped, include_lost=include_lost)
+
+    def artifacts(self, run_id: int, prefix: str) -> list[ArtifactInfo]:
+        from tracker.store.artifacts import list_artifacts
+
+        return list_artifacts(self.store, run_id, prefix)
+
+    def artifact(self, run_id: int, path: str) -> ArtifactInfo:
+        from tracker.store.artifacts import get_artifact
+
+        return get_artifact(self.store, run_id, path)
+
+    def open_artifact(self, run_id: int, path: str) -> BinaryIO:
+        from tracker.store.artifacts import open_artifact
+
+        return open_artifact(self.store, run_id, path)

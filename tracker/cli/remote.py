@@ -25,11 +25,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
 from tracker.entities import (
+    ArtifactInfo,
     CheckpointInfo,
     JobAttemptInfo,
     JobInfo,
@@ -122,22 +123,30 @@ class HttpReader:
 
     # ------------------------------------------------------------------ transport
 
-    def _get(self, path: str, **params: Any) -> dict[str, Any]:
+    def _open(self, path: str, accept: str, **params: Any) -> Any:
+        """The response to ``GET /api/v1<path>`` (a file object to read and close)."""
         query = {k: v for k, v in params.items() if v is not None}
         url = self.base_url + "/api/v1" + path
         if query:
             url += "?" + urllib.parse.urlencode(query, doseq=True)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(url, headers=headers, method="GET")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+            return urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             raise self._error(path, exc) from None
         except urllib.error.URLError as exc:
             raise StoreUnavailable(f"{self.base_url} cannot be reached: {exc.reason}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise StoreUnavailable(f"GET {path} from {self.base_url} failed: {exc!r}") from exc
+
+    def _get(self, path: str, **params: Any) -> dict[str, Any]:
+        response = self._open(path, "application/json", **params)
+        try:
+            with response:
+                raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
             raise StoreUnavailable(f"GET {path} from {self.base_url} failed: {exc!r}") from exc
         try:
@@ -265,3 +274,20 @@ class HttpReader:
         doc = self._get("/workers", all=int(include_stopped))
         found = [WorkerInfo(**_fields(WorkerInfo, w)) for w in doc["workers"]]
         return [w for w in found if include_lost or w.status != "lost"]
+
+    # ----------------------------------------------------------------- artifacts
+
+    def artifacts(self, run_id: int, prefix: str) -> list[ArtifactInfo]:
+        doc = self._get(f"/runs/{run_id}/artifacts", prefix=prefix or None)
+        return [ArtifactInfo(**_fields(ArtifactInfo, a)) for a in doc["artifacts"]]
+
+    def artifact(self, run_id: int, path: str) -> ArtifactInfo:
+        parent = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
+        for info in self.artifacts(run_id, parent):
+            if info.path == path:
+                return info
+        raise NotFound(f"run {run_id} has no artifact {path!r}", field="path")
+
+    def open_artifact(self, run_id: int, path: str) -> BinaryIO:
+        quoted = urllib.parse.quote(path, safe="/")
+        return self._open(f"/runs/{run_id}/artifacts/{quoted}", "*/*", download=1)  # type: ignore[no-any-return]

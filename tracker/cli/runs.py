@@ -1,4 +1,4 @@
-"""``tracker runs``: list, show and export runs."""
+"""``tracker runs``: list, show, export, delete and restore runs."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from tracker.cli.common import (
     fmt_time,
     fmt_value,
     json_option,
+    open_store,
     print_table,
     store_label,
+    uri_option,
 )
 from tracker.cli.reading import open_reader, reader_options
 from tracker.entities import RUN_STATUSES, RunInfo
@@ -44,16 +46,24 @@ def runs() -> None:
 @click.option("--status", "-s", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--tag", "-t", help="Only runs with this tag.")
 @click.option("--limit", "-n", default=50, show_default=True, help="At most this many runs.")
+@click.option(
+    "--deleted",
+    is_flag=True,
+    help="Only deleted runs (hidden otherwise; the same as --filter 'deleted == true').",
+)
 @json_option
 def ls(
     uri: str | None, token: str | None, query: str, project: str | None, status: str | None,
-    tag: str | None, limit: int, as_json: bool,
+    tag: str | None, limit: int, deleted: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """List runs, newest first, with their config and last metric values.
 
+    Deleted runs are left out unless --deleted (or a filter naming deleted) asks for them.
     --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
     A query that does not parse, or compares impossibly, is an error (exit status 2).
     """
+    if deleted:
+        query = f"({query}) and deleted == true" if query.strip() else "deleted == true"
     reader = open_reader(uri, token)
     found = reader.search_runs(query, project, status, tag, limit)
     if as_json:
@@ -125,7 +135,9 @@ def show(uri: str | None, token: str | None, run_id: int, as_json: bool) -> None
         ("git commit", run.git_commit or "-"),
         ("command", " ".join(run.command or []) or "-"),
         ("tags", ", ".join(run.tags) or "-"),
-    ]:
+        *([("deleted", f"{fmt_time(run.deleted_at)} (tracker runs restore {run.id})")]
+          if run.deleted_at is not None else []),
+    ]:  # fmt: skip
         click.echo(f"{label:>11}: {value}")
     click.echo("\nconfig:")
     click.echo(json.dumps(run.config, indent=2, sort_keys=True))
@@ -194,3 +206,43 @@ def export(uri: str | None, token: str | None, run_id: int, fmt: str, keys: tupl
             count += 1
     if output is not sys.stdout:
         click.echo(f"{count} points written", err=True)
+
+
+def _change_lifecycle(uri: str | None, run_ids: tuple[int, ...], delete: bool) -> None:
+    from tracker.store.lifecycle import delete_runs, restore_runs
+
+    store = open_store(uri)
+    ids = list(dict.fromkeys(run_ids))
+    changed = set(delete_runs(store, ids) if delete else restore_runs(store, ids))
+    done, already = ("deleted", "was deleted already") if delete else ("restored", "is not deleted")
+    for run_id in ids:
+        click.echo(f"run {run_id} {done if run_id in changed else already}")
+    if delete and changed:
+        click.echo(
+            "deleted runs are hidden (tracker runs ls --deleted shows them); "
+            "tracker runs restore brings them back, tracker gc purges them after 30 days",
+            err=True,
+        )
+
+
+@runs.command()
+@uri_option
+@click.argument("run_ids", metavar="RUN...", type=int, nargs=-1, required=True)
+def delete(uri: str | None, run_ids: tuple[int, ...]) -> None:
+    """Delete runs softly: hidden everywhere (the runs table, search, the MLflow API) until
+    restored; nothing is removed until `tracker gc` purges runs deleted 30 days ago.
+
+    An unknown id is an error (exit status 2) and then nothing is deleted.
+    """
+    _change_lifecycle(uri, run_ids, delete=True)
+
+
+@runs.command()
+@uri_option
+@click.argument("run_ids", metavar="RUN...", type=int, nargs=-1, required=True)
+def restore(uri: str | None, run_ids: tuple[int, ...]) -> None:
+    """Restore deleted runs (until `tracker gc` has purged them).
+
+    An unknown id is an error (exit status 2) and then nothing is restored.
+    """
+    _change_lifecycle(uri, run_ids, delete=False)

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.cli.common import say_store, uri_option
+from tracker.cli.common import Duration, say_store, uri_option
 from tracker.errors import InvalidInput
 from tracker.rules.liveness import RUN_STALE_S
+from tracker.rules.units import parse_size
 
 if TYPE_CHECKING:
     from tracker.store import Store
@@ -83,6 +84,12 @@ def server_options(f: Any) -> Any:
                      "./.tracker/checkpoints). Must not contain the store."),
         click.option("--log-root", type=click.Path(file_okay=False), default=None,
                      help="Directory served as log files (default ./.tracker/logs)."),
+        click.option("--artifact-root", envvar="TRACKER_ARTIFACT_ROOT", default=None,
+                     help="Where artifact bytes live: a directory or s3://bucket/prefix "
+                     "(default: TRACKER_ARTIFACT_ROOT, else artifacts/ beside the SQLite file; "
+                     "PostgreSQL needs one). Must not contain the store."),
+        click.option("--max-artifact-bytes", default="5GiB", show_default=True,
+                     help="The largest artifact one upload may send (413 beyond)."),
         click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
@@ -98,6 +105,11 @@ def server_options(f: Any) -> Any:
                      "-Proto, -Host, -Port and -Prefix headers are trusted (each proxy must "
                      "overwrite, not pass on, what the client sent). 0: those headers are "
                      "ignored, so a client cannot fake its address."),
+        click.option("--mlflow-idle-timeout", "mlflow_idle_s", type=Duration(allow_zero=True),
+                     default="30m", show_default=True,
+                     help="Mark a running run created through the MLflow API (which sends no "
+                     "heartbeats) with no writes this long crashed, failure class 'idle' (its "
+                     "next write sets it running again); 0 turns this off."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -114,7 +126,10 @@ def app_config(
     secure_cookie: bool = False,
     no_auth: bool = False,
     run_stale_s: float | None = RUN_STALE_S,
+    artifact_root: str | None = None,
+    max_artifact_bytes: str = "5GiB",
     proxy_hops: int = 0,
+    mlflow_idle_s: float | None = None,
 ) -> dict[str, Any]:
     """The ``create_app`` config for these options (refuses an unsafe bind).
 
@@ -135,8 +150,28 @@ def app_config(
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
         "RUN_STALE_S": run_stale_s,
+        "ARTIFACT_ROOT": artifact_root,
+        "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
         "PROXY_HOPS": proxy_hops,
+        "MLFLOW_IDLE_S": mlflow_idle_s or None,
     }
+
+
+def check_artifact_root(config: dict[str, Any]) -> None:
+    """Refuse, before anything starts, an artifact root that contains the SQLite database
+    (``create_app`` refuses it too, but inside gunicorn's workers that is a crash loop).
+
+    Raises:
+        InvalidInput: naming the root and the database file.
+    """
+    from tracker.store import Store, artifacts
+
+    store = Store(config["STORE_URI"], artifact_root=config["ARTIFACT_ROOT"])
+    try:
+        if store.database_file() is not None:
+            artifacts.artifact_root(store)
+    finally:
+        store.close()
 
 
 def _url(host: str, port: int) -> str:
@@ -324,7 +359,8 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
 def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
-       secure_cookie: bool, run_stale_seconds: float, proxy_hops: int) -> None:  # fmt: skip
+       secure_cookie: bool, run_stale_seconds: float, mlflow_idle_s: float,
+       proxy_hops: int, artifact_root: str | None, max_artifact_bytes: str) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -332,9 +368,13 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     from tracker.store import resolve_uri
 
     config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds, proxy_hops)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds,
+                        proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
+                        artifact_root=artifact_root,
+                        max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
+    check_artifact_root(config)  # opens the store: after the port check
     say_store(resolve_uri(uri))
     with access(config, host, port, "tracker dashboard") as announce:
         serve(config, host, port, workers, threads, dev, on_ready=announce)
@@ -386,8 +426,10 @@ def ensure_demo(store: Store, script: Path) -> list[int]:
     return enqueue_demo(store, script)
 
 
-def _start_worker(uri: str) -> subprocess.Popen[bytes]:
+def _start_worker(uri: str, artifact_root: str | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TRACKER_URI=uri)
+    if artifact_root:  # the jobs' artifacts go where the dashboard reads them
+        env["TRACKER_ARTIFACT_ROOT"] = artifact_root
     argv = [sys.executable, "-c", "from tracker.cli import main; main()", "worker",
             "--max-jobs", "2"]  # fmt: skip
     return subprocess.Popen(argv, env=env)
@@ -411,7 +453,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, workers: int,
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
-       run_stale_seconds: float, proxy_hops: int, demo: bool) -> None:  # fmt: skip
+       run_stale_seconds: float, mlflow_idle_s: float, proxy_hops: int,
+       artifact_root: str | None, max_artifact_bytes: str, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -423,9 +466,13 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     resolved = resolve_uri(uri)
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
-                        secure_cookie, no_auth, run_stale_seconds, proxy_hops)  # fmt: skip
+                        secure_cookie, no_auth, run_stale_seconds,
+                        proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
+                        artifact_root=artifact_root,
+                        max_artifact_bytes=max_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
+    check_artifact_root(config)
     script = demo_script() if demo else None
     say_store(resolved)
     store = Store(resolved)
@@ -444,7 +491,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
         with access(config, host, port, "tracker is up (Ctrl-C stops it)") as announce:
 
             def ready() -> None:
-                started.append(_start_worker(resolved))
+                started.append(_start_worker(resolved, artifact_root))
                 announce()
 
             serve(config, host, port, workers, threads, dev, on_ready=ready)

@@ -127,9 +127,10 @@ def active_run(what: str = "tracker.log()") -> Run:
 
 
 def resume_checkpoint() -> str | None:
-    """The checkpoint a retried job should resume from, if the runner passed one and it exists."""
+    """The checkpoint a retried job should resume from, if the runner passed one and it exists
+    (a file, or a directory such as a Hugging Face ``checkpoint-N/``)."""
     path = os.environ.get(ENV_RESUME)
-    return path if path and os.path.isfile(path) else None
+    return path if path and os.path.exists(path) else None
 
 
 def _job_attempt() -> AttemptFence | None:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import CheckpointError
+from tracker.filedigest import CHUNK, file_sha256
 
-CHUNK = 1 << 20
+__all__ = ["CHUNK", "atomic_save", "file_sha256"]
 
 
 def atomic_save(obj: Any, path: Path) -> tuple[int, str]:
@@ -46,14 +47,6 @@ def atomic_save(obj: Any, path: Path) -> tuple[int, str]:
             raise CheckpointError(f"saving checkpoint {path} failed: {exc}") from exc
         raise
     return hashing.size, hashing.sha256.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tracker import filedigest
 from tracker.client import checkpoint as ckpt
 from tracker.client import final_status
 from tracker.client.final_status import FinalStatus
@@ -25,6 +27,7 @@ from tracker.errors import (
     NoActiveRun,
     StoreUnavailable,
 )
+from tracker.rules.config import normalize_config
 from tracker.rules.ids import MAX_INT64, MIN_INT64
 from tracker.rules.keys import check_key
 from tracker.rules.liveness import HEARTBEAT_S
@@ -198,6 +201,19 @@ class Run:
         """Record a run event (a diagnosis, a note) synchronously."""
         self.sink.add_event(self.id, kind, message, data)
 
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Replace the run's stored config (an integration learns hyperparameters after the
+        run started). Checked like ``init``'s config; a follower stores nothing.
+
+        Raises:
+            InvalidInput: a value cannot be stored (the message names its path).
+        """
+        cfg = normalize_config(dict(config))
+        if self.active:
+            attrs = {"host": socket.gethostname(), "pid": os.getpid()}
+            self.info = self.sink.start_run(self.id, cfg, **attrs)
+        self.config = cfg
+
     # --------------------------------------------------------------- checkpoints
 
     def save_checkpoint(
@@ -215,18 +231,41 @@ class Run:
             CheckpointError: torch is missing or the write failed (no file under the final name).
             InvalidMetricType / InvalidMetricKey: a metric at save is not a number.
         """
-        step = self._step - 1 if step is None else _check_step(step)
-        step = max(step, 0)
-        saved_metrics = {}
-        for key, value in (metrics or {}).items():
-            check_key(key)
-            value = value if type(value) in (int, float) else convert_value(key, value)
-            saved_metrics[key] = float(value.item() if is_tensor(value) else value)
+        step = self._checkpoint_step(step)
+        saved_metrics = _checkpoint_metrics(metrics)
         target = Path(path) if path is not None else self.checkpoint_dir / f"step-{step}.pt"
         size, digest = ckpt.atomic_save(obj, target)
         return self.sink.add_checkpoint(
             self.id, step, str(target.resolve()), size, digest, saved_metrics
         )
+
+    def record_checkpoint(
+        self,
+        path: str | os.PathLike[str],
+        step: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+    ) -> CheckpointInfo:
+        """Record a checkpoint file something else wrote (Lightning's ``ModelCheckpoint``, the
+        Hugging Face ``Trainer``): hash it and store its row exactly as :meth:`save_checkpoint`
+        does, so ``latest_checkpoint()`` and a retried job's resume verify it the same way.
+        A directory (a Hugging Face checkpoint) is hashed as a whole: see
+        :mod:`tracker.filedigest`.
+
+        Raises:
+            CheckpointError: ``path`` does not exist.
+            InvalidMetricType / InvalidMetricKey: a metric at save is not a number.
+        """
+        step = self._checkpoint_step(step)
+        saved_metrics = _checkpoint_metrics(metrics)
+        target = Path(path).resolve()
+        try:
+            size, digest = filedigest.path_digest(target)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint {target} cannot be read: {exc}") from exc
+        return self.sink.add_checkpoint(self.id, step, str(target), size, digest, saved_metrics)
+
+    def _checkpoint_step(self, step: int | None) -> int:
+        return max(self._step - 1 if step is None else _check_step(step), 0)
 
     def latest_checkpoint(self) -> CheckpointInfo | None:
         """The newest checkpoint whose file exists and still matches its sha256."""
@@ -343,11 +382,8 @@ def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None
     """Walk the run's checkpoints newest first; mark missing/corrupt ones on the way."""
     for info in sink.list_checkpoints(run_id):
         path = Path(info.path)
-        if not path.is_file():
-            state = "missing"
-        elif path.stat().st_size != info.bytes or ckpt.file_sha256(path) != info.sha256:
-            state = "corrupt"
-        else:
+        state = filedigest.verify(path, info.bytes, info.sha256)
+        if state == "ok":
             if info.state != "ok":
                 sink.set_checkpoint_state(info.id, "ok")
             return info
@@ -361,6 +397,15 @@ def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None
                 {"checkpoint_id": info.id, "step": info.step, "state": state},
             )
     return None
+
+
+def _checkpoint_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
+    saved: dict[str, float] = {}
+    for key, value in (metrics or {}).items():
+        check_key(key)
+        value = value if type(value) in (int, float) else convert_value(key, value)
+        saved[key] = float(value.item() if is_tensor(value) else value)
+    return saved
 
 
 def default_checkpoint_dir(info: RunInfo) -> Path:

@@ -48,6 +48,7 @@ __all__ = [
 
 ATTRIBUTES = (
     "status", "name", "project", "tags", "host", "created", "duration", "id", "diagnosis",
+    "deleted",
 )  # fmt: skip
 # metric values that are not numbers: ``metrics.loss == nan`` (the last value is NaN)
 _NONFINITE_WORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
@@ -74,6 +75,8 @@ _ATTR_RULES: dict[str, tuple[frozenset[str], str, str]] = {
     "duration": (_ORDER_OPS | {"in"}, "duration", "duration > 1h30m"),
     "id": (frozenset({"==", "!=", "in"}), "any", "id == 42"),
     # a health code the doctor found (tracker.rules.health.CODES); null: none at all
+    # soft-deleted runs are hidden unless the query names this field (deleted == true)
+    "deleted": (frozenset({"==", "!="}), "bool", "deleted == true"),
     "diagnosis": (frozenset({"==", "!=", "in"}), "string", 'diagnosis == "memory_growth"'),
 }
 
@@ -465,6 +468,10 @@ def _coerce(tok: _Token, field: Field, kind: str) -> Scalar:
             raise QueryError(
                 tok.pos, f"{field} compares with numbers (e.g. 0.9 or 1e-3), got {tok.text}"
             )
+        return scalar
+    if kind == "bool":
+        if not isinstance(scalar, bool):
+            raise QueryError(tok.pos, f"{field} compares with true or false, got {tok.text}")
         return scalar
     if kind == "duration":
         return _duration_value(tok)

@@ -44,6 +44,8 @@ from tracker.store.blobs import (
     CHUNK,
     BlobHashMismatch,
     BlobStore,
+    LocalBlobStore,
+    check_sha256,
     hash_file,
     open_blob_store,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "MAX_META_BYTES",
     "artifact_root",
     "blob_store",
+    "check_announced",
     "delete_artifact",
     "gc_blobs",
     "get_artifact",
@@ -124,7 +127,7 @@ def blob_store(store: Store) -> BlobStore:
 
     Raises:
         InvalidInput: as :func:`artifact_root`, or a root URL of an unknown scheme.
-        ImportError: an ``s3://`` root without boto3 (the ``s3`` extra).
+        MissingExtra (an InvalidInput): an ``s3://`` root without boto3 (the ``s3`` extra).
     """
     root = artifact_root(store)
     cached = _OPEN.get(store)
@@ -181,14 +184,25 @@ def _check_meta(meta: object) -> dict[str, Any]:
 
 
 @contextmanager
-def spool(stream: IO[bytes], *, max_bytes: int | None = None) -> Iterator[tuple[Path, str, int]]:
+def spool(
+    stream: IO[bytes], *, max_bytes: int | None = None, store: Store | None = None
+) -> Iterator[tuple[Path, str, int]]:
     """Copy ``stream`` into a temporary file while hashing it: ``(path, sha256, size)``; the
-    file is removed on exit. For uploads that must not sit in memory (HTTP bodies).
+    file is removed on exit. For uploads that must not sit in memory (HTTP bodies). With
+    ``store`` and a directory as its artifact root, the file is made in the root's ``tmp/``
+    (the system's temporary directory may be a small RAM disk; the root has room for blobs).
 
     Raises:
         TooLarge: more than ``max_bytes`` bytes; copying stops there.
+        InvalidInput: as :func:`artifact_root` (before any byte is read).
     """
-    fd, name = tempfile.mkstemp(prefix="tracker-upload-")
+    directory = None
+    if store is not None:
+        blobs = blob_store(store)
+        if isinstance(blobs, LocalBlobStore):
+            directory = blobs.root / "tmp"
+            directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="upload-", dir=directory)
     try:
         digest = hashlib.sha256()
         size = 0
@@ -239,12 +253,17 @@ def put_artifact(
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
         actual = hashlib.sha256(data).hexdigest()
-        _check_announced(sha256, actual)
+        check_announced(sha256, actual)
         blobs.put_bytes(data)
         size = len(data)
+    elif isinstance(data, Path) and sha256 is not None and not blobs.exists(sha256.lower()):
+        # a new blob: the copy checks the hash as it goes (one read of the file, not two)
+        actual = check_sha256(sha256.lower())
+        size = data.stat().st_size
+        blobs.put_file(data, actual)
     elif isinstance(data, Path):
         actual, size = hash_file(data)
-        _check_announced(sha256, actual)
+        check_announced(sha256, actual)
         blobs.put_file(data, actual)
     else:
         raise InvalidInput(
@@ -277,7 +296,9 @@ def put_artifact(
     return ArtifactInfo(run_id, path, size, actual, media, step, now, meta)
 
 
-def _check_announced(announced: str | None, actual: str) -> None:
+def check_announced(announced: str | None, actual: str) -> None:
+    """Raise BlobHashMismatch (an InvalidInput, field ``sha256``) if ``announced`` is given
+    and is not ``actual``."""
     if announced is not None and announced.lower() != actual:
         raise BlobHashMismatch(
             f"the artifact's bytes hash to sha256 {actual}, not the announced "
@@ -426,6 +447,10 @@ def gc_blobs(
         for sha, _ in old:
             blobs.delete(sha)
             deleted += 1
+    leftovers = _stale_temporary(blobs, cutoff)
+    if not dry_run:
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
     return BlobGcReport(
         blobs=len(listed),
         referenced=len(listed) - len(candidates),
@@ -434,4 +459,19 @@ def gc_blobs(
         young=len(candidates) - len(old),
         deleted=deleted,
         dry_run=dry_run,
+        temporary=len(leftovers),
     )
+
+
+def _stale_temporary(blobs: BlobStore, cutoff: float) -> list[Path]:
+    """Temporary files of a directory root (uploads cut off by a crash) older than ``cutoff``."""
+    if not isinstance(blobs, LocalBlobStore) or not (blobs.root / "tmp").is_dir():
+        return []
+    found = []
+    for entry in (blobs.root / "tmp").iterdir():
+        try:
+            if entry.is_file() and entry.stat().st_mtime <= cutoff:
+                found.append(entry)
+        except FileNotFoundError:
+            continue  # finished meanwhile
+    return found

@@ -203,7 +203,7 @@ def open_blob_store(url: str | Path) -> BlobStore:
 
     Raises:
         InvalidInput: an unknown scheme, or an s3 URL without a bucket.
-        MissingExtra (ImportError): ``s3://`` without boto3 installed (``pip install tracker[s3]``).
+        MissingExtra (an InvalidInput): ``s3://`` without boto3 installed (``tracker[s3]``).
     """
     text = str(url)
     if text.startswith("s3://"):

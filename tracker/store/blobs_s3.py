@@ -24,18 +24,27 @@ from typing import Any, BinaryIO
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.store.blobs import BlobHashMismatch, check_sha256, hash_file
 
-__all__ = ["MULTIPART_CHUNK", "MULTIPART_THRESHOLD", "S3BlobStore"]
+__all__ = ["MULTIPART_CHUNK", "MULTIPART_THRESHOLD", "MissingExtra", "S3BlobStore"]
 
 MULTIPART_THRESHOLD = 64 * 1024 * 1024
 MULTIPART_CHUNK = 16 * 1024 * 1024
 ENDPOINT_ENV = "TRACKER_S3_ENDPOINT_URL"
 
 
+class MissingExtra(InvalidInput):
+    """The artifact root needs an optional extra that is not installed."""
+
+    code = "missing_extra"
+
+
 def _boto3() -> Any:
     try:
         import boto3
     except ImportError as exc:
-        raise ImportError("an s3:// artifact root needs boto3: pip install 'tracker[s3]'") from exc
+        raise MissingExtra(
+            "an s3:// artifact root needs boto3, which is not installed: pip install 'tracker[s3]'",
+            field="artifact_root",
+        ) from exc
     return boto3
 
 
@@ -43,8 +52,8 @@ class S3BlobStore:
     """Blobs under ``s3://bucket/prefix``.
 
     Raises (constructor):
-        InvalidInput: the URL has no bucket.
-        ImportError: boto3 is not installed (the message names the ``s3`` extra).
+        InvalidInput: the URL has no bucket; ``MissingExtra`` (an InvalidInput): boto3 is not
+            installed (the message names the ``s3`` extra).
     """
 
     def __init__(self, url: str, *, client: Any = None) -> None:

@@ -18,7 +18,6 @@ Every read and write raises ``StoreUnavailable`` when the database cannot be rea
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tracker import filedigest
 from tracker.entities import RunEventInfo
 from tracker.rules.health import (
     NONFINITE,
@@ -87,24 +87,15 @@ def _checkpoint_facts(store: Store, run_id: int, verify: bool) -> list[Checkpoin
     for c in store.list_checkpoints(run_id):
         state = c.state
         if verify and state not in ("corrupt", "missing"):
-            state = _verify_file(Path(c.path), c.sha256)
+            state = _verify_file(Path(c.path), c.sha256, c.bytes)
             if state != c.state:
                 store.set_checkpoint_state(c.id, state)
         facts.append(CheckpointFact(c.step, c.path, state, c.created_at))
     return facts
 
 
-def _verify_file(path: Path, sha256: str) -> str:
-    try:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    except FileNotFoundError:
-        return "missing"
-    except OSError:
-        return "corrupt"
-    return "ok" if digest.hexdigest() == sha256 else "corrupt"
+def _verify_file(path: Path, sha256: str, size: int) -> str:
+    return filedigest.verify(path, size, sha256)
 
 
 def diagnose_run(

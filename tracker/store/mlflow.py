@@ -11,6 +11,7 @@ raise StoreUnavailable (503) when the database cannot be reached
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,8 +21,9 @@ from tracker.entities import MetricPoint, ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
+from tracker.store.lifecycle import PROJECT_COLUMNS, project_info
 from tracker.store.rows import dialect_insert
-from tracker.store.store import Store
+from tracker.store.store import Store, deleted_filter
 
 __all__ = [
     "create_project",
@@ -29,13 +31,17 @@ __all__ = [
     "ensure_project",
     "find_project",
     "get_project",
+    "mark_idle_runs_stale",
     "metric_page",
     "run_ids_of_projects",
+    "run_state",
     "search_projects",
+    "touch_run",
     "update_run_meta",
 ]
 
-_PROJECT_COLUMNS = (m.ProjectRow.id, m.ProjectRow.name, m.ProjectRow.created_at)
+_PROJECT_COLUMNS = PROJECT_COLUMNS
+IDLE_FAILURE_CLASS = "idle"  # an MLflow run marked stale (see mark_idle_runs_stale)
 
 
 def get_project(store: Store, project_id: int) -> ProjectInfo:
@@ -46,13 +52,13 @@ def get_project(store: Store, project_id: int) -> ProjectInfo:
         ).first()
     if row is None:
         raise NotFound(f"experiment {project_id} does not exist", field="experiment_id")
-    return ProjectInfo(*row)
+    return project_info(row)
 
 
 def find_project(store: Store, name: str) -> ProjectInfo | None:
     with read_conn(store.engine) as conn:
         row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.ProjectRow.name == name)).first()
-    return None if row is None else ProjectInfo(*row)
+    return None if row is None else project_info(row)
 
 
 def _insert_project(store: Store, name: str, now: float) -> bool:
@@ -84,31 +90,45 @@ def ensure_project(store: Store, name: str, now: float) -> ProjectInfo:
 
 
 def _found(project: ProjectInfo | None, name: str) -> ProjectInfo:
-    if project is None:  # deleted between the insert and the read: nothing deletes projects
+    if project is None:  # purged between the insert and the read
         raise NotFound(f"experiment {name!r} does not exist", field="name")
     return project
 
 
 def search_projects(
-    store: Store, *, name: str | None, like: str | None, limit: int, offset: int
+    store: Store,
+    *,
+    name: str | None,
+    like: str | None,
+    limit: int,
+    offset: int,
+    deleted: bool | None = False,
 ) -> list[ProjectInfo]:
     """Projects, newest first; ``name`` matches exactly, ``like`` with SQL LIKE
-    (case-insensitive)."""
+    (case-insensitive). ``deleted``: False active ones only, True deleted only, None all."""
     query = (
         sa.select(*_PROJECT_COLUMNS).order_by(m.ProjectRow.id.desc()).limit(limit).offset(offset)
     )
+    if deleted is not None:
+        column = m.ProjectRow.deleted_at
+        query = query.where(column.is_not(None) if deleted else column.is_(None))
     if name is not None:
         query = query.where(m.ProjectRow.name == name)
     if like is not None:
         query = query.where(sa.func.lower(m.ProjectRow.name).like(like.lower()))
     with read_conn(store.engine) as conn:
-        return [ProjectInfo(*row) for row in conn.execute(query)]
+        return [project_info(row) for row in conn.execute(query)]
 
 
 def run_ids_of_projects(
-    store: Store, project_ids: Sequence[int], *, limit: int, offset: int
+    store: Store,
+    project_ids: Sequence[int],
+    *,
+    limit: int,
+    offset: int,
+    deleted: bool | None = False,
 ) -> list[int]:
-    """Ids of the projects' runs, newest first."""
+    """Ids of the projects' runs, newest first (``deleted`` as in :func:`search_projects`)."""
     query = (
         sa.select(m.RunRow.id)
         .where(m.RunRow.project_id.in_(list(project_ids)))
@@ -116,18 +136,87 @@ def run_ids_of_projects(
         .limit(limit)
         .offset(offset)
     )
+    if deleted is not None:
+        query = query.where(deleted_filter(deleted))
     with read_conn(store.engine) as conn:
         return list(conn.execute(query).scalars())
 
 
 def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo:
     """A running run with MLflow's name, params and tags. It has no heartbeat: MLflow clients
-    send none, so the housekeeping (stale runs) must not mark a quiet MLflow run crashed."""
+    send none, so the housekeeping (stale runs) must not mark a quiet MLflow run crashed;
+    its last write (``written_at``) is what :func:`mark_idle_runs_stale` reads instead."""
     run = store.create_run(
         project, meta.name or None, meta.config, meta.tags, git_commit=meta.git_commit, now=now
     )
-    store.update_run(run.id, heartbeat_at=None)
+    store.update_run(run.id, heartbeat_at=None, written_at=time.time())
     return dataclasses.replace(run, heartbeat_at=None)
+
+
+def run_state(store: Store, run_id: int) -> tuple[float | None, float | None]:
+    """``(deleted_at, heartbeat_at)`` of a run: one primary-key read, checked before each
+    MLflow write. Raises NotFound (-> RESOURCE_DOES_NOT_EXIST) for an unknown id."""
+    query = sa.select(m.RunRow.deleted_at, m.RunRow.heartbeat_at).where(m.RunRow.id == run_id)
+    with read_conn(store.engine) as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise NotFound(f"run {run_id} does not exist", field="run_id")
+    return row.deleted_at, row.heartbeat_at
+
+
+def touch_run(store: Store, run_id: int, now: float) -> None:
+    """Record a write to a run without heartbeats (an MLflow run). A run the idle sweep
+    marked stale is running again: its client was only quiet, not gone."""
+    idle = sa.and_(m.RunRow.status == "crashed", m.RunRow.failure_class == IDLE_FAILURE_CLASS)
+    with write_begin(store.engine) as conn:
+        conn.execute(
+            sa.update(m.RunRow)
+            .where(m.RunRow.id == run_id, m.RunRow.heartbeat_at.is_(None))
+            .values(
+                written_at=now,
+                status=sa.case((idle, "running"), else_=m.RunRow.status),
+                ended_at=sa.case((idle, None), else_=m.RunRow.ended_at),
+                failure_hint=sa.case((idle, None), else_=m.RunRow.failure_hint),
+                failure_class=sa.case((idle, None), else_=m.RunRow.failure_class),
+            )
+        )
+
+
+def mark_idle_runs_stale(store: Store, *, older_than: float, idle_s: float) -> list[int]:
+    """``running`` runs without heartbeats (MLflow's) whose last write is older than
+    ``older_than`` become ``crashed`` with failure class ``idle``, ended at that last write.
+    A later write (:func:`touch_run`) sets them running again. Returns the ids changed.
+
+    Safe with many sweepers (the update repeats the condition); one indexed read and no
+    write lock when nothing is idle. Raises StoreUnavailable.
+    """
+    last = sa.func.coalesce(m.RunRow.written_at, m.RunRow.started_at, m.RunRow.created_at)
+    idle = sa.and_(
+        m.RunRow.status == "running",
+        m.RunRow.heartbeat_at.is_(None),
+        m.RunRow.deleted_at.is_(None),
+        last < older_than,
+    )
+    with read_conn(store.engine) as conn:
+        if conn.execute(sa.select(m.RunRow.id).where(idle).limit(1)).first() is None:
+            return []
+    hint = (
+        f"no writes through the MLflow API for {idle_s / 60:.4g} min (MLflow clients send no "
+        "heartbeats); it runs again when its client writes"
+    )
+    with write_begin(store.engine) as conn:
+        ids = conn.execute(
+            sa.update(m.RunRow)
+            .where(idle)
+            .values(
+                status="crashed",
+                ended_at=last,
+                failure_class=IDLE_FAILURE_CLASS,
+                failure_hint=hint,
+            )
+            .returning(m.RunRow.id)
+        ).scalars()
+        return sorted(ids)
 
 
 def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMeta]) -> RunMeta:

@@ -68,6 +68,9 @@ class ProjectRow(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(200), unique=True)
     created_at: Mapped[float]
+    # soft delete (tracker.store.lifecycle): NULL while active; MLflow experiment tags
+    deleted_at: Mapped[float | None]
+    tags: Mapped[Any | None] = mapped_column(JsonType)
 
 
 class RunRow(Base):
@@ -90,6 +93,10 @@ class RunRow(Base):
     failure_class: Mapped[str | None] = mapped_column(sa.String(64))
     failure_hint: Mapped[str | None] = mapped_column(sa.Text)
     error: Mapped[str | None] = mapped_column(sa.Text)
+    # soft delete (tracker.store.lifecycle): NULL while active
+    deleted_at: Mapped[float | None] = mapped_column(index=True)
+    # the last write of a run without heartbeats (MLflow's): the idle sweep reads it
+    written_at: Mapped[float | None]
 
 
 class MetricKeyRow(Base):
@@ -210,6 +217,24 @@ class RunEventRow(Base):
         sa.Index("uq_run_events_run_dedupe_key", "run_id", "dedupe_key", unique=True),
         sa.Index("ix_run_events_code", "code"),
     )
+
+
+class LoggedModelRow(Base):
+    """An MLflow logged model (``mlflow.<flavor>.log_model``): metadata here, its files are
+    artifacts of its source run under ``mlflow-models/<id>/`` (tracker.store.logged_models)."""
+
+    __tablename__ = "logged_models"
+    id: Mapped[str] = mapped_column(sa.String(34), primary_key=True)
+    project_id: Mapped[int] = mapped_column(sa.ForeignKey("projects.id"), index=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(sa.String(250))
+    model_type: Mapped[str | None] = mapped_column(sa.String(250))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    status_message: Mapped[str | None] = mapped_column(sa.Text)
+    tags: Mapped[Any] = mapped_column(JsonType)
+    params: Mapped[Any] = mapped_column(JsonType)
+    created_at: Mapped[float]
+    updated_at: Mapped[float]
 
 
 class WorkerRow(Base):

@@ -38,10 +38,20 @@ from sqlalchemy.dialects import postgresql
 from tracker.entities import RUN_STATUSES, run_duration
 from tracker.errors import InvalidInput
 from tracker.rules.config import flatten
-from tracker.rules.query import And, Compare, Node, Not, Or, fields_used, format_query, parse_query
+from tracker.rules.query import (
+    And,
+    Compare,
+    Field,
+    Node,
+    Not,
+    Or,
+    fields_used,
+    format_query,
+    parse_query,
+)
 from tracker.store import models as m
 from tracker.store.engine import read_conn
-from tracker.store.store import Store, run_select, tag_filter
+from tracker.store.store import Store, deleted_filter, run_select, tag_filter
 
 __all__ = [
     "MAX_LIMIT",
@@ -65,6 +75,7 @@ SORT_ATTRIBUTES: dict[str, Any] = {
     "started": m.RunRow.started_at,
     "ended": m.RunRow.ended_at,
     "duration": _DURATION,
+    "deleted": m.RunRow.deleted_at,
 }
 _STRING_ATTRS = {"status": m.RunRow.status, "name": m.RunRow.name, "host": m.RunRow.host,
                  "project": m.ProjectRow.name}  # fmt: skip
@@ -87,6 +98,9 @@ class RunSearch:
     offset: int = 0
     config_columns: tuple[str, ...] = ()
     metric_columns: tuple[str, ...] = ()
+    # soft-deleted runs: False hides them (the default), True shows only them, None both;
+    # a query naming ``deleted`` (``deleted == true``) decides by itself
+    deleted: bool | None = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,7 @@ class RunHit:
     config: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     diagnoses: list[str] = field(default_factory=list)  # health codes, by onset step
+    deleted_at: float | None = None
 
     @property
     def duration(self) -> float | None:
@@ -282,6 +297,8 @@ class _Translator:
             return getattr(col, _ORDER[op])(str(value))
         if name == "id":
             return m.RunRow.id == _as_int(value, "id")
+        if name == "deleted":
+            return deleted_filter(bool(value))
         if name == "duration":
             return sa.and_(_DURATION.is_not(None), getattr(_DURATION, _ORDER[op])(value))
         return _created(op, value)
@@ -402,6 +419,9 @@ def search_runs(store: Store, spec: RunSearch) -> RunPage:
     return RunPage(runs=rows, total=total, query=format_query(node))
 
 
+_DELETED_FIELD = Field("attr", ("deleted",))
+
+
 def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, int]) -> list:
     where = []
     if node is not None:
@@ -411,6 +431,9 @@ def _where(spec: RunSearch, node: Node | None, dialect: str, key_ids: dict[str, 
     if spec.status:
         where.append(m.RunRow.status == spec.status)
     where.extend(tag_filter(dialect, t) for t in spec.tags)
+    names_deleted = any(f == _DELETED_FIELD for f in fields_used(node))
+    if spec.deleted is not None and not names_deleted:
+        where.append(deleted_filter(spec.deleted))
     return where
 
 
@@ -473,6 +496,7 @@ def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunHit:
         failure_hint=r.failure_hint,
         config=config,
         metrics=metrics,
+        deleted_at=r.deleted_at,
     )
 
 

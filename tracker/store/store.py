@@ -119,10 +119,14 @@ class Store:
     # ------------------------------------------------------------------ projects
 
     def list_projects(self) -> list[str]:
+        """Names of the projects that are not deleted, sorted."""
+        query = (
+            sa.select(m.ProjectRow.name)
+            .where(m.ProjectRow.deleted_at.is_(None))
+            .order_by(m.ProjectRow.name)
+        )
         with read_conn(self.engine) as conn:
-            return list(
-                conn.execute(sa.select(m.ProjectRow.name).order_by(m.ProjectRow.name)).scalars()
-            )
+            return list(conn.execute(query).scalars())
 
     # ---------------------------------------------------------------------- runs
 
@@ -334,11 +338,15 @@ class Store:
         tag: str | None = None,
         limit: int = 100,
         offset: int = 0,
+        deleted: bool | None = False,
     ) -> list[RunInfo]:
-        """Newest first. ``status`` and ``tag`` filter exactly."""
+        """Newest first. ``status`` and ``tag`` filter exactly. ``deleted``: False (the
+        default) lists active runs only, True soft-deleted ones only, None both."""
         if status is not None:
             _check_status(status)
         query = run_select().order_by(m.RunRow.id.desc()).limit(limit).offset(offset)
+        if deleted is not None:
+            query = query.where(deleted_filter(deleted))
         if project is not None:
             query = query.where(m.ProjectRow.name == project)
         if status is not None:
@@ -568,6 +576,11 @@ def tag_filter(dialect: str, tag: str) -> sa.ColumnElement[bool]:
     return sa.exists(sa.select(1).select_from(each).where(each.c.value == tag))
 
 
+def deleted_filter(deleted: bool) -> sa.ColumnElement[bool]:
+    """SQL condition: the run is soft-deleted (``True``) or active (``False``)."""
+    return m.RunRow.deleted_at.is_not(None) if deleted else m.RunRow.deleted_at.is_(None)
+
+
 def _check_status(status: str) -> None:
     if status not in RUN_STATUSES:
         raise InvalidInput(
@@ -606,6 +619,7 @@ def run_info(row: Any, last: dict[str, float]) -> RunInfo:
         failure_hint=r.failure_hint,
         error=r.error,
         last_metrics=last,
+        deleted_at=r.deleted_at,
     )
 
 

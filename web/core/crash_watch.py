@@ -22,19 +22,31 @@ import time
 
 from tracker.errors import StoreUnavailable
 from tracker.store import Store
+from tracker.web.core.mlflow_idle import IdleRuns
 
 log = logging.getLogger(__name__)
 
 
 class CrashWatch:
-    def __init__(self, store: Store, *, stale_s: float, interval_s: float) -> None:
-        if not stale_s > 0 or not interval_s > 0:
+    """``stale_s``: runs without heartbeats this long are crashed (None: not swept);
+    ``idle``: also mark silent MLflow runs stale (:mod:`tracker.web.core.mlflow_idle`)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        stale_s: float | None,
+        interval_s: float,
+        idle: IdleRuns | None = None,
+    ) -> None:
+        if (stale_s is not None and not stale_s > 0) or not interval_s > 0:
             raise ValueError(
                 f"crash watch: RUN_STALE_S ({stale_s!r}) and CRASH_SWEEP_S ({interval_s!r}) "
                 "must be seconds > 0"
             )
         self.store = store
         self.stale_s = stale_s
+        self.idle = idle
         self.interval_s = interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -42,11 +54,19 @@ class CrashWatch:
         self._pid = 0
 
     def sweep_once(self, now: float | None = None) -> list[int]:
-        """One pass: the ids of the runs it marked crashed."""
+        """One pass: the ids of the runs it marked crashed (silent MLflow runs included)."""
         now = time.time() if now is None else now
-        crashed = self.store.mark_stale_runs_crashed(older_than=now - self.stale_s, now=now)
-        for run_id in crashed:
-            log.warning("run %s: no heartbeat for %.0f s, marked crashed", run_id, self.stale_s)
+        crashed: list[int] = []
+        if self.stale_s is not None:
+            crashed = self.store.mark_stale_runs_crashed(older_than=now - self.stale_s, now=now)
+            for run_id in crashed:
+                log.warning("run %s: no heartbeat for %.0f s, marked crashed", run_id, self.stale_s)
+        if self.idle is not None:
+            idle = self.idle.sweep_once(now)
+            for run_id in idle:
+                log.warning("MLflow run %s: no writes for %.0f s, marked stale (crashed, "
+                            "failure class idle)", run_id, self.idle.idle_s)  # fmt: skip
+            crashed = sorted(crashed + idle)
         return crashed
 
     def ensure_running(self) -> None:

@@ -38,14 +38,18 @@ __all__ = [
     "DEFAULT_EXPERIMENT_ID",
     "DEFAULT_EXPERIMENT_NAME",
     "DEFAULT_PROJECT",
+    "INPUTS_KEY",
     "SYSTEM_TAGS_KEY",
     "MlflowError",
     "apply_meta",
+    "dataset_inputs_json",
     "error_body",
     "experiment_filter",
     "experiment_id_of",
     "experiment_json",
+    "experiment_tag_of",
     "int64",
+    "lifecycle_stage",
     "metric_json",
     "metric_records",
     "mlflow_params",
@@ -55,17 +59,21 @@ __all__ = [
     "page_token",
     "params_of",
     "project_name_of",
+    "require_active_run",
     "run_id_of",
     "run_info_json",
     "run_json",
     "tags_of",
     "tracker_status",
+    "view_type",
 ]
 
 DEFAULT_EXPERIMENT_ID = "0"
 DEFAULT_EXPERIMENT_NAME = "Default"
 DEFAULT_PROJECT = "default"
 SYSTEM_TAGS_KEY = "_mlflow_tags"  # reserved config key: MLflow's own mlflow.* tags
+INPUTS_KEY = "_mlflow_inputs"  # reserved config key: the run's datasets (mlflow.log_input)
+RESERVED_KEYS = (SYSTEM_TAGS_KEY, INPUTS_KEY)
 RUN_NAME_TAG = "mlflow.runName"
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 USER_TAG = "mlflow.user"
@@ -73,6 +81,7 @@ USER_TAG = "mlflow.user"
 MAX_KEY_LENGTH = 250  # MLflow's limits for param and tag keys and values
 MAX_PARAM_LENGTH = 6000
 MAX_TAG_LENGTH = 8000
+MAX_EXPERIMENT_TAG_LENGTH = 5000
 MAX_NAME_LENGTH = 200  # projects.name
 MAX_RUN_NAME_LENGTH = 250  # runs.name
 MAX_STEP = 2**62
@@ -104,12 +113,14 @@ _FROM_MLFLOW_STATUS = {
 _MLFLOW_STATUS = {
     "BAD_REQUEST": 400,
     "INVALID_PARAMETER_VALUE": 400,
+    "INVALID_STATE": 400,
     "RESOURCE_ALREADY_EXISTS": 400,
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
     "RESOURCE_DOES_NOT_EXIST": 404,
     "ENDPOINT_NOT_FOUND": 404,
     "INTERNAL_ERROR": 500,
+    "NOT_IMPLEMENTED": 501,
     "TEMPORARILY_UNAVAILABLE": 503,
 }
 # Our error codes (TrackerError.code, or a werkzeug HTTP error's name) -> MLflow's.
@@ -285,6 +296,71 @@ def experiment_filter(text: Any) -> tuple[str | None, str | None]:
     return None, found.group(3)
 
 
+_VIEW_TYPES: dict[Any, bool | None] = {
+    "ACTIVE_ONLY": False,
+    "DELETED_ONLY": True,
+    "ALL": None,
+    1: False,
+    2: True,
+    3: None,
+}
+
+
+def view_type(raw: Any, name: str = "view_type") -> bool | None:
+    """MLflow's ViewType -> which soft-deleted rows a search returns: ``False`` active only
+    (the default), ``True`` deleted only, ``None`` all.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): not a ViewType name or number.
+    """
+    if raw is None or raw == "":
+        return False
+    key = raw.upper() if isinstance(raw, str) else raw
+    if isinstance(key, str) and key.isdigit():
+        key = int(key)
+    if isinstance(key, bool) or key not in _VIEW_TYPES:
+        raise _invalid(
+            f"{name} {raw!r:.40} is not a ViewType: use ACTIVE_ONLY, DELETED_ONLY or ALL", name
+        )
+    return _VIEW_TYPES[key]
+
+
+def lifecycle_stage(deleted_at: float | None) -> str:
+    """MLflow's lifecycle stage of a run or experiment."""
+    return "active" if deleted_at is None else "deleted"
+
+
+def require_active_run(run_id: int, deleted_at: float | None) -> None:
+    """MLflow refuses writes to a deleted run (``SqlAlchemyStore._check_run_is_active``).
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): the run is deleted; restore it first.
+    """
+    if deleted_at is not None:
+        raise _invalid(
+            f"The run {run_id} must be in the 'active' state. Current state is deleted.",
+            "run_id",
+        )
+
+
+def experiment_tag_of(body: Mapping[str, Any]) -> tuple[str, str]:
+    """``(key, value)`` of an experiments/set-experiment-tag request.
+
+    Raises:
+        MlflowError (INVALID_PARAMETER_VALUE): a missing or too long key, a too long value.
+    """
+    key = _text(body.get("key"), "key", MAX_KEY_LENGTH)
+    value = body.get("value")
+    value = "" if value is None else value if isinstance(value, str) else str(value)
+    if len(value) > MAX_EXPERIMENT_TAG_LENGTH:
+        raise _invalid(
+            f"experiment tag {key!r}: the value has {len(value)} characters; at most "
+            f"{MAX_EXPERIMENT_TAG_LENGTH}",
+            "value",
+        )
+    return key, value
+
+
 def _metric_value(raw: Any, key: str) -> float:
     if isinstance(raw, bool):
         raise _invalid(f"metric {key!r}: value must be a number, not a boolean", key)
@@ -372,8 +448,9 @@ def params_of(items: Any) -> dict[str, str]:
         MlflowError (INVALID_PARAMETER_VALUE): a missing or reserved key, a value too long.
     """
     params = _pairs(items, "params", MAX_PARAM_LENGTH)
-    if SYSTEM_TAGS_KEY in params:
-        raise _invalid(f"param key {SYSTEM_TAGS_KEY!r} is reserved by this server", "key")
+    for reserved in RESERVED_KEYS:
+        if reserved in params:
+            raise _invalid(f"param key {reserved!r} is reserved by this server", "key")
     return params
 
 
@@ -406,7 +483,7 @@ def page_token(raw: Any) -> int:
 
 def mlflow_params(config: Mapping[str, Any]) -> dict[str, str]:
     """The run config as MLflow params: dotted keys, string values, the reserved key left out."""
-    flat = flatten({k: v for k, v in config.items() if k != SYSTEM_TAGS_KEY})
+    flat = flatten({k: v for k, v in config.items() if k not in RESERVED_KEYS})
     return {k: v if isinstance(v, str) else str(v) for k, v in flat.items()}
 
 
@@ -506,18 +583,25 @@ def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
 
-def experiment_json(project_id: int, name: str, created_at: float) -> dict[str, Any]:
-    """An MLflow Experiment object for a project."""
+def experiment_json(
+    project_id: int,
+    name: str,
+    created_at: float,
+    *,
+    deleted_at: float | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """An MLflow Experiment object for a project (``tags``: the project's tags)."""
     default = name == DEFAULT_PROJECT
     created = _ms(created_at)
     return {
         "experiment_id": DEFAULT_EXPERIMENT_ID if default else str(project_id),
         "name": DEFAULT_EXPERIMENT_NAME if default else name,
         "artifact_location": "",
-        "lifecycle_stage": "active",
+        "lifecycle_stage": lifecycle_stage(deleted_at),
         "creation_time": created,
-        "last_update_time": created,
-        "tags": [],
+        "last_update_time": created if deleted_at is None else _ms(deleted_at),
+        "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()],
     }
 
 
@@ -533,7 +617,7 @@ def run_info_json(run: RunInfo, experiment_id: str) -> dict[str, Any]:
         "status": mlflow_status(run.status),
         "start_time": _ms(run.started_at if run.started_at is not None else run.created_at),
         "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run.id}/artifacts",
-        "lifecycle_stage": "active",
+        "lifecycle_stage": lifecycle_stage(run.deleted_at),
     }
     end = _ms(run.ended_at)
     if end is not None:
@@ -554,7 +638,7 @@ def metric_json(key: str, step: int, wall_time: float, value: float | None) -> d
 def run_json(
     run: RunInfo, experiment_id: str, summaries: Iterable[MetricSummary] = ()
 ) -> dict[str, Any]:
-    """An MLflow Run object: info, data (last metric values, params, tags), no inputs.
+    """An MLflow Run object: info, data (last metric values, params, tags), inputs (datasets).
 
     ``summaries``: the run's last metric points (``tracker.store.run_reads.metric_summaries``)."""
     metrics = [metric_json(s.key, s.last_step, s.last_wall_time, s.last_value) for s in summaries]
@@ -565,5 +649,22 @@ def run_json(
             "params": [{"key": k, "value": v} for k, v in mlflow_params(run.config).items()],
             "tags": [{"key": k, "value": v} for k, v in mlflow_tags(run).items()],
         },
-        "inputs": {},
+        "inputs": {"dataset_inputs": dataset_inputs_json(run.config)},
     }
+
+
+def dataset_inputs_json(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's ``inputs.dataset_inputs`` (MLflow's ``DatasetInput`` objects)."""
+    out: list[dict[str, Any]] = []
+    for record in config.get(INPUTS_KEY) or []:
+        if not isinstance(record, Mapping):
+            continue
+        dataset = {
+            k: record[k]
+            for k in ("name", "digest", "source_type", "source", "schema", "profile")
+            if record.get(k)
+        }
+        context = record.get("context") or {}
+        tags = [{"key": k, "value": v} for k, v in context.items()]
+        out.append({"dataset": dataset, "tags": tags})
+    return out

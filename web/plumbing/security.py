@@ -13,11 +13,12 @@
   naming the scope needed. Who is asking is :mod:`~tracker.web.plumbing.auth`'s business.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
-  for the sign-in form (which checks its own CSRF field) and the artifact PUT/DELETE
-  (``RAW_BODY_ENDPOINTS``: a file as the body; PUT and DELETE always need a preflight).
-  A cross-site page cannot send a JSON body without a CORS preflight, which is never
-  granted. Requests with neither Origin nor Referer come from programs (the HTTP sink,
-  curl), not browsers, and are let through to the token check.
+  for the sign-in form (which checks its own CSRF field) and the raw-body endpoints
+  (``RAW_BODY_ENDPOINTS``: the artifact PUT/DELETE and MLflow's artifact proxy, a file as the
+  body or none; PUT and DELETE always need a preflight). A cross-site page cannot send a
+  JSON body without a CORS preflight, which is never granted. Requests with neither Origin
+  nor Referer come from programs (the HTTP sink, curl), not browsers, and are let through
+  to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
   allows scripts from this origin only.
 * files: served only from inside configured roots that never hold the store
@@ -138,17 +139,42 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api_queue.add_schedule": ADMIN,
     "api_queue.pause_schedule": ADMIN,
     "api_queue.delete_schedule": ADMIN,
+    "api.delete_run": ADMIN,
+    "api.restore_run": ADMIN,
+    # the MLflow lifecycle routes (views/mlflow_lifecycle.py): deletes and restores are
+    # admin as everywhere; renames and experiment tags are what training code does
+    "mlflow_lifecycle.delete_run": ADMIN,
+    "mlflow_lifecycle.restore_run": ADMIN,
+    "mlflow_lifecycle.delete_experiment": ADMIN,
+    "mlflow_lifecycle.restore_experiment": ADMIN,
+    "mlflow_lifecycle.update_experiment": LOG,
+    "mlflow_lifecycle.set_experiment_tag": LOG,
+    "mlflow_lifecycle.delete_experiment_tag": LOG,
     "artifacts.delete_artifact": ADMIN,
 }
 # Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what
 # training code logs through; it reads and writes runs, never launches.
-BLUEPRINT_SCOPES: dict[str, str] = {"mlflow": LOG}
+BLUEPRINT_SCOPES: dict[str, str] = {
+    "mlflow": LOG,
+    "mlflow_models": LOG,
+    "mlflow_artifacts": LOG,  # its DELETE too: MLflow clients delete their own run's files
+    "mlflow_info": LOG,
+}
 # State-changing endpoints that take an HTML form body instead of JSON.
 FORM_BODY_ENDPOINTS = frozenset({"auth.login"})
 # State-changing endpoints whose body is raw bytes (a file) or absent. Only PUT and DELETE:
 # a cross-site page cannot send either without a CORS preflight, which is never granted, so
 # the JSON-body rule's protection holds for them without it.
-RAW_BODY_ENDPOINTS = frozenset({"artifacts.put_artifact", "artifacts.delete_artifact"})
+RAW_BODY_ENDPOINTS = frozenset(
+    {
+        "artifacts.put_artifact",
+        "artifacts.delete_artifact",
+        "mlflow_artifacts.upload",  # MLflow's artifact proxy (web/views/mlflow_artifacts.py)
+        "mlflow_artifacts.mpu_part",
+        "mlflow_artifacts.delete",
+        "mlflow_models.delete_tag",  # the client sends this DELETE without a body
+    }
+)
 
 
 def required_scope(endpoint: str | None, method: str) -> str:

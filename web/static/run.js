@@ -63,6 +63,7 @@
     }
     // Only a submitted job can be cloned: a run reported over the API or by a script run by
     // hand has no job, and its recorded command is shown, never launched.
+    renderDeleted(r);
     const cloneLink = document.getElementById("clone-link");
     if (!r.job) {
       cloneLink.removeAttribute("href");
@@ -70,6 +71,39 @@
       cloneLink.title = "This run was not submitted as a job: only submitted jobs can be cloned (use `tracker submit`).";
     }
   }
+
+  // ------------------------------------------------------ delete and restore
+
+  /** A deleted run is hidden from the runs table and the MLflow API until restored;
+   *  `tracker gc` purges it for good after its grace period. */
+  function renderDeleted(r) {
+    const deleted = r.deleted_at !== null && r.deleted_at !== undefined;
+    document.getElementById("delete-run").hidden = deleted;
+    document.getElementById("restore-run").hidden = !deleted;
+    const box = document.getElementById("run-deleted");
+    box.hidden = !deleted;
+    if (deleted) {
+      clear(box).append(h("strong", {}, "deleted"),
+        h("span", { class: "hint" }, ` on ${T.fmtTime(r.deleted_at)}: hidden from the runs table and searches; ` +
+          "restore it, or `tracker gc` purges it after its grace period (30 days by default)."));
+    }
+  }
+
+  async function changeLifecycle(action) {
+    if (action === "delete" && !window.confirm(`Delete run ${run ? run.name : runId}? ` +
+      "It is hidden from the runs table until restored.")) return;
+    try {
+      const fresh = await api(`/api/v1/runs/${runId}/${action}`, { method: "POST", body: {} });
+      run = Object.assign(run || {}, fresh);
+      renderDeleted(run);
+      T.toast(`Run ${runId} ${action === "delete" ? "deleted" : "restored"}`, "ok");
+    } catch (exc) {
+      T.toast(exc.message);
+    }
+  }
+
+  document.getElementById("delete-run").addEventListener("click", () => changeLifecycle("delete"));
+  document.getElementById("restore-run").addEventListener("click", () => changeLifecycle("restore"));
 
   // --------------------------------------------------------------------- tabs
 

@@ -35,6 +35,7 @@
       offset: Math.max(0, Number(search.get("offset")) || 0),
       config: T.listParam(search, "config"), // null: not chosen yet (defaults apply)
       metrics: T.listParam(search, "metrics"),
+      deleted: search.get("deleted") === "1", // only soft-deleted runs (hidden otherwise)
     };
   }
 
@@ -47,6 +48,7 @@
     if (state.order !== "desc") search.set("order", state.order);
     if (state.limit !== 50) search.set("limit", state.limit);
     if (state.offset) search.set("offset", state.offset);
+    if (state.deleted) search.set("deleted", "1");
     search.set("config", (state.config || []).join(","));
     search.set("metrics", (state.metrics || []).join(","));
     const url = `${location.pathname}?${search.toString().replace(/%2C/g, ",").replace(/%2F/g, "/")}`;
@@ -61,6 +63,7 @@
     if (state.q) search.set("q", state.q);
     if (state.project) search.set("project", state.project);
     for (const tag of state.tags) search.append("tag", tag);
+    if (state.deleted) search.set("deleted", "1");
     if (state.config.length) search.set("config", state.config.join(","));
     if (state.metrics.length) search.set("metrics", state.metrics.join(","));
     return search;
@@ -171,7 +174,8 @@
     const cells = [
       h("td", { class: "check" }, box),
       h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint), Health.badges(r.diagnoses)),
-      h("td", { class: "name" }, T.runLink(r), h("span", { class: "muted id" }, ` #${r.id}`)),
+      h("td", { class: "name" }, T.runLink(r), h("span", { class: "muted id" }, ` #${r.id}`),
+        r.deleted_at ? h("span", { class: "tag deleted", title: `deleted ${T.fmtTime(r.deleted_at)}` }, "deleted") : null),
       h("td", {}, r.project),
       h("td", {}, (r.tags || []).map((t) => h("span", { class: "tag" }, t))),
       h("td", { class: "nowrap", title: T.fmtTime(r.created_at) }, T.fmtTime(r.started_at)),
@@ -281,11 +285,16 @@
     state.q = el("query-input").value.trim();
     state.project = el("project-select").value;
     state.tags = el("tag-input").value.split(",").map((t) => t.trim()).filter(Boolean);
+    state.deleted = el("deleted-toggle").checked;
     state.offset = 0;
   }
 
   el("filter-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
+    readForm();
+    load({ push: true });
+  });
+  el("deleted-toggle").addEventListener("change", () => {
     readForm();
     load({ push: true });
   });
@@ -317,6 +326,7 @@
     el("query-input").value = state.q;
     el("project-select").value = state.project;
     el("tag-input").value = state.tags.join(", ");
+    el("deleted-toggle").checked = state.deleted;
     el("page-size").value = String(state.limit);
   }
 

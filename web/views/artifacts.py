@@ -88,10 +88,11 @@ def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
     media_type = request.args.get("media_type") or None
     announced = request.headers.get("X-Content-SHA256") or None
     store = state().store
-    with artifacts.spool(request.stream, max_bytes=limit) as (tmp, _, _):
+    with artifacts.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
+        artifacts.check_announced(announced, sha256)
         info = artifacts.put_artifact(
             store, run_id, path, tmp, media_type=media_type, step=step, meta=meta,
-            sha256=announced,
+            sha256=sha256,  # hashed while spooled: the store's copy checks it, no re-read
         )  # fmt: skip
     return artifact_json(info), 201
 

@@ -43,7 +43,7 @@ def _http_code(exc: HTTPException) -> str:
 
 
 @bp.errorhandler(Exception)
-def _on_error(exc: Exception) -> Response:
+def on_error(exc: Exception) -> Response:
     """Every error of a request routed here, in MLflow's shape (see the module docstring)."""
     if isinstance(exc, MlflowError):
         code, message, status = exc.mlflow_code, exc.message, exc.http_status
@@ -74,7 +74,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _project(experiment_id: Any, *, create: bool = False) -> ProjectInfo:
+def project_of(experiment_id: Any, *, create: bool = False) -> ProjectInfo:
     """The project of an experiment id. MLflow's Default experiment always exists: until a
     run is created in it (``create=True``, the only write) its project is shown, not stored,
     so reads never create anything."""
@@ -92,23 +92,50 @@ def _default_project() -> ProjectInfo:
     return found or ProjectInfo(0, compat.DEFAULT_PROJECT, time.time())
 
 
-def _experiment(project: ProjectInfo) -> dict[str, Any]:
-    return compat.experiment_json(project.id, project.name, project.created_at)
+def experiment_of(project: ProjectInfo) -> dict[str, Any]:
+    return compat.experiment_json(
+        project.id,
+        project.name,
+        project.created_at,
+        deleted_at=project.deleted_at,
+        tags=project.tags,
+    )
 
 
-def _experiment_id(run: RunInfo) -> str:
+def require_active_project(project: ProjectInfo) -> None:
+    """MLflow refuses to change a deleted experiment (``_check_experiment_is_active``)."""
+    if project.deleted_at is not None:
+        raise MlflowError(
+            "INVALID_PARAMETER_VALUE",
+            f"The experiment {experiment_of(project)['experiment_id']} must be in the 'active' "
+            "state. Current state is deleted.",
+            field="experiment_id",
+        )
+
+
+def writable_run(run_id: int) -> None:
+    """The run a write goes to must exist and not be deleted (MLflow's rule); the write
+    counts as activity of a run without heartbeats (``--mlflow-idle-timeout``)."""
+    deleted_at, heartbeat_at = mstore.run_state(state().store, run_id)
+    compat.require_active_run(run_id, deleted_at)
+    idle = current_app.extensions.get("tracker_mlflow_idle")
+    if idle is not None and heartbeat_at is None:
+        idle.touch(run_id)
+
+
+def experiment_id_of_run(run: RunInfo) -> str:
     project = mstore.find_project(state().store, run.project)
-    if project is None:  # projects are never deleted; a run always has one
+    if project is None:  # a run always has one (projects are purged after their runs)
         raise NotFound(f"the project of run {run.id} does not exist", field="run_id")
-    return _experiment(project)["experiment_id"]
+    return experiment_of(project)["experiment_id"]
 
 
 def _run(run: RunInfo) -> dict[str, Any]:
     summaries = metric_summaries(state().store, [run.id])[run.id]
-    return compat.run_json(run, _experiment_id(run), summaries)
+    return compat.run_json(run, experiment_id_of_run(run), summaries)
 
 
-def _limit(raw: Any, default: int, most: int, name: str = "max_results") -> int:
+def limit_of(raw: Any, default: int, most: int, name: str = "max_results") -> int:
     value = compat.int64(raw, name, default)
     if not 1 <= value <= most:
         raise MlflowError(
@@ -126,13 +153,20 @@ def create_experiment() -> Any:
     try:
         project = mstore.create_project(state().store, name, time.time())
     except Conflict as exc:  # MLflow answers 400 for this code, not 409
-        raise MlflowError("RESOURCE_ALREADY_EXISTS", exc.message, field=exc.field) from exc
-    return {"experiment_id": _experiment(project)["experiment_id"]}
+        found = mstore.find_project(state().store, name)
+        message = exc.message
+        if found is not None and found.deleted_at is not None:
+            message = (
+                f"experiment {name!r} already exists in deleted state: restore it, or purge "
+                "it (tracker gc) to create a new one"
+            )
+        raise MlflowError("RESOURCE_ALREADY_EXISTS", message, field=exc.field) from exc
+    return {"experiment_id": experiment_of(project)["experiment_id"]}
 
 
 @bp.get("/experiments/get")
 def get_experiment() -> Any:
-    return {"experiment": _experiment(_project(request.args.get("experiment_id")))}
+    return {"experiment": experiment_of(project_of(request.args.get("experiment_id")))}
 
 
 @bp.get("/experiments/get-by-name")
@@ -140,25 +174,26 @@ def get_experiment_by_name() -> Any:
     name = compat.project_name_of(request.args.get("experiment_name"))
     store = state().store
     if name == compat.DEFAULT_PROJECT:
-        return {"experiment": _experiment(_default_project())}
+        return {"experiment": experiment_of(_default_project())}
     found = mstore.find_project(store, name)
     if found is None:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
         )
-    return {"experiment": _experiment(found)}
+    return {"experiment": experiment_of(found)}
 
 
 @bp.route("/experiments/search", methods=["GET", "POST"])
 def search_experiments() -> Any:
     args = _args()
     name, like = compat.experiment_filter(args.get("filter"))
-    limit = _limit(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
+    limit = limit_of(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(args.get("page_token"))
+    deleted = compat.view_type(args.get("view_type"))
     found = mstore.search_projects(
-        state().store, name=name, like=like, limit=limit + 1, offset=offset
+        state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted
     )
-    out: dict[str, Any] = {"experiments": [_experiment(p) for p in found[:limit]]}
+    out: dict[str, Any] = {"experiments": [experiment_of(p) for p in found[:limit]]}
     if len(found) > limit:
         out["next_page_token"] = str(offset + limit)
     return out
@@ -170,7 +205,8 @@ def search_experiments() -> Any:
 @bp.post("/runs/create")
 def create_run() -> Any:
     body = json_body()
-    project = _project(body.get("experiment_id"), create=True)
+    project = project_of(body.get("experiment_id"), create=True)
+    require_active_project(project)
     tags = compat.tags_of(body.get("tags"))
     user = body.get("user_id")
     if isinstance(user, str) and user:
@@ -182,7 +218,7 @@ def create_run() -> Any:
     start_ms = compat.optional_int64(body.get("start_time"), "start_time")
     now = time.time() if start_ms is None else start_ms / 1000.0
     run = mstore.create_run(state().store, project.name, meta, now)
-    return {"run": compat.run_json(run, _experiment(project)["experiment_id"])}
+    return {"run": compat.run_json(run, experiment_of(project)["experiment_id"])}
 
 
 @bp.get("/runs/get")
@@ -195,7 +231,7 @@ def update_run() -> Any:
     body = json_body()
     run_id = compat.run_id_of(body)
     store = state().store
-    store.get_run(run_id)  # 404 before anything changes
+    writable_run(run_id)  # 404 (or deleted) before anything changes
     name = body.get("run_name")
     if isinstance(name, str) and name:
         tags = compat.tags_of([{"key": "mlflow.runName", "value": name}])
@@ -209,7 +245,7 @@ def update_run() -> Any:
             end = time.time() if end_ms is None else end_ms / 1000.0
             store.finish_run(run_id, status, now=end)
     run = store.get_run(run_id)
-    return {"run_info": compat.run_info_json(run, _experiment_id(run))}
+    return {"run_info": compat.run_info_json(run, experiment_id_of_run(run))}
 
 
 def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -> dict[str, Any]:
@@ -218,6 +254,7 @@ def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -
     records = compat.metric_records(list(metrics), now_ms=_now_ms())
     params_ = compat.params_of(params)
     tags_ = compat.tags_of(tags)
+    writable_run(run_id)
     st = state()
     batch = st.ingest.check(run_id, {"records": records}) if records else None
     if params_ or tags_:
@@ -261,6 +298,7 @@ def delete_tag() -> Any:
     key = body.get("key")
     if not isinstance(key, str) or not key:
         raise MlflowError("INVALID_PARAMETER_VALUE", "key is required", field="key")
+    writable_run(run_id)
     change = lambda m: compat.apply_meta(m, deleted_tags=[key])  # noqa: E731
     mstore.update_run_meta(state().store, run_id, change)
     return {}
@@ -282,15 +320,16 @@ def search_runs() -> Any:
         raise MlflowError(
             "INVALID_PARAMETER_VALUE", "experiment_ids must be a non-empty list", field="ids"
         )
-    projects = [_project(e) for e in experiment_ids]
-    limit = _limit(body.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
+    projects = [project_of(e) for e in experiment_ids]
+    limit = limit_of(body.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(body.get("page_token"))
+    deleted = compat.view_type(body.get("run_view_type"), "run_view_type")
     store = state().store
     ids = mstore.run_ids_of_projects(store, [p.id for p in projects], limit=limit + 1,
-                                     offset=offset)  # fmt: skip
+                                     offset=offset, deleted=deleted)  # fmt: skip
     runs = runs_by_ids(store, ids[:limit])
     summaries = metric_summaries(store, [r.id for r in runs])
-    experiment = {p.name: _experiment(p)["experiment_id"] for p in projects}
+    experiment = {p.name: experiment_of(p)["experiment_id"] for p in projects}
     out: dict[str, Any] = {
         "runs": [compat.run_json(r, experiment[r.project], summaries[r.id]) for r in runs]
     }
@@ -310,7 +349,7 @@ def get_metric_history() -> Any:
     if not key:
         raise MlflowError("INVALID_PARAMETER_VALUE", "metric_key is required", field="metric_key")
     state().ingest.require_run(run_id)
-    limit = _limit(args.get("max_results"), MAX_HISTORY_PAGE, MAX_HISTORY_PAGE)
+    limit = limit_of(args.get("max_results"), MAX_HISTORY_PAGE, MAX_HISTORY_PAGE)
     after = compat.page_token(args.get("page_token"))
     points = mstore.metric_page(state().store, run_id, key, after_step=after, limit=limit)
     out: dict[str, Any] = {
@@ -329,5 +368,6 @@ def not_implemented(rest: str) -> Any:
     raise MlflowError(
         "ENDPOINT_NOT_FOUND",
         f"{request.method} /api/2.0/mlflow/{rest[:200]} is not part of this server's MLflow "
-        "subset (experiments, runs, params, tags, metrics; no artifacts, models or traces)",
+        "subset (experiments, runs, params, tags, metrics, inputs, logged models, artifacts "
+        "through /api/2.0/mlflow-artifacts; no model registry or traces)",
     )

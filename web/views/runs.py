@@ -24,7 +24,7 @@ from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
 from tracker.rules.secrets import env_keys_only
-from tracker.store import SCHEMA_HEAD, diagnoses, run_reads, run_search
+from tracker.store import SCHEMA_HEAD, diagnoses, lifecycle, run_reads, run_search
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
@@ -138,6 +138,7 @@ def runs_search() -> Any:
         offset=int_arg("offset", 0, 0, 10**9),
         config_columns=tuple(list_arg("config")),
         metric_columns=tuple(list_arg("metrics")),
+        deleted=request.args.get("deleted") in ("1", "true"),
     )
     page = run_search.search_runs(state().store, spec)
     return {
@@ -317,6 +318,21 @@ def create_run() -> Any:
 def _fence() -> Any:
     """The writes' attempt fence from a worker's job (409 attempt_superseded once stale)."""
     return parse.attempt_fence(request.headers.get("X-Tracker-Attempt"))
+
+
+@bp.post("/runs/<int:run_id>/delete")
+def delete_run(run_id: int) -> Any:
+    """Soft delete (hidden everywhere until restored; ``tracker gc`` purges it later)."""
+    json_body()  # a state change: JSON body required (see plumbing.security)
+    lifecycle.delete_runs(state().store, [run_id])
+    return run_json(state().store.get_run(run_id))
+
+
+@bp.post("/runs/<int:run_id>/restore")
+def restore_run(run_id: int) -> Any:
+    json_body()
+    lifecycle.restore_runs(state().store, [run_id])
+    return run_json(state().store.get_run(run_id))
 
 
 @bp.post("/runs/<int:run_id>/start")
