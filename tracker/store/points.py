@@ -142,10 +142,13 @@ def append_rows(engine: sa.Engine, rows: Sequence[Row]) -> int:
     many were stored.
 
     A row equal to a stored one of its (run, key, step) in ``wall_ms`` and value (NaN equals
-    NaN), or to an earlier row of ``rows``, is skipped: a retried request stores nothing
-    twice. Every other row gets the next ``seq`` of its step, so the value with the highest
-    (step, seq) is the metric's latest (summaries and chart rollups follow in the same
-    transaction). One appender per run at a time on PostgreSQL (an advisory lock).
+    NaN; among the step's newest ``RETRY_WINDOW`` values), or to an earlier row of ``rows``,
+    is skipped: a retried request stores nothing twice. Every other row gets the next
+    ``seq`` of its step, so the value with the highest (step, seq) is the metric's latest
+    (summaries and chart rollups follow in the same transaction). One appender per run at a
+    time on PostgreSQL (an advisory lock). Cost: the step's rollup bucket is recomputed on
+    every call, so a step holding many values (``log_metric`` in a loop without a step)
+    makes each further call slower (bench/RESULTS.md).
 
     Raises:
         StoreUnavailable: the database cannot be reached or stays locked; nothing was stored.
@@ -160,9 +163,14 @@ def append_rows(engine: sa.Engine, rows: Sequence[Row]) -> int:
 
 _APPEND_LOCK_CLASS = 7242012  # advisory lock namespace: one MLflow-route appender per run
 _SEQ_AT = "SELECT max(seq) FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p}"
+# A retry repeats what was just stored: it is looked for among the newest RETRY_WINDOW
+# values of the step (an index range; one request holds at most 1,000 metrics), so a step
+# with 100,000 values (log_metric in a loop, no step) costs no more per call than one with
+# 1,000.
+RETRY_WINDOW = 10_000
 _SAME_WALL = (
     "SELECT value FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p} "
-    "AND wall_ms = {p}"
+    "AND seq >= {p} AND wall_ms = {p}"
 )
 _INSERT_SEQ = (
     "INSERT INTO metric_points (run_id, key_id, step, seq, wall_ms, value) "
@@ -179,8 +187,10 @@ def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
     else:
         for run_id in sorted({r[0] for r in rows}):
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_APPEND_LOCK_CLASS, run_id))
-    # (run, key, step) -> [next seq, {(wall_ms, value) stored or added}]
-    seen: dict[tuple[int, int, int], tuple[list[int], set[tuple[int, float | None]], bool]] = {}
+    # (run, key, step) -> ([next seq], {(wall_ms, value) seen}, had stored values, lowest
+    # seq a retry is looked for at)
+    Seen = tuple[list[int], set[tuple[int, float | None]], bool, int]
+    seen: dict[tuple[int, int, int], Seen] = {}
     out: list[tuple[int, int, int, int, int, float | None]] = []
     for run_id, key_id, step, wall_ms, value in rows:
         at = (run_id, key_id, step)
@@ -188,12 +198,13 @@ def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
         if known is None:
             cur.execute(_SEQ_AT.format(p=p), at)
             top = cur.fetchone()[0]
-            known = seen[at] = ([0 if top is None else top + 1], set(), top is not None)
+            first = 0 if top is None else top + 1
+            known = seen[at] = ([first], set(), top is not None, max(0, first - RETRY_WINDOW))
         pairs = known[1]
         if (wall_ms, value) in pairs:
             continue
         if known[2]:  # the step has stored values: is this one of them?
-            cur.execute(_SAME_WALL.format(p=p), (*at, wall_ms))
+            cur.execute(_SAME_WALL.format(p=p), (*at, known[3], wall_ms))
             pairs.update((wall_ms, v) for (v,) in cur.fetchall())
             if (wall_ms, value) in pairs:
                 continue
