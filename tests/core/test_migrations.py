@@ -77,3 +77,38 @@ def test_ten_processes_start_on_an_empty_database_at_once(empty_store_url: str) 
     runs = store.list_runs(project="race")
     assert sorted(r.config["i"] for r in runs) == list(range(10))
     assert all(r.status == "finished" and r.last_metrics == {"x": 1.0} for r in runs)
+
+
+def test_metric_seq_upgrade_keeps_stored_points(empty_store_url: str) -> None:
+    """0012_metric_seq on a database holding points: every value stays, at seq 0, and the
+    tracker's writes and the MLflow route's appends work on the upgraded table."""
+    cfg = _config()
+    engine = sa.create_engine(empty_store_url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0013_logged_models")
+        conn.execute(sa.text("INSERT INTO metric_keys (id, name) VALUES (1, 'loss')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
+                "VALUES (5, 1, 0, 100, 2.5), (5, 1, 1, 200, NULL), (5, 1, 2, 300, -1.0)"
+            )
+        )
+        command.upgrade(cfg, "head")
+        rows = conn.execute(
+            sa.text("SELECT step, seq, wall_ms, value FROM metric_points ORDER BY step")
+        ).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [(0, 0, 100, 2.5), (1, 0, 200, None), (2, 0, 300, -1.0)]
+    store = Store(empty_store_url)
+    run = store.create_run("p").id
+    store.write_points([(run, 1, 2, 300, -1.0)])
+    store.write_points([(run, 1, 2, 400, 3.0)])  # the same step again: overwritten
+    assert store.append_points([(run, 1, 2, 400, 3.0), (run, 1, 2, 500, 4.0)]) == 1
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            sa.text("SELECT step, seq, value FROM metric_points WHERE run_id = :r ORDER BY seq"),
+            {"r": run},
+        ).all()
+    assert [tuple(r) for r in found] == [(2, 0, 3.0), (2, 1, 4.0)]
+    assert store.get_run(run).last_metrics == {"loss": 4.0}

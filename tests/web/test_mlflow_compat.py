@@ -166,24 +166,110 @@ def test_token_is_required_when_the_dashboard_has_one(
     assert run.status == "finished" and store.count_points(run.id) == 1
 
 
-def test_relogging_a_step_keeps_the_last_value(mlflow_server: Callable[..., Flask]) -> None:
+def test_every_logged_value_is_kept_in_order(mlflow_server: Callable[..., Flask]) -> None:
+    from mlflow.entities import Metric
+
+    from tracker.store.series import read_series
+
     store = store_of(mlflow_server())
     client = MlflowClient()
     experiment_id = client.create_experiment("relog")
     run_id = client.create_run(experiment_id).info.run_id
+    for value in [5.0, 3.0, 9.0, 1.0, 4.0]:  # no step: MLflow logs each at step 0
+        client.log_metric(run_id, "acc", value)
+    history = client.get_metric_history(run_id, "acc")
+    assert [(m.step, m.value) for m in history] == [(0, v) for v in [5.0, 3.0, 9.0, 1.0, 4.0]]
+    assert client.get_run(run_id).data.metrics["acc"] == 4.0  # the last logged
+    chart = read_series(store, int(run_id), "acc").series.buckets
+    assert [b.last for b in chart] == [5.0, 3.0, 9.0, 1.0, 4.0]  # full resolution: each value
     client.log_metric(run_id, "loss", 1.0, step=7)
     client.log_metric(run_id, "loss", 2.0, step=7)
-    from mlflow.entities import Metric
-
     batch = [Metric("loss", 3.0, 1, 8), Metric("loss", 4.0, 2, 8), Metric("acc", 0.5, 3, 8)]
     client.log_batch(run_id, metrics=batch)
-    points = store.metric_history(int(run_id), "loss")
-    assert [(p.step, p.value) for p in points] == [(7, 2.0), (8, 4.0)]
-    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [
-        (7, 2.0),
-        (8, 4.0),
-    ]
+    client.log_metric(run_id, "loss", 0.5, step=2)  # an earlier step: not the latest
+    expected = [(2, 0.5), (7, 1.0), (7, 2.0), (8, 3.0), (8, 4.0)]
+    assert [(p.step, p.value) for p in store.metric_history(int(run_id), "loss")] == expected
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == expected
+    assert client.get_run(run_id).data.metrics == {"loss": 4.0, "acc": 0.5}
+    assert store.get_run(int(run_id)).last_metrics == {"loss": 4.0, "acc": 0.5}
     assert client.get_metric_history(run_id, "never-logged") == []
+    # The tracker's own writes keep their semantics: the same step again overwrites.
+    store.log_metrics(int(run_id), 30, {"loss": 1.5})
+    store.log_metrics(int(run_id), 30, {"loss": 2.5})
+    assert [(p.step, p.value) for p in store.metric_history(int(run_id), "loss")][-1:] == [
+        (30, 2.5)
+    ]
+    assert store.count_points(int(run_id)) == 5 + 1 + 5 + 1
+
+
+def test_rollups_and_pages_over_many_values_at_one_step(client: FlaskClient, app: Flask) -> None:
+    """Chart buckets (min/max/last) and history pages count every value of a step."""
+    from tracker.store.series import read_series
+
+    store = store_of(app)
+    experiment = post(client, "/experiments/create", {"name": "many"}).get_json()
+    created = post(client, "/runs/create", {"experiment_id": experiment["experiment_id"]})
+    run_id = created.get_json()["run"]["info"]["run_id"]
+    values = [float((i * 37) % 101) for i in range(1200)]
+    for start in range(0, 1200, 400):
+        metrics = [
+            {"key": "m", "value": v, "timestamp": 1000 + start + i, "step": (start + i) // 300}
+            for i, v in enumerate(values[start : start + 400])
+        ]
+        assert post(client, "/runs/log-batch", {"run_id": run_id, "metrics": metrics}).json == {}
+    series = read_series(store, int(run_id), "m", max_buckets=2)
+    assert sum(b.count for b in series.series.buckets) == 1200
+    assert series.series.buckets[0].min == min(values[:600])
+    assert series.series.buckets[-1].max == max(values[600:])
+    assert series.series.buckets[-1].last == values[-1]
+    got: list[float] = []
+    token = ""
+    while True:
+        page = client.get(
+            f"{PREFIX}/metrics/get-history?run_id={run_id}&metric_key=m&max_results=250"
+            + (f"&page_token={token}" if token else "")
+        ).get_json()
+        got += [m["value"] for m in page["metrics"]]
+        token = page.get("next_page_token", "")
+        if not token:
+            break
+    assert got == values
+
+
+def test_a_retried_log_batch_stores_nothing_twice(client: FlaskClient, app: Flask) -> None:
+    store = store_of(app)
+    experiment = post(client, "/experiments/create", {"name": "retry"}).get_json()
+    created = post(client, "/runs/create", {"experiment_id": experiment["experiment_id"]})
+    run_id = created.get_json()["run"]["info"]["run_id"]
+    metrics = [
+        {"key": "m", "value": 1.0, "timestamp": 10, "step": 0},
+        {"key": "m", "value": 2.0, "timestamp": 11, "step": 0},
+        {"key": "m", "value": "NaN", "timestamp": 12, "step": 1},
+        {"key": "n", "value": -0.5, "timestamp": 12, "step": 1},
+    ]
+    body = {"run_id": run_id, "metrics": metrics}
+    for _ in range(2):  # a client retrying after a lost response
+        assert post(client, "/runs/log-batch", body).get_json() == {}
+    assert store.count_points(int(run_id)) == 4
+    again = {"run_id": run_id, "key": "m", "value": 2.0, "timestamp": 11, "step": 0}
+    assert post(client, "/runs/log-metric", again).get_json() == {}
+    twice = [metrics[0], metrics[0]]  # the same entry twice in one request: stored once
+    assert post(client, "/runs/log-batch", {"run_id": run_id, "metrics": twice}).json == {}
+    assert store.count_points(int(run_id)) == 4
+    # Equal value at another wall time, or another value at that wall time: a new value.
+    later = {"run_id": run_id, "key": "m", "value": 1.0, "timestamp": 13, "step": 0}
+    other = {"run_id": run_id, "key": "m", "value": 7.0, "timestamp": 10, "step": 0}
+    for entry in (later, other):
+        assert post(client, "/runs/log-metric", entry).get_json() == {}
+    history = client.get(f"{PREFIX}/metrics/get-history?run_id={run_id}&metric_key=m").json
+    assert [(m["step"], m["value"], m["timestamp"]) for m in history["metrics"]] == [
+        (0, 1.0, 10),
+        (0, 2.0, 11),
+        (0, 1.0, 13),
+        (0, 7.0, 10),
+        (1, "NaN", 12),
+    ]
+    assert store.get_run(int(run_id)).last_metrics["n"] == -0.5
 
 
 def test_bad_input_gets_mlflow_errors_and_stores_nothing(

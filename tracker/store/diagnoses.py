@@ -75,7 +75,7 @@ def read_run_series(
             query = (
                 sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
                 .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
-                .order_by(m.MetricPointRow.step.desc())
+                .order_by(m.MetricPointRow.step.desc(), m.MetricPointRow.seq.desc())
                 .limit(max_points)
             )
             out[name] = [(int(s), v) for s, v in reversed(conn.execute(query).all())]

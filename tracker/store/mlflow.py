@@ -226,17 +226,6 @@ def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMe
 def metric_page(
     store: Store, run_id: int, key: str, *, after_step: int, limit: int
 ) -> list[MetricPoint]:
-    """Up to ``limit`` points of one metric with step >= ``after_step``, by step."""
-    query = (
-        sa.select(m.MetricPointRow.step, m.MetricPointRow.wall_ms, m.MetricPointRow.value)
-        .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricPointRow.key_id)
-        .where(
-            m.MetricPointRow.run_id == run_id,
-            m.MetricKeyRow.name == key,
-            m.MetricPointRow.step >= after_step,
-        )
-        .order_by(m.MetricPointRow.step)
-        .limit(limit)
-    )
-    with read_conn(store.engine) as conn:
-        return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
+    """At least ``limit`` points (fewer at the end) of one metric with step >= ``after_step``,
+    ordered by step and then as logged; a step's values are never split across pages."""
+    return store.metric_history(run_id, key, lo=after_step, limit=limit)

@@ -106,7 +106,8 @@ class MetricKeyRow(Base):
 
 
 class MetricPointRow(Base):
-    """One value of one metric at one step. WITHOUT ROWID on SQLite: the key is the row.
+    """One value of one metric at one step (several, by ``seq``, when logged through MLflow).
+    WITHOUT ROWID on SQLite: the key is the row.
 
     No foreign keys on purpose: per-row referential checks halve PostgreSQL ingest, and
     the only writer (the run's own writer, via ``Store.write_points``) uses ids it has
@@ -118,6 +119,11 @@ class MetricPointRow(Base):
     run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     step: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    # 0 for the tracker's own writes (the same step again overwrites it); the MLflow route
+    # appends every further value at a step with the next seq (MLflow keeps them all).
+    seq: Mapped[int] = mapped_column(
+        primary_key=True, autoincrement=False, default=0, server_default=sa.text("0")
+    )
     wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
     value: Mapped[float] = mapped_column(MetricValue, nullable=True)
 

@@ -2,7 +2,9 @@
 
 Rows are ``(run_id, key_id, step, wall_ms, value)``; NaN values may be NaN or ``None``
 (both are stored as NULL). Ingest is idempotent: the same (run, key, step) written twice
-keeps the last value, so a retried batch never duplicates or errors.
+keeps the last value, so a retried batch never duplicates or errors. These rows take
+``seq`` 0 (the column's default); :func:`append_rows` (the MLflow route) keeps every
+value of a step instead, each further one with the next ``seq``.
 
 * SQLite: multi-row ``INSERT ... ON CONFLICT DO UPDATE`` statements of ``SQLITE_CHUNK``
   rows. Python's sqlite3 releases the GIL around every statement; with one statement per
@@ -49,7 +51,7 @@ SQLITE_REFRESH_PAUSE_S = 0.12  # longer than the busy handler's longest sleep (1
 SQLITE_CHUNK = 2_000  # rows per statement: 10,000 bound parameters, under SQLite's 32,766
 _POINTS_COLUMNS = "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
 _ON_CONFLICT_POINTS = (
-    " ON CONFLICT (run_id, key_id, step) DO UPDATE "
+    " ON CONFLICT (run_id, key_id, step, seq) DO UPDATE "
     "SET wall_ms = excluded.wall_ms, value = excluded.value"
 )
 _UPSERT_SUMMARY = (
@@ -133,6 +135,93 @@ def write_rows(
     _in_transaction(
         engine, f"writing {len(rows)} metric points", writer, rows, summary, bounds, fenced
     )
+
+
+def append_rows(engine: sa.Engine, rows: Sequence[Row]) -> int:
+    """Store rows keeping every value of a step, in order (MLflow's semantics); returns how
+    many were stored.
+
+    A row equal to a stored one of its (run, key, step) in ``wall_ms`` and value (NaN equals
+    NaN; among the step's newest ``RETRY_WINDOW`` values), or to an earlier row of ``rows``,
+    is skipped: a retried request stores nothing twice. Every other row gets the next
+    ``seq`` of its step, so the value with the highest (step, seq) is the metric's latest
+    (summaries and chart rollups follow in the same transaction). One appender per run at a
+    time on PostgreSQL (an advisory lock). Cost: the step's rollup bucket is recomputed on
+    every call, so a step holding many values (``log_metric`` in a loop without a step)
+    makes each further call slower (bench/RESULTS.md).
+
+    Raises:
+        StoreUnavailable: the database cannot be reached or stays locked; nothing was stored.
+    """
+    if not rows:
+        return 0
+    rows = [r if r[4] == r[4] or r[4] is None else (*r[:4], None) for r in rows]
+    stored: list[int] = []
+    _in_transaction(engine, f"appending {len(rows)} metric points", _append, rows, stored)
+    return stored[0]
+
+
+_APPEND_LOCK_CLASS = 7242012  # advisory lock namespace: one MLflow-route appender per run
+_SEQ_AT = "SELECT max(seq) FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p}"
+# A retry repeats what was just stored: it is looked for among the newest RETRY_WINDOW
+# values of the step (an index range; one request holds at most 1,000 metrics), so a step
+# with 100,000 values (log_metric in a loop, no step) costs no more per call than one with
+# 1,000.
+RETRY_WINDOW = 10_000
+_SAME_WALL = (
+    "SELECT value FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step = {p} "
+    "AND seq >= {p} AND wall_ms = {p}"
+)
+_INSERT_SEQ = (
+    "INSERT INTO metric_points (run_id, key_id, step, seq, wall_ms, value) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, CAST({p} AS DOUBLE PRECISION))"
+)
+
+
+def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
+    sqlite = _is_sqlite(raw)
+    p = "?" if sqlite else "%s"
+    cur = raw.cursor()
+    if sqlite:
+        cur.execute("BEGIN IMMEDIATE")
+    else:
+        for run_id in sorted({r[0] for r in rows}):
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_APPEND_LOCK_CLASS, run_id))
+    # (run, key, step) -> ([next seq], {(wall_ms, value) seen}, had stored values, lowest
+    # seq a retry is looked for at)
+    Seen = tuple[list[int], set[tuple[int, float | None]], bool, int]
+    seen: dict[tuple[int, int, int], Seen] = {}
+    out: list[tuple[int, int, int, int, int, float | None]] = []
+    for run_id, key_id, step, wall_ms, value in rows:
+        at = (run_id, key_id, step)
+        known = seen.get(at)
+        if known is None:
+            cur.execute(_SEQ_AT.format(p=p), at)
+            top = cur.fetchone()[0]
+            first = 0 if top is None else top + 1
+            known = seen[at] = ([first], set(), top is not None, max(0, first - RETRY_WINDOW))
+        pairs = known[1]
+        if (wall_ms, value) in pairs:
+            continue
+        if known[2]:  # the step has stored values: is this one of them?
+            cur.execute(_SAME_WALL.format(p=p), (*at, known[3], wall_ms))
+            pairs.update((wall_ms, v) for (v,) in cur.fetchall())
+            if (wall_ms, value) in pairs:
+                continue
+        pairs.add((wall_ms, value))
+        out.append((run_id, key_id, step, known[0][0], wall_ms, value))
+        known[0][0] += 1
+    if out:
+        cur.executemany(_INSERT_SEQ.format(p=p), out)
+        plain = [(r, k, s, w, v) for r, k, s, _, w, v in out]
+        cur.executemany(_UPSERT_SUMMARY.format(p=p), last_per_key(plain))
+        rollups.refresh(cur, "sqlite" if sqlite else "postgresql", rollups.step_bounds(plain))
+    if sqlite:
+        cur.execute("COMMIT")
+    else:
+        raw.commit()
+    cur.close()
+    stored.append(len(out))
 
 
 def refresh_rollups(

@@ -45,7 +45,8 @@ _ON_CONFLICT = (
     "count = excluded.count, nan_count = excluded.nan_count, "
     "posinf_count = excluded.posinf_count, neginf_count = excluded.neginf_count"
 )
-# Level 0 from the points. NaN is stored as NULL; min/max are over finite values only.
+# Level 0 from the points. NaN is stored as NULL; min/max are over finite values only; the
+# last value is the one with the highest (step, seq) (MLflow keeps several per step).
 _FROM_POINTS = (
     "INSERT INTO metric_rollups (" + _COLUMNS + ") "
     "SELECT g.run_id, g.key_id, {w}, g.b, g.first_step, g.last_step, q.wall_ms, "
@@ -60,7 +61,9 @@ _FROM_POINTS = (
     "FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step >= {p} AND step <= {p} "
     "GROUP BY {group}step / {w}) g "
     "JOIN metric_points q ON q.run_id = g.run_id AND q.key_id = g.key_id "
-    "AND q.step = g.last_step WHERE 1 = 1 " + _ON_CONFLICT
+    "AND q.step = g.last_step WHERE NOT EXISTS (SELECT 1 FROM metric_points s "
+    "WHERE s.run_id = q.run_id AND s.key_id = q.key_id AND s.step = q.step AND s.seq > q.seq) "
+    + _ON_CONFLICT
 )
 # A coarser level from the level below it.
 _FROM_LEVEL = (

@@ -10,9 +10,10 @@ Sources, finest first: the points themselves, then the rollup levels of
    by the database into ``max_buckets`` equal step ranges -- the same bucket rule as
    ``downsample`` (points) and ``merge_buckets`` (rollup rows, kept whole and assigned by
    their first step) -- keeping min and max of finite values, the last value, counts and
-   NaN/±Inf counts; the last values come from a second lookup by primary key.
+   NaN/±Inf counts; the last values come from a second lookup by primary key (of several
+   values at one step, logged through MLflow, the one with the highest ``seq``).
 
-Every read goes through the primary keys ``(run_id, key_id, step)`` and
+Every read goes through the primary keys ``(run_id, key_id, step, seq)`` and
 ``(run_id, key_id, width, bucket)``, so only the requested range is touched. A 1,000,000
 point series is answered from ~4,000 rollup rows instead of a million points.
 
@@ -156,7 +157,7 @@ def _full_resolution(
     rows = conn.execute(
         sa.select(_P.step, _P.wall_ms, _P.value)
         .where(_P.run_id == run_id, _P.key_id == kid, _P.step >= lo, _P.step <= hi)
-        .order_by(_P.step)
+        .order_by(_P.step, _P.seq)
     ).all()
     series = downsample([r[0] for r in rows], [r[2] for r in rows], max_buckets, lo, hi)
     wall = {r[0]: r[1] for r in rows}
@@ -188,11 +189,11 @@ def _group_points(
     if sum(int(g[5]) for g in groups) <= n:  # the estimate was loose: it fits after all
         return _full_resolution(conn, run_id, kid, key, lo, hi, n)
     lasts = conn.execute(
-        sa.select(_P.step, _P.wall_ms, _P.value).where(
-            _P.run_id == run_id, _P.key_id == kid, _P.step.in_([g[2] for g in groups])
-        )
+        sa.select(_P.step, _P.wall_ms, _P.value)
+        .where(_P.run_id == run_id, _P.key_id == kid, _P.step.in_([g[2] for g in groups]))
+        .order_by(_P.step, _P.seq)
     )
-    last = {step: (wall, value) for step, wall, value in lasts}
+    last = {step: (wall, value) for step, wall, value in lasts}  # the highest seq wins
     return _build(key, groups, last, lo, hi, "points", lambda g: g[2])
 
 

@@ -392,6 +392,12 @@ class Store:
             self.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
         )
 
+    def append_points(self, rows: Sequence[points.Row]) -> int:
+        """Store rows keeping every value of a step (MLflow's semantics); a row equal to a
+        stored one in step, wall time and value is skipped. Returns how many were stored.
+        See :func:`tracker.store.points.append_rows`."""
+        return points.append_rows(self.engine, rows)
+
     def refresh_rollups(
         self,
         bounds: dict[tuple[int, int], tuple[int, int]],
@@ -437,22 +443,27 @@ class Store:
         hi: int | None = None,
         limit: int | None = None,
     ) -> list[MetricPoint]:
-        """Every point of one metric, by step, optionally within [lo, hi]; with ``limit``,
-        the first ``limit`` of them (page on with ``lo`` = the last step + 1)."""
+        """Every point of one metric, by step (values logged at one step through MLflow in
+        the order logged), optionally within [lo, hi]; with ``limit``, the first ``limit``
+        of them and the rest of the last one's step (page on with ``lo`` = the last step +
+        1)."""
+        p = m.MetricPointRow
         query = (
-            sa.select(m.MetricPointRow.step, m.MetricPointRow.wall_ms, m.MetricPointRow.value)
-            .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricPointRow.key_id)
-            .where(m.MetricPointRow.run_id == run_id, m.MetricKeyRow.name == key)
-            .order_by(m.MetricPointRow.step)
+            sa.select(p.step, p.seq, p.wall_ms, p.value)
+            .join(m.MetricKeyRow, m.MetricKeyRow.id == p.key_id)
+            .where(p.run_id == run_id, m.MetricKeyRow.name == key)
+            .order_by(p.step, p.seq)
         )
         if lo is not None:
-            query = query.where(m.MetricPointRow.step >= lo)
+            query = query.where(p.step >= lo)
         if hi is not None:
-            query = query.where(m.MetricPointRow.step <= hi)
-        if limit is not None:
-            query = query.limit(limit)
+            query = query.where(p.step <= hi)
         with read_conn(self.engine) as conn:
-            return [MetricPoint(s, w / 1000.0, v) for s, w, v in conn.execute(query)]
+            rows = list(conn.execute(query if limit is None else query.limit(limit)))
+            if limit is not None and rows and len(rows) >= limit:  # the step's other values
+                step, seq = rows[-1][0], rows[-1][1]
+                rows += conn.execute(query.where(p.step == step, p.seq > seq)).all()
+        return [MetricPoint(s, w / 1000.0, v) for s, _, w, v in rows]
 
     def count_points(self, run_id: int) -> int:
         query = sa.select(sa.func.count()).where(m.MetricPointRow.run_id == run_id)

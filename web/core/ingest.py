@@ -122,8 +122,12 @@ class MetricIngest:
                 check_key(name)
         return MetricBatch(run_id, records, frozenset(names))
 
-    def store_batch(self, batch: MetricBatch, fence: AttemptFence | None = None) -> int:
-        """Store a checked batch; returns the number of points.
+    def store_batch(
+        self, batch: MetricBatch, fence: AttemptFence | None = None, *, append: bool = False
+    ) -> int:
+        """Store a checked batch; returns the number of points. With ``append`` (the MLflow
+        route) every value of a step is kept and an exact repeat is skipped
+        (``Store.append_points``); otherwise the same step again overwrites.
 
         Raises:
             InvalidMetricValue (400): a value that is no number (nothing is stored).
@@ -132,7 +136,10 @@ class MetricIngest:
         """
         self._intern(batch.names)
         rows, last = self._rows(batch.run_id, batch.records)
-        self.store.write_points(rows, last, fence=fence)
+        if append:
+            self.store.append_points(rows)
+        else:
+            self.store.write_points(rows, last, fence=fence)
         known = self._run_keys.get(batch.run_id)
         if known is not None:
             known.update(batch.names)

@@ -265,7 +265,7 @@ def _log(run_id: int, metrics: Any = (), params: Any = None, tags: Any = None) -
     if params_ or tags_:
         mstore.update_run_meta(st.store, run_id, lambda m: compat.apply_meta(m, params_, tags_))
     if batch is not None:
-        st.ingest.store_batch(batch)
+        st.ingest.store_batch(batch, append=True)  # MLflow keeps every value of a step
     return {}
 
 
@@ -361,12 +361,12 @@ def get_metric_history() -> Any:
     state().ingest.require_run(run_id)
     limit = limit_of(args.get("max_results"), MAX_HISTORY_PAGE, MAX_HISTORY_PAGE)
     after = compat.page_token(args.get("page_token"))
-    points = mstore.metric_page(state().store, run_id, key, after_step=after, limit=limit + 1)
+    points = mstore.metric_page(state().store, run_id, key, after_step=after, limit=limit)
     out: dict[str, Any] = {
-        "metrics": [compat.metric_json(key, p.step, p.wall_time, p.value) for p in points[:limit]]
+        "metrics": [compat.metric_json(key, p.step, p.wall_time, p.value) for p in points]
     }
-    if len(points) > limit:
-        out["next_page_token"] = str(points[limit - 1].step + 1)
+    if len(points) >= limit:  # (a page ends with a whole step: it may hold a few more)
+        out["next_page_token"] = str(points[-1].step + 1)
     return out
 
 

@@ -142,8 +142,10 @@ def delete(location: str) -> Any:
 
 @bp.get("/presigned/<path:location>")
 def presigned(location: str) -> Any:
+    # 404, not 501: the server announces no multipart downloads, so the client never asks;
+    # a 5xx here would read as a server fault (and make clients retry)
     raise MlflowError(
-        "NOT_IMPLEMENTED", "presigned downloads are not supported: download through the proxy"
+        "ENDPOINT_NOT_FOUND", "presigned downloads are not supported: download through the proxy"
     )
 
 
