@@ -20,7 +20,8 @@ from flask import Flask
 from tests.support.mlflow_reference import MlflowReference
 from tests.support.servers import ServerThread
 
-pytestmark = pytest.mark.slow
+# a real mlflow server and the script twice: minutes on a busy machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAMPED_INF = "1.7976931348623157e+308"

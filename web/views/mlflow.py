@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from tracker.entities import ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound, TrackerError
 from tracker.rules.mlflow_filter import parse_filter, parse_order_by
+from tracker.store import lifecycle
 from tracker.store import mlflow as mstore
 from tracker.store.run_reads import metric_summaries, runs_by_ids
 from tracker.store.run_search import RunSearch, search_run_ids
@@ -151,7 +152,14 @@ def limit_of(raw: Any, default: int, most: int, name: str = "max_results") -> in
 
 @bp.post("/experiments/create")
 def create_experiment() -> Any:
-    name = compat.project_name_of(json_body().get("name"), "name")
+    body = json_body()
+    name = compat.project_name_of(body.get("name"), "name")
+    raw_tags = body.get("tags") or []
+    if not isinstance(raw_tags, list) or not all(isinstance(t, dict) for t in raw_tags):
+        raise MlflowError(
+            "INVALID_PARAMETER_VALUE", "tags must be a list of {key, value} objects", field="tags"
+        )
+    tags = [compat.experiment_tag_of(t) for t in raw_tags]  # all checked before anything
     try:
         project = mstore.create_project(state().store, name, time.time())
     except Conflict as exc:  # MLflow answers 400 for this code, not 409
@@ -163,6 +171,8 @@ def create_experiment() -> Any:
                 "it (tracker gc) to create a new one"
             )
         raise MlflowError("RESOURCE_ALREADY_EXISTS", message, field=exc.field) from exc
+    for key, value in tags:
+        lifecycle.set_project_tag(state().store, project.id, key, value)
     return {"experiment_id": experiment_of(project)["experiment_id"]}
 
 
