@@ -172,3 +172,14 @@ def test_bench_media_quick_reports_every_field(tmp_path: Path) -> None:
     for variant in doc["tracker"].values():
         _positive(variant, *CALL_FIELDS, "cpu_median_us", "loop_s", "drain_after_loop_s")
         assert variant["calls"] == doc["params"]["images"]
+
+
+@pytest.mark.skipif(not HAVE_MLFLOW, reason="bench_mlflow_route.py drives the mlflow client")
+def test_bench_mlflow_route_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_mlflow_route.py", tmp_path)
+    assert doc["benchmark"] == "mlflow_route"
+    for server in ("tracker", "mlflow"):
+        result = doc["results"][server]
+        _positive(result, "points", "points_per_s", "log_metric_median_ms", "log_metric_p99_ms")
+        assert result["stored"] == result["points"]  # the script checked it too
+    _positive(doc["ratios"], "log_batch_speedup", "log_metric_median_speedup")
