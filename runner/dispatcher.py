@@ -22,7 +22,6 @@ lets the reaper (in any worker or ``tracker scheduler``) crash and retry its job
 from __future__ import annotations
 
 import codecs
-import json
 import logging
 import os
 import signal
@@ -39,9 +38,9 @@ from tracker.runner.distributed import wrap_argv
 from tracker.runner.execution import SpawnError
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
 from tracker.store import Store, logs, queue
-from tracker.store.jobs import RESERVED_ENV
 from tracker.store.tokens import installation_secret
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 READ_CHUNK = 1024 * 1024  # bytes read from one output file per tick
 TAIL_CHARS = 16 * 1024  # output kept for the failure classifier
 STORE_ID = "store_id"  # installation_secrets row: a random id naming this store
-_STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
 
 
 @dataclass(frozen=True)
@@ -306,30 +304,10 @@ class Dispatcher:
         )  # fmt: skip
 
     def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
-        if claim.attempt <= 1:
-            return None
-        from tracker.client.run import latest_verified_checkpoint
-        from tracker.client.sinks import SqlSink
-
-        found = latest_verified_checkpoint(SqlSink(self.store), claim.run_id)
-        return found.path if found is not None else None
+        return resume_checkpoint(self.store, claim)
 
     def _job_env(self, claim: ClaimedJob, resume: str | None) -> dict[str, str]:
-        job = claim.job
-        env = {k: v for k, v in os.environ.items() if k not in _STRIP_ENV}
-        env.update(job.env)
-        env.update(
-            TRACKER_RUN_ID=str(claim.run_id),
-            TRACKER_JOB_ID=str(job.id),
-            TRACKER_ATTEMPT=str(claim.attempt),
-            TRACKER_CONFIG=json.dumps(job.config),
-            TRACKER_PROJECT=job.project,
-            TRACKER_URI=self.options.job_uri or self.store.absolute_uri(),
-        )
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if resume:
-            env["TRACKER_RESUME_CHECKPOINT"] = resume
-        return env
+        return job_environment(claim, self.options.job_uri or self.store.absolute_uri(), resume)
 
     # ---------------------------------------------------------------- following
 

@@ -14,7 +14,6 @@ group and gives them ``grace_s`` before SIGKILL; a second one kills them at once
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -36,9 +35,9 @@ from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
 from tracker.store import Store, diagnoses, logs, queue, workers
-from tracker.store.jobs import RESERVED_ENV
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +45,6 @@ CANCEL_POLL_S = 0.5
 FLUSH_S = 0.25
 FLUSH_CHARS = 64 * 1024
 MEMORY_PRESSURE = 0.05  # host memory available below this fraction counts as OOM pressure
-# Variables of the worker's own environment that must not leak into a job.
-_STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
 
 
 @dataclass(frozen=True)
@@ -271,33 +268,14 @@ class Worker:
         )
 
     def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
-        if claim.attempt <= 1:
-            return None
-        from tracker.client.run import latest_verified_checkpoint
-        from tracker.client.sinks import SqlSink
-
-        found = latest_verified_checkpoint(SqlSink(self.store), claim.run_id)
-        return found.path if found is not None else None
+        return resume_checkpoint(self.store, claim)
 
     def _job_env(
         self, claim: ClaimedJob, devices: Sequence[int], resume: str | None
     ) -> dict[str, str]:
-        job = claim.job
-        env = {k: v for k, v in os.environ.items() if k not in _STRIP_ENV}
-        env.update(job.env)
-        env.update(
-            TRACKER_RUN_ID=str(claim.run_id),
-            TRACKER_JOB_ID=str(job.id),
-            TRACKER_ATTEMPT=str(claim.attempt),
-            TRACKER_CONFIG=json.dumps(job.config),
-            TRACKER_PROJECT=job.project,
-            TRACKER_URI=self.options.job_uri or self.store.absolute_uri(),
-            CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices),
-        )
-        env.setdefault("PYTHONUNBUFFERED", "1")  # so output streams line by line
-        if resume:
-            env["TRACKER_RESUME_CHECKPOINT"] = resume
-        return env
+        devices_env = {"CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in devices)}
+        uri = self.options.job_uri or self.store.absolute_uri()
+        return job_environment(claim, uri, resume, devices_env)
 
     # -------------------------------------------------------------- supervision
 

@@ -321,18 +321,20 @@ def main(out: Path) -> None:
             "pytorch.log_model",
             lambda: mlflow.pytorch.log_model(model, name="model", input_example=x.numpy()),
         )
-    if info is not None:
-        rec.call(
-            "pytorch.load_model",
-            lambda: mlflow.pytorch.load_model(info.model_uri)(x).item() == model(x).item(),
-        )
-        rec.call(
-            "search_logged_models",
-            lambda: [
-                m.name
-                for m in mlflow.search_logged_models(experiment_ids=[exp_b], output_format="list")
-            ],
-        )
+
+    def load_back() -> bool:
+        if info is None:
+            raise RuntimeError("log_model failed")
+        return bool(mlflow.pytorch.load_model(info.model_uri)(x).item() == model(x).item())
+
+    rec.call("pytorch.load_model", load_back)
+    rec.call(
+        "search_logged_models",
+        lambda: [
+            m.name
+            for m in mlflow.search_logged_models(experiment_ids=[exp_b], output_format="list")
+        ],
+    )
     rec.call("get_run with-model", lambda: client.get_run(run.info.run_id).info.status)
 
     out.write_text(json.dumps(rec.records, indent=1, sort_keys=True))

@@ -1,0 +1,53 @@
+"""What a job starts with, whoever starts it (the local worker or a cluster dispatcher): its
+environment and, for a retry, the checkpoint to resume from."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+from tracker.entities import ClaimedJob
+from tracker.store import Store
+from tracker.store.jobs import RESERVED_ENV
+
+# Variables of the starter's own environment that must not leak into a job.
+STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+
+
+def job_environment(
+    claim: ClaimedJob,
+    tracker_uri: str,
+    resume: str | None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The starter's environment without ``STRIP_ENV``, then the job's own variables, then
+    the tracker's (run, job, attempt, config, project, store), then ``extra``."""
+    job = claim.job
+    env = {k: v for k, v in os.environ.items() if k not in STRIP_ENV}
+    env.update(job.env)
+    env.update(
+        TRACKER_RUN_ID=str(claim.run_id),
+        TRACKER_JOB_ID=str(job.id),
+        TRACKER_ATTEMPT=str(claim.attempt),
+        TRACKER_CONFIG=json.dumps(job.config),
+        TRACKER_PROJECT=job.project,
+        TRACKER_URI=tracker_uri,
+        **(extra or {}),
+    )
+    env.setdefault("PYTHONUNBUFFERED", "1")  # so output streams line by line
+    if resume:
+        env["TRACKER_RESUME_CHECKPOINT"] = resume
+    return env
+
+
+def resume_checkpoint(store: Store, claim: ClaimedJob) -> str | None:
+    """For a retry (attempt > 1): the run's newest checkpoint whose file still matches its
+    sha256, else None."""
+    if claim.attempt <= 1:
+        return None
+    from tracker.client.run import latest_verified_checkpoint
+    from tracker.client.sinks import SqlSink
+
+    found = latest_verified_checkpoint(SqlSink(store), claim.run_id)
+    return found.path if found is not None else None
