@@ -412,10 +412,22 @@ def _theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 def _onset_of_rise(pts: Sequence[tuple[int, float]], slope: float) -> int:
     """Where a flat start turns into the rise: the last point still within the early level
-    before the values keep climbing (the break of a flat-then-line fit)."""
+    before the values keep climbing (the break of a flat-then-line fit).
+
+    A candidate flat stretch that itself climbs at half the overall slope or more is not
+    flat: a leak from the first step whose early steps grow faster (RSS is concave while
+    the allocator maps fresh pages) has its onset at the start, not where it slows."""
     best_k, best_cost = 0, math.inf
     n = len(pts)
+    sx = sy = sxx = sxy = 0.0
     for k in range(0, max(1, n - 4)):
+        x, y = float(pts[k][0]), pts[k][1]
+        sx, sy, sxx, sxy = sx + x, sy + y, sxx + x * x, sxy + x * y
+        m = k + 1
+        if m >= 2:
+            den = m * sxx - sx * sx
+            if den > 0 and (m * sxy - sx * sy) / den >= 0.5 * slope:
+                continue  # this "flat" stretch rises like the leak itself
         flat = statistics.median(v for _, v in pts[: k + 1])
         cost = math.fsum(abs(v - flat) for _, v in pts[: k + 1])
         s0 = pts[k][0]
