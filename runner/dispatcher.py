@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
@@ -341,15 +341,22 @@ class Dispatcher:
                 self._end(t, ext)
 
     def _describe(self, t: Tracked) -> ExternalJob | None:
+        c = t.claim
         try:
-            return self.executor.job(t.external_id)
+            found = self.executor.job(t.external_id)
         except ExecutorError as exc:
             log.warning("job %s: scheduler state unknown, will retry: %s", t.claim.job.id, exc)
-            c = t.claim
             return ExternalJob(
                 t.external_id, "running", "UNKNOWN", None, self.namespace, c.job.id,
                 c.attempt, c.lease_token,
             )  # fmt: skip
+        if found is None or found.job_id:
+            return found
+        # from a history that keeps no tag (Slurm's completion log): it is this attempt
+        return replace(
+            found, namespace=self.namespace, job_id=c.job.id, attempt=c.attempt,
+            token=c.lease_token,
+        )  # fmt: skip
 
     def _set_reason(self, t: Tracked, reason: str | None) -> None:
         if reason == t.reason:

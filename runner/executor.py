@@ -107,7 +107,9 @@ class Executor(Protocol):
         ...
 
     def job(self, external_id: str) -> ExternalJob | None:
-        """One job with its final details (exit code), or ``None`` once forgotten."""
+        """One job with its final details (exit code), or ``None`` once forgotten (not in
+        the scheduler nor in its history). A job found only in a history that keeps no
+        tag has an empty ``namespace`` and ``job_id`` 0: the caller asked by id."""
         ...
 
     def cancel(self, external_id: str) -> None:

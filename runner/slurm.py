@@ -8,9 +8,12 @@ environment of the ``sbatch`` process (``--export=ALL``).
 
 Output files live in ``log_dir`` (``job-<id>-<attempt>.out``/``.err``), which must be on a
 filesystem the compute nodes and the dispatcher's host share (the dispatcher streams them
-into the store). ``sacct`` is not used: without accounting it does not exist, and
-``squeue -t all`` plus ``scontrol show job`` show ended jobs for ``MinJobAge`` seconds
-(Slurm's default 300), far longer than the dispatcher's poll interval.
+into the store). ``squeue -t all`` plus ``scontrol show job`` show ended jobs for
+``MinJobAge`` seconds (Slurm's default 300), far longer than the dispatcher's poll interval;
+a job slurmctld has already forgotten (a dispatcher down for longer, a controller restarted
+without its state) is looked up in Slurm's history: ``sacct`` when accounting exists, else
+``sacct -c`` over the job-completion log (``JobCompType=jobcomp/filetxt``). Only when neither
+knows it is the job "forgotten" (the dispatcher then retries it as a node failure).
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ from tracker.rules.slurm import (
     SlurmJob,
     SlurmRequest,
     SlurmSite,
+    Tag,
     batch_script,
     job_from_scontrol,
     near_time_limit,
     parse_comment,
+    parse_sacct,
     parse_scontrol,
     parse_squeue,
+    sacct_argv,
     sbatch_argv,
     state_rule,
 )
@@ -56,6 +62,7 @@ class SlurmExecutor:
         self.env = dict(os.environ if env is None else env)  # for squeue/scontrol/scancel
         self.user = getpass.getuser()
         self.script = self.log_dir / "tracker-batch.sh"
+        self._history: list[bool] = [False, True]  # sacct modes left to try: accounting, -c
         text = batch_script(site.template)
         if not self.script.exists() or self.script.read_text() != text:
             tmp = self.script.with_suffix(".tmp")
@@ -121,17 +128,38 @@ class SlurmExecutor:
             out = self._run(["scontrol", "show", "job", "-o", external_id])
         except ExecutorError as exc:
             if "Invalid job id" in exc.message:
-                return None  # forgotten (MinJobAge passed)
+                return self.history(external_id)  # slurmctld forgot it (MinJobAge passed)
             raise
         found = job_from_scontrol(parse_scontrol(out))
         return None if found is None else _external(found, self.site.grace_s)
+
+    def history(self, external_id: str) -> ExternalJob | None:
+        """An ended job from Slurm's history (``sacct``, else ``sacct -c``), or ``None``
+        when neither has it. The completion log keeps no comment: the returned job's
+        namespace is then empty and its job id 0 (the caller asked by id and knows them).
+
+        A sacct mode this cluster does not have (accounting storage disabled, no
+        completion log) is not tried again by this executor; other failures are.
+        """
+        for completion in list(self._history):
+            try:
+                out = self._run(sacct_argv(external_id, completion=completion))
+            except ExecutorError as exc:
+                if "disabled" in exc.message or "JobComp" in exc.message:
+                    self._history.remove(completion)  # not set up here: do not ask again
+                continue
+            found = parse_sacct(out, external_id, completion=completion)
+            if found is not None:
+                tagged = _external(found, self.site.grace_s)
+                return tagged or _external(found, self.site.grace_s, tag=Tag("", 0, 0, ""))
+        return None
 
     def cancel(self, external_id: str) -> None:
         self._run(["scancel", external_id])
 
 
-def _external(job: SlurmJob, grace_s: int) -> ExternalJob | None:
-    tag = parse_comment(job.comment)
+def _external(job: SlurmJob, grace_s: int, tag: Tag | None = None) -> ExternalJob | None:
+    tag = tag or parse_comment(job.comment)
     if tag is None:
         return None
     rule = state_rule(job.state, job.restarts)

@@ -21,8 +21,9 @@ from tests.support.polling import wait_for
 from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
 from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
 from tracker.entities import JobSpec
-from tracker.rules.slurm import SQUEUE_FORMAT, parse_comment, parse_squeue
+from tracker.rules.slurm import SQUEUE_FORMAT, SlurmSite, parse_comment, parse_squeue
 from tracker.runner.dispatcher import store_namespace
+from tracker.runner.slurm import SlurmExecutor
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
 
@@ -125,6 +126,35 @@ def test_failing_job_gets_its_failure_class(
     assert (done.status, done.failure_class) == ("failed", "cuda_oom")
     assert done.exit_code == 1 and "tried to allocate 2.00 GiB" in done.failure_hint
     assert store.get_run(job.run_id).failure_class == "cuda_oom"
+
+
+def test_history_finds_ended_jobs_in_the_completion_log(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    # No accounting here, so sacct falls back to ``sacct -c`` over jobcomp/filetxt: what the
+    # executor reads once slurmctld has forgotten a job (MinJobAge passed)
+    executor = SlurmExecutor(SlurmSite(), str(tmp_path / "logs"))
+    failing = slurm.run("sbatch", "--parsable", "--wrap", "exit 3").strip()
+    sleeper = slurm.run("sbatch", "--parsable", "--wrap", "sleep 300").strip()
+    wait_for(lambda: _state(slurm, sleeper) == "RUNNING", 60, "the sleeper to start")
+    slurm.run("scancel", sleeper)
+    for slurm_id in (failing, sleeper):
+        wait_for(lambda i=slurm_id: executor.history(i), 60, f"job {slurm_id} in the log")
+    failed = executor.history(failing)
+    assert failed is not None and (failed.phase, failed.state, failed.exit_code) == (
+        "ended", "FAILED", 3,
+    )  # fmt: skip
+    assert (failed.namespace, failed.job_id) == ("", 0)  # the completion log keeps no comment
+    cancelled = executor.history(sleeper)
+    assert cancelled is not None and (cancelled.state, cancelled.failure) == (
+        "CANCELLED", "cancelled",
+    )  # fmt: skip
+    assert executor.history("987654") is None
+    assert executor.job("987654") is None  # neither slurmctld nor its history knows it
+
+
+def _state(cluster: SlurmCluster, slurm_id: str) -> str:
+    return cluster.run("squeue", "-h", "-t", "all", "-j", slurm_id, "-o", "%T").strip()
 
 
 SLEEPER = """

@@ -19,9 +19,11 @@ from tracker.rules.slurm import (
     near_time_limit,
     parse_comment,
     parse_exit_code,
+    parse_sacct,
     parse_scontrol,
     parse_slurm_time,
     parse_squeue,
+    sacct_argv,
     sbatch_argv,
     state_rule,
     time_limit,
@@ -243,3 +245,36 @@ def test_parse_slurm_time(text: str | None, seconds: int | None) -> None:
 def test_near_time_limit(run: int | None, limit: int | None, grace: int, near: bool) -> None:
     job = SlurmJob("1", "FAILED", None, None, run_time_s=run, time_limit_s=limit)
     assert near_time_limit(job, grace) is near
+
+
+def test_sacct_argv_accounting_and_completion_log() -> None:
+    acct = sacct_argv("42", completion=False)
+    assert acct[:3] == ["sacct", "-j", "42"] and "-c" not in acct
+    assert acct[-1] == "JobIDRaw,State,ExitCode,Elapsed,Timelimit,Reason,Comment"
+    comp = sacct_argv("42", completion=True)
+    assert comp[:2] == ["sacct", "-c"] and comp[-1] == "JobID,State,ExitCode,Elapsed,Timelimit"
+
+
+def test_parse_sacct_accounting_line_keeps_a_comment_with_bars() -> None:
+    text = (
+        "41|COMPLETED|0:0|00:00:03|00:10:00|None|x\n"
+        "42|CANCELLED by 0|0:15|00:01:02|01:00:00|None|tracker:ab:7:1:t|k\n"
+    )
+    job = parse_sacct(text, "42", completion=False)
+    assert job == SlurmJob(
+        "42", "CANCELLED", None, "tracker:ab:7:1:t|k", exit_code=0, signal=15,
+        run_time_s=62, time_limit_s=3600,
+    )  # fmt: skip
+
+
+def test_parse_sacct_completion_log_takes_the_last_record_of_a_requeued_job() -> None:
+    text = (
+        "7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n"
+        "8|FAILED|1:0|00:00:01|UNLIMITED\n"
+        "7|FAILED|3:0|00:00:02|UNLIMITED\n"
+    )
+    job = parse_sacct(text, "7", completion=True)
+    assert job is not None and (job.state, job.exit_code, job.comment) == ("FAILED", 3, None)
+    assert parse_sacct(text, "9", completion=True) is None  # not in the history
+    assert parse_sacct("", "7", completion=True) is None
+    assert parse_sacct("garbage without bars\n", "7", completion=True) is None

@@ -358,6 +358,45 @@ def job_from_scontrol(fields: Mapping[str, str]) -> SlurmJob | None:
     )
 
 
+# Ended jobs from Slurm's history once slurmctld forgot them (MinJobAge passed): ``sacct``
+# reads the accounting database when there is one; without it, ``sacct -c`` reads the
+# job-completion log (JobCompType=jobcomp/filetxt), which keeps no comment.
+SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Elapsed", "Timelimit", "Reason", "Comment")
+SACCT_COMPLETION_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "Timelimit")
+
+
+def sacct_argv(slurm_id: str, *, completion: bool) -> list[str]:
+    """``sacct`` for one job's allocation line (``-X``), parsable, no header."""
+    fields = SACCT_COMPLETION_FIELDS if completion else SACCT_FIELDS
+    argv = ["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", ",".join(fields)]
+    return [*argv[:1], "-c", *argv[1:]] if completion else argv
+
+
+def parse_sacct(text: str, slurm_id: str, *, completion: bool) -> SlurmJob | None:
+    """The last record of ``slurm_id`` in :func:`sacct_argv`'s output (a requeued job has
+    one per time it ended), or ``None`` when sacct knows no such job. A comment may hold
+    ``|`` (it is the last field, so it keeps them)."""
+    fields = SACCT_COMPLETION_FIELDS if completion else SACCT_FIELDS
+    found: SlurmJob | None = None
+    for line in text.splitlines():
+        parts = line.split("|", len(fields) - 1)
+        if len(parts) != len(fields) or parts[0].strip() != slurm_id:
+            continue
+        row = dict(zip(fields, parts, strict=True))
+        code, sig = parse_exit_code(row.get("ExitCode"))
+        found = SlurmJob(
+            slurm_id=slurm_id,
+            state=_state(row["State"]),
+            reason=_none(row.get("Reason")),
+            comment=_none(row.get("Comment")),
+            exit_code=code,
+            signal=sig,
+            run_time_s=parse_slurm_time(row.get("Elapsed")),
+            time_limit_s=parse_slurm_time(row.get("Timelimit")),
+        )
+    return found
+
+
 # ------------------------------------------------------------------------- state map
 
 
