@@ -63,6 +63,10 @@ class DispatcherOptions:
     once: bool = False  # stop once the first claimed job has ended (tests)
     exit_when_idle: bool = False
     project_root: str | None = None  # relative job directories resolve here (default: cwd)
+    # A submission the scheduler could not take (controller unreachable) goes back to the
+    # queue, tried again after this delay, doubled after each such failure in a row.
+    submit_retry_s: float = 5.0
+    submit_retry_max_s: float = 300.0
 
 
 class OutputFile:
@@ -137,6 +141,8 @@ class Dispatcher:
         self._idle = False
         self._house = Housekeeper()
         self._namespace: str | None = None
+        self._unreachable = 0  # transient submission failures in a row
+        self._submitting: ClaimedJob | None = None  # its lease is renewed like the tracked
 
     @property
     def namespace(self) -> str:
@@ -254,13 +260,23 @@ class Dispatcher:
                 return
             self._idle = False
             self._claimed += 1
-            self._submit(got[0])
+            with self._lock:
+                self._submitting = got[0]
+            try:
+                submitted = self._submit(got[0])
+            finally:
+                with self._lock:
+                    self._submitting = None
+            if not submitted:
+                return  # the scheduler is unreachable: the next tick tries again
 
-    def _submit(self, claim: ClaimedJob) -> None:
+    def _submit(self, claim: ClaimedJob) -> bool:
+        """Hand ``claim`` to the scheduler; False when it could not be reached (the job is
+        back in the queue) and claiming more now would only fail the same way."""
         job = claim.job
         resume = self._resume_checkpoint(claim)
         if claim.attempt > 1 and not queue.set_resume_checkpoint(self.store, claim, resume):
-            return  # lost at once; the new holder runs it
+            return True  # lost at once; the new holder runs it
         try:
             root = choose_project_root(
                 self.project_root, self.options.project_root is not None, job.project_root, job.cwd
@@ -268,7 +284,7 @@ class Dispatcher:
             argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
         except SpawnError as exc:
             self._record(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
-            return
+            return True
         out, err = self.executor.output_paths(job.id, claim.attempt)
         for path in (out, err):  # a rerun attempt number never reads an older file
             if os.path.exists(path):
@@ -293,15 +309,34 @@ class Dispatcher:
         try:
             submitted = self.executor.submit(request)
         except ExecutorError as exc:
+            if exc.transient:
+                self._put_back(claim, exc.message)
+                return False
             log.error("job %s: submission failed: %s", job.id, exc.message)
             failure = Failure(EXIT_CODE, f"{self.executor.name} refused the job: {exc.message}")
             self._record(claim, None, failure)
-            return
+            return True
+        self._unreachable = 0
         self._track(claim, submitted.external_id, {})
         log.info(
             "job %s attempt %s: submitted as %s job %s",
             job.id, claim.attempt, self.executor.name, submitted.external_id,
         )  # fmt: skip
+        return True
+
+    def _put_back(self, claim: ClaimedJob, message: str) -> None:
+        """The scheduler could not take the job: queue it again, later, same attempt. Had it
+        taken the job after all (a reply lost in a timeout), that job carries this claim's
+        token, which no longer holds: the next pass finds and cancels it (see ``adopt``)."""
+        delay = min(
+            self.options.submit_retry_s * 2**self._unreachable, self.options.submit_retry_max_s
+        )
+        self._unreachable += 1
+        retry_at = time.time() + delay
+        stamp = time.strftime("%H:%M:%S", time.localtime(retry_at))
+        reason = f"{self.executor.name} could not be reached, trying again at {stamp}: {message}"
+        log.warning("job %s attempt %s: %s", claim.job.id, claim.attempt, reason)
+        queue.release(self.store, claim, reason=reason, not_before=retry_at)
 
     def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
         return resume_checkpoint(self.store, claim)
@@ -453,6 +488,8 @@ class Dispatcher:
     def _renew(self) -> None:
         with self._lock:
             claims = [t.claim for t in self.tracked.values()]
+            if self._submitting is not None:  # sbatch may take a while (retries, timeouts)
+                claims.append(self._submitting)
         lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
         if lost:  # by token: the job may already run again under a newer attempt
             with self._lock:

@@ -26,9 +26,16 @@ __all__ = ["Executor", "ExecutorError", "ExternalJob", "Submission", "SubmitRequ
 
 
 class ExecutorError(TrackerError):
-    """The scheduler refused or failed a command (submit, list, cancel)."""
+    """The scheduler refused or failed a command (submit, list, cancel).
+
+    ``transient``: the scheduler could not be reached or answered too late, so the same
+    command later can succeed (a submission is then put back in the queue, not failed)."""
 
     code = "executor_error"
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tracker.rules.slurm import (
     SlurmSite,
     Tag,
     batch_script,
+    is_transient_error,
     job_from_scontrol,
     near_time_limit,
     parse_comment,
@@ -79,11 +80,16 @@ class SlurmExecutor:
                 text=True,
                 timeout=COMMAND_TIMEOUT_S,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired as exc:
+            raise ExecutorError(f"{argv[0]} could not run: {exc}", transient=True) from exc
+        except OSError as exc:
             raise ExecutorError(f"{argv[0]} could not run: {exc}") from exc
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()[-2000:]
-            raise ExecutorError(f"{argv[0]} failed (exit {done.returncode}): {said}")
+            raise ExecutorError(
+                f"{argv[0]} failed (exit {done.returncode}): {said}",
+                transient=is_transient_error(said),
+            )
         return done.stdout
 
     def output_paths(self, job_id: int, attempt: int) -> tuple[str, str]:

@@ -1,5 +1,6 @@
 """The dispatcher's parts that need no Slurm: adoption by lease token, the pending reason of a
-claimed job, where a restarted dispatcher resumes reading output, UTF-8-safe file following."""
+claimed job, putting back a claim the scheduler could not take, where a restarted dispatcher
+resumes reading output, UTF-8-safe file following."""
 
 from __future__ import annotations
 
@@ -43,6 +44,34 @@ def test_pending_reason_of_a_claimed_job_is_fenced(store: Store) -> None:
     stale = type(claim)(job=claim.job, lease_token="stale", attempt=1, run_id=claim.run_id)
     assert not queue.set_pending_reason(store, stale, "slurm: Priority")
     assert store_jobs.get_job(store, job.id).pending_reason is None
+
+
+def test_release_puts_a_claim_back_as_if_it_never_started(store: Store) -> None:
+    job = queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    got = queue.claim(store, "d", lease_s=30, now=100.0)
+    assert got is not None
+    claim = got[0]
+    stale = type(claim)(job=claim.job, lease_token="stale", attempt=1, run_id=claim.run_id)
+    assert not queue.release(store, stale, reason="x", not_before=0.0)
+    assert store_jobs.get_job(store, job.id).status == "running"  # the wrong token wrote nothing
+
+    reason = "slurm could not be reached, trying again at 00:01:50: connect failure"
+    assert queue.release(store, claim, reason=reason, not_before=110.0, now=101.0)
+    back = store_jobs.get_job(store, job.id)
+    assert (back.status, back.attempt, back.pending_reason) == ("queued", 0, reason)
+    assert (back.lease_owner, back.lease_expires_at, back.started_at) == (None, None, None)
+    assert store_jobs.attempts(store, job.id) == []  # the attempt never ran
+    run = store.get_run(job.run_id)
+    assert (run.status, run.started_at) == ("queued", None)
+    events = [e for e in store.list_events(job.run_id) if e.kind == "job_attempt"]
+    assert [e.message for e in events] == [f"attempt 1 was not started: {reason}"]
+    assert not queue.release(store, claim, reason=reason, not_before=0.0)  # the token is spent
+
+    assert queue.claim(store, "d", lease_s=30, now=109.0) is None  # not before 110
+    again = queue.claim(store, "d", lease_s=30, now=110.0)
+    assert again is not None and again[0].attempt == 1 and again[0].run_id == job.run_id
+    assert store_jobs.get_job(store, job.id).pending_reason is None
+    assert [a.attempt for a in store_jobs.attempts(store, job.id)] == [1]
 
 
 def test_stored_bytes_counts_utf8_bytes_per_stream_and_attempt(store: Store) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -287,6 +288,35 @@ def test_pending_reason_is_shown_while_slurm_holds_the_job(
     store_jobs.cancel(store, job.id)
     done = ended(store, job.id, 60, "the pending job to be cancelled")
     assert done.status == "cancelled" and done.pending_reason is None
+
+
+def test_unreachable_controller_puts_the_job_back_until_it_answers(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    # sbatch runs with the job's environment: SLURM_CONF names a config whose controller
+    # port answers nothing, a real "Unable to contact slurm controller" (squeue, run with the
+    # dispatcher's own environment, still works); then the config is fixed.
+    good = slurm.conf.read_text()
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+$", "SlurmctldPort=1", good))
+    spec = JobSpec(argv=[sys.executable, "-c", "print('ran')"], env={"SLURM_CONF": str(conf)})
+    job = queue.enqueue(store, spec)
+    proc = dispatcher(procs, tmp_path)
+    waiting = wait_for(
+        lambda: (j := store_jobs.get_job(store, job.id)).pending_reason and j, 90,
+        "the job back in the queue with the reason",
+    )  # fmt: skip
+    assert waiting.status == "queued" and waiting.attempt == 0, waiting
+    assert "slurm could not be reached, trying again at" in waiting.pending_reason
+    assert "Unable to contact slurm controller" in waiting.pending_reason
+    assert store_jobs.attempts(store, job.id) == [] and slurm_jobs(slurm, store, job.id) == []
+    conf.write_text(good)
+    done = ended(store, job.id, 120, "the job to run once the controller answers")
+    assert (done.status, done.attempt, done.pending_reason) == ("succeeded", 1, None)
+    assert "ran\n" in job_text(store, job.id, "stdout")
+    assert len(slurm_jobs(slurm, store, job.id)) == 1
+    assert len(store_jobs.attempts(store, job.id)) == 1
+    assert "could not be reached" in proc.output()
 
 
 def test_bad_sbatch_option_is_refused_at_submit(procs: Procs, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from tracker.rules.slurm import (
     batch_script,
     check_extra_options,
     comment,
+    is_transient_error,
     job_from_scontrol,
     near_time_limit,
     parse_comment,
@@ -278,3 +279,34 @@ def test_parse_sacct_completion_log_takes_the_last_record_of_a_requeued_job() ->
     assert parse_sacct(text, "9", completion=True) is None  # not in the history
     assert parse_sacct("", "7", completion=True) is None
     assert parse_sacct("garbage without bars\n", "7", completion=True) is None
+
+
+# The first of each kind as sbatch 22.05 printed it here (SlurmctldPort pointing nowhere;
+# -p nope); the others as Slurm's sources spell them.
+UNREACHABLE = [
+    "sbatch: error: Batch job submission failed: Unable to contact slurm controller "
+    "(connect failure)",
+    "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+    "sbatch: error: Batch job submission failed: Zero Bytes were transmitted or received",
+    "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation",
+]
+REFUSED = [
+    "sbatch: error: invalid partition specified: nope\n"
+    "sbatch: error: Batch job submission failed: Invalid partition name specified",
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition "
+    "combination specified",
+    "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+    "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+    "(job submit limit, user's size and/or time limits)",
+    "",
+]
+
+
+@pytest.mark.parametrize("said", UNREACHABLE)
+def test_an_unreachable_controller_is_transient(said: str) -> None:
+    assert is_transient_error(said)
+
+
+@pytest.mark.parametrize("said", REFUSED)
+def test_a_refused_request_is_not_transient(said: str) -> None:
+    assert not is_transient_error(said)

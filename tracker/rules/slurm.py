@@ -27,6 +27,8 @@ from tracker.errors import InvalidInput
 __all__ = [
     "ALLOWED_OPTIONS",
     "COMMENT_PREFIX",
+    "SACCT_COMPLETION_FIELDS",
+    "SACCT_FIELDS",
     "SQUEUE_FORMAT",
     "STATES",
     "SlurmJob",
@@ -37,12 +39,15 @@ __all__ = [
     "batch_script",
     "check_extra_options",
     "comment",
+    "is_transient_error",
     "near_time_limit",
     "parse_comment",
     "parse_exit_code",
+    "parse_sacct",
     "parse_scontrol",
     "parse_slurm_time",
     "parse_squeue",
+    "sacct_argv",
     "sbatch_argv",
     "state_rule",
     "time_limit",
@@ -395,6 +400,30 @@ def parse_sacct(text: str, slurm_id: str, *, completion: bool) -> SlurmJob | Non
             time_limit_s=parse_slurm_time(row.get("Timelimit")),
         )
     return found
+
+
+# What Slurm's client commands say when the controller could not be reached or answered
+# too late (down, restarting, overloaded): the same command a little later can succeed.
+# Anything else (a bad partition, account, QOS or option, a policy limit) is the request's
+# own fault, and asking again would be refused the same way.
+TRANSIENT_MESSAGES = (
+    "socket timed out",
+    "unable to contact slurm controller",
+    "connection refused",
+    "communication connection failure",
+    "zero bytes were transmitted",
+    "temporarily unable",
+    "resource temporarily unavailable",
+    "slurm_persist_conn_open",
+    "not responding",
+    "slurmctld is busy",
+)
+
+
+def is_transient_error(message: str) -> bool:
+    """Whether a Slurm command's error output says "try again later" (see above)."""
+    text = message.lower()
+    return any(part in text for part in TRANSIENT_MESSAGES)
 
 
 # ------------------------------------------------------------------------- state map

@@ -76,6 +76,7 @@ __all__ = [
     "finish",
     "poll",
     "reap_expired_leases",
+    "release",
     "renew",
     "set_pending_reason",
     "set_resume_checkpoint",
@@ -337,6 +338,61 @@ def set_pending_reason(store: Store, claim_: ClaimedJob, reason: str | None) -> 
             .values(pending_reason=reason)
         )
     return done.rowcount == 1
+
+
+def release(
+    store: Store,
+    claim_: ClaimedJob,
+    *,
+    reason: str,
+    not_before: float,
+    now: float | None = None,
+) -> bool:
+    """Undo a claim whose attempt never started (the cluster scheduler could not be reached
+    to take it): the job is queued again with the same attempt number, not before
+    ``not_before``, with ``reason`` as its pending reason; the attempt's row goes, and the
+    run is queued again with an event saying why. Returns False (nothing written) when the
+    lease was lost. Raises StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    job_id, attempt = claim_.job.id, claim_.attempt
+    fenced = sa.and_(m.JobRow.id == job_id, m.JobRow.lease_token == claim_.lease_token)
+    with write_begin(store.engine) as conn:
+        if not _hold(conn, claim_):
+            return False
+        conn.execute(
+            sa.update(m.JobRow)
+            .where(fenced)
+            .values(
+                status=JobStatus.QUEUED,
+                attempt=attempt - 1,
+                lease_owner=None,
+                lease_token=None,
+                lease_expires_at=None,
+                started_at=None,
+                not_before=not_before,
+                pending_reason=reason,
+            )
+        )
+        conn.execute(
+            sa.delete(m.JobAttemptRow).where(
+                m.JobAttemptRow.job_id == job_id, m.JobAttemptRow.attempt == attempt
+            )
+        )
+        run_values: dict[str, Any] = {"status": RunStatus.QUEUED, "ended_at": None}
+        if attempt == 1:  # it never started at all
+            run_values.update(started_at=None, host=None)
+        conn.execute(sa.update(m.RunRow).where(m.RunRow.id == claim_.run_id).values(**run_values))
+        conn.execute(
+            sa.insert(m.RunEventRow).values(
+                run_id=claim_.run_id,
+                at=now,
+                kind="job_attempt",
+                message=f"attempt {attempt} was not started: {reason}",
+                data={"attempt": attempt, "status": str(JobStatus.QUEUED), "retry_at": not_before},
+            )
+        )
+    return True
 
 
 # ---------------------------------------------------------------- leases and polls
