@@ -86,7 +86,9 @@ def row(page: Any, path: str) -> Any:
 
 def select(page: Any, path: str, kind: str) -> Any:
     row(page, path).locator(".artifact-file").click()
-    page.wait_for_selector(f'#artifact-preview[data-path={json.dumps(path)}][data-kind="{kind}"]')
+    page.wait_for_selector(
+        f'#artifact-preview[data-path={json.dumps(path)}][data-kind="{kind}"][data-state="ready"]'
+    )
     return page.locator("#artifact-preview .preview-body")
 
 

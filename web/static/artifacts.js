@@ -184,6 +184,9 @@ const RunArtifacts = (() => {
       this.preview.hidden = false;
       this.preview.dataset.path = a.path;
       this.preview.dataset.kind = kind;
+      // "loading" until the body holds what it will show (a text file's preview is fetched).
+      this.preview.dataset.state = "loading";
+      const done = () => { if (request === this.request) this.preview.dataset.state = "ready"; };
       if (kind === "image") {
         body.append(h("img", { class: "preview-image", src: href, alt: a.path }));
       } else if (kind === "pdf") {
@@ -202,11 +205,13 @@ const RunArtifacts = (() => {
           text = await response.text();
         } catch (exc) {
           if (request === this.request) clear(body).append(h("p", { class: "query-error" }, `cannot load ${a.path}: ${exc.message}`));
+          done();
           return;
         }
         if (request !== this.request) return;
         clear(body).append(render(kind, text));
       }
+      done();
     }
   }
 
