@@ -40,8 +40,9 @@ from tracker.runner.executor import Executor, ExecutorError, ExternalJob, Submit
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
-from tracker.store import Store, logs, queue
+from tracker.store import Store, logs, queue, workers
 from tracker.store.tokens import installation_secret
+from tracker.store.workers import WORKER_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +155,17 @@ class Dispatcher:
     # ------------------------------------------------------------------ main loop
 
     def run(self) -> int:
+        workers.register_worker(
+            self.store, self.id, host=self.host, pid=os.getpid(), gpus=[],
+            max_jobs=self.options.max_jobs, executor=self.executor.name,
+        )  # fmt: skip
         log.info("dispatcher %s started (executor %s)", self.id, self.executor.name)
         self._install_signals()
         self.adopt()  # before the reaper runs: our own attempts first
         self._house.every(max(0.2, self.options.lease_s / 3), "lease", self._renew)
+        # leases are long here (jobs outlive a dispatcher), but a silent row reads as lost
+        beat = min(max(0.2, self.options.lease_s / 3), WORKER_TTL_S / 4)
+        self._house.every(beat, "heartbeat", lambda: self._heartbeat("running"))
         if self.options.housekeeping:
             self._house.add_housekeeping(self.store, self.options.housekeeping_options)
         self._house.start()
@@ -169,6 +177,7 @@ class Dispatcher:
                 self._stop.wait(self.options.poll_interval)
         finally:
             self._house.shutdown()
+            self._heartbeat("stopped")
         log.info("dispatcher %s stopped; %d job(s) left to Slurm", self.id, len(self.tracked))
         return 0
 
@@ -494,6 +503,13 @@ class Dispatcher:
         if lost:  # by token: the job may already run again under a newer attempt
             with self._lock:
                 self._lost |= {c.lease_token for c in claims if c.job.id in lost}
+
+    def _heartbeat(self, status: str) -> None:
+        """The dispatcher's row in ``workers`` (``tracker workers ls``, the Queue page)."""
+        try:
+            workers.heartbeat_worker(self.store, self.id, status=status)
+        except StoreUnavailable as exc:
+            log.warning("dispatcher heartbeat failed: %s", exc.message)
 
 
 def store_namespace(store: Store) -> str:

@@ -1,9 +1,10 @@
 """Why a queued job waits: a pure rule over the live workers.
 
 ``explain_pending`` says why a job cannot run on any live worker (too many GPUs asked, GPUs
-too small, no worker at all), or ``None``. The housekeeping hands it to
-:func:`tracker.store.workers.update_pending_reasons`, which writes the reasons; ``tracker
-jobs show`` asks it directly for a job that has none stored yet.
+too small, no worker at all), or ``None``: always ``None`` while a dispatcher is live (the
+cluster scheduler has the GPUs, and its own pending reason shows once it holds the job).
+The housekeeping hands it to :func:`tracker.store.workers.update_pending_reasons`, which
+writes the reasons; ``tracker jobs show`` asks it directly for a job that has none stored yet.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def explain_pending(
     able = [w for w in workers if w.status == "running"]
     if not able:
         return "no live worker: start one with `tracker worker`"
+    if any(w.executor != "local" for w in able):
+        return None  # a cluster scheduler takes any job, and says itself why one waits there
     most = max(able, key=lambda w: len(w.gpus))
     if gpus > len(most.gpus):
         if not most.gpus:

@@ -382,7 +382,9 @@ class GpuDevice:
 @dataclass(frozen=True)
 class WorkerInfo:
     """A registered worker. ``status``: ``running``, ``draining`` or ``stopped`` as the worker
-    wrote it, or ``lost`` when a worker not stopped missed its heartbeats."""
+    wrote it, or ``lost`` when a worker not stopped missed its heartbeats. ``executor``:
+    ``local`` (``tracker worker`` runs the jobs) or the cluster scheduler a dispatcher hands
+    them to (``slurm``; ``gpus`` is then empty: the scheduler has them)."""
 
     id: str
     host: str
@@ -393,6 +395,7 @@ class WorkerInfo:
     started_at: float
     heartbeat_at: float
     running_jobs: list[int] = field(default_factory=list)
+    executor: str = "local"
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,19 @@ def test_pending_reasons_name_what_no_live_worker_has(store: Store) -> None:
     store_workers.update_pending_reasons(store, explain_pending)
     assert "CPU-only" in store_jobs.get_job(store, big.id).pending_reason
     assert [w.id for w in store_workers.list_workers(store)] == ["cpu-only"]
+    # a live dispatcher takes any job (its cluster has the GPUs): nobody is told otherwise
+    store_workers.register_worker(
+        store, "slurm-login-1", host="login", pid=3, gpus=[], max_jobs=5, executor="slurm"
+    )
+    store_workers.update_pending_reasons(store, explain_pending)
+    assert [store_jobs.get_job(store, j.id).pending_reason for j in (big, small, cpu)] == [
+        None, None, None,
+    ]  # fmt: skip
+    listed = {w.id: w.executor for w in store_workers.list_workers(store)}
+    assert listed == {"cpu-only": "local", "slurm-login-1": "slurm"}
+    store_workers.heartbeat_worker(store, "slurm-login-1", status="stopped")
+    store_workers.update_pending_reasons(store, explain_pending)
+    assert "CPU-only" in store_jobs.get_job(store, big.id).pending_reason
 
 
 def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None:

@@ -274,7 +274,7 @@ def test_pending_reason_is_shown_while_slurm_holds_the_job(
 ) -> None:
     too_big = (os.cpu_count() or 1) + 64
     job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", "pass"], cpus=too_big))
-    dispatcher(procs, tmp_path)
+    proc = dispatcher(procs, tmp_path)
     waiting = wait_for(
         lambda: (j := store_jobs.get_job(store, job.id)).status == "running"
         and j.pending_reason and j, 60, "the Slurm pending reason on the claimed job",
@@ -285,9 +285,19 @@ def test_pending_reason_is_shown_while_slurm_holds_the_job(
     listed = procs.run("jobs", "ls", "--json")
     [row] = [j for j in json.loads(listed.stdout) if j["id"] == job.id]
     assert row["pending_reason"] == waiting.pending_reason
+    # the dispatcher is listed among the workers, holding the job it has in Slurm
+    [me] = json.loads(procs.run("workers", "ls", "--json").stdout)
+    assert (me["executor"], me["status"], me["running_jobs"], me["gpus"]) == (
+        "slurm", "running", [job.id], [],
+    )  # fmt: skip
+    assert "slurm" in procs.run("workers", "ls").stdout
     store_jobs.cancel(store, job.id)
     done = ended(store, job.id, 60, "the pending job to be cancelled")
     assert done.status == "cancelled" and done.pending_reason is None
+    proc.signal(signal.SIGTERM)
+    proc.wait(30)
+    [me] = json.loads(procs.run("workers", "ls", "--all", "--json").stdout)
+    assert (me["executor"], me["status"]) == ("slurm", "stopped")
 
 
 def test_unreachable_controller_puts_the_job_back_until_it_answers(

@@ -27,7 +27,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.reading import Reader, open_reader, reader_options
 from tracker.cli.script_args import ScriptCommand
-from tracker.entities import JOB_STATUSES, JobInfo
+from tracker.entities import JOB_STATUSES, JobInfo, WorkerInfo
 from tracker.errors import InvalidInput
 from tracker.rules.sweep import DISTRIBUTIONS_HELP
 from tracker.rules.units import parse_duration, parse_size
@@ -474,8 +474,9 @@ def workers() -> None:
 @json_option
 def workers_ls(include_stopped: bool, live: bool, uri: str | None, token: str | None,
                as_json: bool) -> None:  # fmt: skip
-    """List workers (lost ones with status 'lost'): host, GPUs, how many jobs each runs
-    (RUNNING, of at most MAX) and which (JOBS, as #id), last heartbeat.
+    """List workers (lost ones with status 'lost'): host, what runs their jobs (EXECUTOR:
+    local, or slurm for a dispatcher), GPUs, how many jobs each runs (RUNNING, of at most
+    MAX) and which (JOBS, as #id), last heartbeat.
 
     --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
     """
@@ -484,13 +485,21 @@ def workers_ls(include_stopped: bool, live: bool, uri: str | None, token: str | 
         echo_json(found)
         return
     rows = [
-        (w.id, w.host, w.pid, ",".join(str(g["index"]) for g in w.gpus) or "none", w.max_jobs,
-         w.status, len(w.running_jobs), ", ".join(f"#{j}" for j in w.running_jobs) or "-",
+        (w.id, w.host, w.pid, w.executor, _gpus_cell(w), w.max_jobs, w.status,
+         len(w.running_jobs), ", ".join(f"#{j}" for j in w.running_jobs) or "-",
          fmt_time(w.heartbeat_at))
         for w in found
     ]  # fmt: skip
-    headers = ("ID", "HOST", "PID", "GPUS", "MAX", "STATUS", "RUNNING", "JOBS", "HEARTBEAT")
+    headers = (
+        "ID", "HOST", "PID", "EXECUTOR", "GPUS", "MAX", "STATUS", "RUNNING", "JOBS", "HEARTBEAT"
+    )  # fmt: skip
     print_table(headers, rows)
+
+
+def _gpus_cell(worker: WorkerInfo) -> str:
+    if worker.executor != "local":
+        return "(scheduler)"  # the cluster's GPUs, which its scheduler hands out
+    return ",".join(str(g["index"]) for g in worker.gpus) or "none"
 
 
 @workers.command("check")

@@ -35,7 +35,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "tracker_begin"
 
 # The newest Alembic revision this code knows; tests check it equals the migrations' head.
-SCHEMA_HEAD = "0012_metric_seq"
+SCHEMA_HEAD = "0014_worker_executor"
 
 
 def resolve_uri(uri: str | None = None) -> str:

@@ -247,6 +247,8 @@ class WorkerRow(Base):
     status: Mapped[str] = mapped_column(sa.String(16))
     started_at: Mapped[float]
     heartbeat_at: Mapped[float]
+    # "local" (tracker worker) or the cluster scheduler a dispatcher hands jobs to ("slurm")
+    executor: Mapped[str] = mapped_column(sa.String(32), default="local", server_default="local")
 
 
 class JobRow(Base):

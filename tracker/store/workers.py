@@ -75,6 +75,7 @@ def list_workers(
             r.started_at,
             r.heartbeat_at,
             sorted(jobs.get(r.id, [])),
+            r.executor,
         )
         for r in rows
     ]
@@ -104,9 +105,11 @@ def register_worker(
     pid: int,
     gpus: Sequence[GpuDevice],
     max_jobs: int,
+    executor: str = "local",
     now: float | None = None,
 ) -> None:
-    """Insert (or replace, for a restarted worker with the same id) the worker's row.
+    """Insert (or replace, for a restarted worker with the same id) the worker's row;
+    ``executor`` is ``local`` for ``tracker worker``, the scheduler's name for a dispatcher.
 
     Raises StoreUnavailable.
     """
@@ -116,6 +119,7 @@ def register_worker(
         "pid": pid,
         "gpus": gpu_rows(gpus),
         "max_jobs": max_jobs,
+        "executor": executor,
         "status": "running",
         "started_at": now,
         "heartbeat_at": now,

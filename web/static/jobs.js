@@ -118,6 +118,10 @@
   // ------------------------------------------------------------------ workers
 
   function gpuList(worker) {
+    if (worker.executor && worker.executor !== "local") {
+      return h("span", { class: "muted", title: "a dispatcher: the cluster scheduler hands out the GPUs" },
+        `${worker.executor} dispatcher`);
+    }
     if (!worker.gpus || !worker.gpus.length) return h("span", { class: "muted" }, "CPU only");
     return h("ul", { class: "gpu-list" }, worker.gpus.map((g) => h("li", {},
       h("strong", {}, `${g.index}`), ` ${g.name || "GPU"}`,
