@@ -10,9 +10,9 @@ encodes and returns the artifacts to store (:mod:`tracker.client.uploads`).
   (clipped, NaN as 0), integers as ``0..255`` (clipped); torch tensors (detached now,
   moved to the CPU and encoded in the writer thread: do not modify one in place before
   ``flush()``); PIL images; paths of image files (PNG and JPEG stored as they are).
-  PNG through Pillow when installed (``pip install tracker[media]``), else through the
-  small zlib writer below, so numpy alone is enough. JPEG when asked (``format="jpeg"``)
-  or, with Pillow, for photos of a megapixel or more without alpha.
+  Arrays and tensors become PNG through the small zlib writer below (faster than Pillow's
+  encoder, so numpy alone is enough); PIL images through Pillow. JPEG when asked
+  (``format="jpeg"``) or, with Pillow, for photos of a megapixel or more without alpha.
 * Figures: matplotlib (rendered to PNG *in the calling thread*: pyplot is not thread-safe
   and scripts close figures right after logging them) and plotly (``fig.to_json()``).
 * Histograms: ``{"edges": [...], "counts": [...]}`` of the finite values, NaN and ±Inf
