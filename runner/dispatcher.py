@@ -40,6 +40,7 @@ from tracker.runner.executor import Executor, ExecutorError, ExternalJob, Submit
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
+from tracker.runner.retry import backoff_delay
 from tracker.store import Store, logs, queue, workers
 from tracker.store.tokens import installation_secret
 from tracker.store.workers import WORKER_TTL_S
@@ -337,10 +338,12 @@ class Dispatcher:
         """The scheduler could not take the job: queue it again, later, same attempt. Had it
         taken the job after all (a reply lost in a timeout), that job carries this claim's
         token, which no longer holds: the next pass finds and cancels it (see ``adopt``)."""
-        delay = min(
-            self.options.submit_retry_s * 2**self._unreachable, self.options.submit_retry_max_s
-        )
         self._unreachable += 1
+        delay = backoff_delay(
+            self._unreachable,
+            base_delay_s=self.options.submit_retry_s,
+            max_delay_s=self.options.submit_retry_max_s,
+        )
         retry_at = time.time() + delay
         stamp = time.strftime("%H:%M:%S", time.localtime(retry_at))
         reason = f"{self.executor.name} could not be reached, trying again at {stamp}: {message}"
