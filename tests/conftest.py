@@ -164,3 +164,12 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 # A real S3-protocol server (moto, a subprocess) for the s3:// artifact root tests.
 from tests.support.s3 import s3_env, s3_server  # noqa: E402, F401
+
+
+@pytest.fixture
+def artifact_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``$TRACKER_ARTIFACT_ROOT`` set to a fresh folder (PostgreSQL stores need a root;
+    SQLite would default next to the file)."""
+    path = tmp_path / "artifact-root"
+    monkeypatch.setenv("TRACKER_ARTIFACT_ROOT", str(path))
+    return path

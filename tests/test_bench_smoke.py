@@ -172,6 +172,13 @@ def test_bench_media_quick_reports_every_field(tmp_path: Path) -> None:
     for variant in doc["tracker"].values():
         _positive(variant, *CALL_FIELDS, "cpu_median_us", "loop_s", "drain_after_loop_s")
         assert variant["calls"] == doc["params"]["images"]
+    loop = doc["loop"]  # the training-loop part: every variant, each checked stored
+    assert len(loop) == 3 and "no image" in loop
+    for name, row in loop.items():
+        _positive(row, "step_ms")
+        assert len(row["step_ms_each_rep"]) == doc["params"]["loop_reps"]
+        if name != "no image":
+            _positive(row, "call_median_us", "call_p99_us")
 
 
 @pytest.mark.skipif(not HAVE_MLFLOW, reason="bench_mlflow_route.py drives the mlflow client")

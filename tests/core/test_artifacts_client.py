@@ -25,15 +25,7 @@ from tracker.store import Store, artifacts
 
 
 @pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The artifact root (PostgreSQL needs one; SQLite would default next to the file)."""
-    path = tmp_path / "artifact-root"
-    monkeypatch.setenv("TRACKER_ARTIFACT_ROOT", str(path))
-    return path
-
-
-@pytest.fixture
-def run(store_url: str, root: Path) -> Any:
+def run(store_url: str, artifact_root: Path) -> Any:
     r = tracker.init(project="media", uri=store_url, system_interval=None)
     yield r
     if not r.finished:
@@ -128,7 +120,7 @@ def test_uploads_are_stored_in_the_order_logged(run: Run) -> None:
         assert (_pixels(run, f"media/images/img/{step:09d}.png") == value).all()
 
 
-def test_finish_stores_everything_without_flush(store_url: str, root: Path) -> None:
+def test_finish_stores_everything_without_flush(store_url: str, artifact_root: Path) -> None:
     run = tracker.init(project="media", uri=store_url, system_interval=None)
     for step in range(30):
         run.log_image("x", torch.rand(3, 16, 16), step=step)
@@ -202,7 +194,7 @@ def test_bad_input_fails_in_the_call(run: Run, tmp_path: Path) -> None:
 
 
 def test_past_the_byte_budget_entries_wait_then_go_to_disk(
-    store_url: str, root: Path, tmp_path: Path
+    store_url: str, artifact_root: Path, tmp_path: Path
 ) -> None:
     run = tracker.init(
         project="media", uri=store_url, system_interval=None, max_media_mb=0.01,
@@ -222,7 +214,7 @@ def test_past_the_byte_budget_entries_wait_then_go_to_disk(
     run.finish()
 
 
-def test_a_follower_rank_stores_nothing(store_url: str, root: Path) -> None:
+def test_a_follower_rank_stores_nothing(store_url: str, artifact_root: Path) -> None:
     leader = tracker.init(project="media", uri=store_url, system_interval=None)
     follower = Run(leader.sink, leader.info, active=False, system_interval=None)
     follower.log_text("rank1.txt", "x")
@@ -253,7 +245,9 @@ EXIT_SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_process_exit_stores_queued_uploads(store_url: str, root: Path, tmp_path: Path) -> None:
+def test_process_exit_stores_queued_uploads(
+    store_url: str, artifact_root: Path, tmp_path: Path
+) -> None:
     script = tmp_path / "train.py"
     script.write_text(EXIT_SCRIPT)
     proc = subprocess.run(

@@ -26,18 +26,11 @@ from tracker.store import Store, artifacts
 
 
 @pytest.fixture
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "artifact-root"
-    monkeypatch.setenv("TRACKER_ARTIFACT_ROOT", str(path))
-    return path
-
-
-@pytest.fixture
 def live(
-    make_app: Callable[..., Flask], serve: Callable[[Flask], ServerThread], root: Path,
+    make_app: Callable[..., Flask], serve: Callable[[Flask], ServerThread], artifact_root: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[Flask, ServerThread]:  # fmt: skip
-    app = make_app(TOKEN=TOKEN, ARTIFACT_ROOT=str(root))
+    app = make_app(TOKEN=TOKEN, ARTIFACT_ROOT=str(artifact_root))
     monkeypatch.setenv("TRACKER_TOKEN", TOKEN)
     return app, serve(app)
 

@@ -2,21 +2,23 @@
 
 Pure apart from reading a file the caller names: no store, no threads. The training thread
 calls only the cheap ``prepare_*`` functions (shape checks, a copy of a numpy array, a
-detach of a tensor); the writer thread calls the returned ``Pending.build`` which converts,
-encodes and returns the artifacts to store (:mod:`tracker.client.uploads`).
+detach of a tensor); the encoder thread (:mod:`.encoder`) calls the returned
+``Pending.build``, which converts, encodes and returns the artifacts to store
+(:mod:`tracker.client.uploads`).
 
 * Images: numpy arrays ``HW``, ``HWC``, ``CHW`` (C of 1, 3 or 4), a batch ``NCHW``/``NHWC``
   or a list of equal-shaped images laid out as a grid; floats are read as ``[0, 1]``
   (clipped, NaN as 0), integers as ``0..255`` (clipped); torch tensors (detached now,
-  moved to the CPU and encoded in the writer thread: do not modify one in place before
-  ``flush()``); PIL images; paths of image files (PNG and JPEG stored as they are).
+  moved to the CPU and encoded in the encoder thread; a parameter is copied on its device
+  now, and another tensor changed in place before it is encoded fails its entry rather
+  than store the new values); PIL images; paths of image files (PNG and JPEG as they are).
   Arrays and tensors become PNG through the small zlib writer below (faster than Pillow's
   encoder, so numpy alone is enough); PIL images through Pillow. JPEG when asked
   (``format="jpeg"``) or, with Pillow, for photos of a megapixel or more without alpha.
 * Figures: matplotlib (rendered to PNG *in the calling thread*: pyplot is not thread-safe
   and scripts close figures right after logging them) and plotly (``fig.to_json()``).
 * Histograms: ``{"edges": [...], "counts": [...]}`` of the finite values, NaN and ±Inf
-  counted apart (``nan``, ``posinf``, ``neginf``), computed in the writer thread.
+  counted apart (``nan``, ``posinf``, ``neginf``), computed in the encoder thread.
 """
 
 from __future__ import annotations
@@ -70,13 +72,18 @@ class Artifact:
 
 @dataclass
 class Pending:
-    """What a ``log_*`` call queued: ``build()`` (in the writer thread) makes the artifacts.
+    """What a ``log_*`` call queued: ``build()`` makes the artifacts, ahead of the writer in
+    the encoder thread (:mod:`tracker.client.encoder`), which leaves them in ``built`` (or
+    the error in ``failed``).
 
     ``nbytes`` is the memory the entry holds until it is stored (the media byte budget)."""
 
     what: str  # for messages: "image 'samples' at step 3"
     build: Callable[[], list[Artifact]]
     nbytes: int
+    built: list[Artifact] | None = None
+    failed: Exception | None = None
+    claimed: bool = False  # the encoder took it (built or failed follow)
 
 
 # ------------------------------------------------------------------------ images
@@ -86,22 +93,26 @@ def prepare_image(
     key: str, image: Any, step: int, caption: str | None, image_format: str | None
 ) -> Pending:
     """Check ``image`` and hold it (copied or detached) for the writer. Cheap."""
-    fmt = _check_format(image_format)
+    fmt = None if image_format is None else _check_format(image_format)
     base = f"media/images/{key}/{step:09d}"
     meta: dict[str, Any] = {} if caption is None else {"caption": str(caption)}
     what = f"image {key!r} at step {step}"
+    if _is_tensor(image):  # first: a training loop's usual image, and the cheapest to hold
+        tensor = _detached(image)
+        shape = tuple(tensor.shape)
+        _layout(shape, what)
+        nbytes = tensor.dtype.itemsize * math.prod(shape)
+        if image.requires_grad and image.is_leaf:  # a parameter: the optimizer changes it
+            tensor = tensor.clone()  # in place, so it is copied (on its device) now
+        version = _version(tensor)
+        return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor, version),
+                                                    base, step, meta, fmt)], nbytes)  # fmt: skip
     if isinstance(image, (str, Path)):
         return _prepare_image_file(Path(image), base, step, meta, f"{what} ({image})", fmt)
     if _is_pil(image):
         held = image.copy()
         size = held.width * held.height * len(held.getbands())
         return Pending(what, lambda: [_encode_pil(held, base, step, meta, fmt)], size)
-    if _is_tensor(image):
-        tensor = _detached(image)
-        _layout(tuple(tensor.shape), what)
-        nbytes = _nbytes(tensor)
-        return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor), base, step, meta,
-                                                    fmt)], nbytes)  # fmt: skip
     if isinstance(image, (list, tuple)) and image and not _is_number(image[0]):
         parts = [_hold_array(item, what) for item in image]
         shapes = {tuple(p.shape) for p in parts}
@@ -126,7 +137,7 @@ def _hold_array(image: Any, what: str) -> Any:
     """A tensor detached, anything else as a numpy array copy (the caller may reuse it).
 
     The copy is ``tobytes()``, which keeps the GIL: a copy that releases it (``np.array``)
-    lets a busy writer thread take the interpreter for up to a switch interval (5 ms)."""
+    lets a busy encoder or writer thread take the interpreter for up to a switch interval (5 ms)."""
     if _is_tensor(image):
         return _detached(image)
     try:
@@ -143,8 +154,17 @@ def _hold_array(image: Any, what: str) -> Any:
 
 def _detached(tensor: Any) -> Any:
     """The tensor without its autograd graph. ``.data`` rather than ``detach()``: torch ops
-    release the GIL, and getting it back from a busy writer thread can take milliseconds."""
+    release the GIL, and getting it back from a busy encoder or writer thread can take
+    milliseconds."""
     return tensor.data if tensor.requires_grad else tensor
+
+
+def _version(tensor: Any) -> int | None:
+    """The tensor's in-place change counter; None for an inference tensor (it has none)."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:
+        return None
 
 
 def _nbytes(value: Any) -> int:
@@ -224,12 +244,27 @@ def image_grid(batch: Any, padding: int = GRID_PADDING) -> Any:
     return grid
 
 
-def _tensor_to_numpy(tensor: Any) -> Any:
-    """In the writer thread: to the CPU, floats as float32 (bfloat16 has no numpy type)."""
+def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
+    """In the encoder thread: to the CPU, floats as float32 (bfloat16 has no numpy type).
+
+    ``version``: the tensor's ``_version`` when it was logged; an in-place change since
+    (read after the copy, so a change during it counts too) fails the entry rather than
+    storing what the tensor holds now."""
     import torch
 
     floating = tensor.dtype.is_floating_point
-    return (tensor.to("cpu", torch.float32) if floating else tensor.cpu()).numpy()
+    cpu = tensor.to("cpu", torch.float32) if floating else tensor.cpu()
+    array = cpu.numpy()
+    if version is None:
+        return array
+    if cpu.data_ptr() == tensor.data_ptr():  # no copy was made: make one before the check
+        array = array.copy()
+    if tensor._version != version:
+        raise InvalidInput(
+            "the tensor was changed in place after it was logged, before it was encoded: "
+            "log a copy (tensor.clone()) or call tracker.flush() before changing it"
+        )
+    return array
 
 
 def _encode_array(
@@ -244,8 +279,8 @@ def _encode_array(
         if fmt == "jpeg":
             raise InvalidInput("JPEG images need Pillow: pip install 'tracker[media]'")
         # our PNG writer, with or without Pillow: 2-3x less CPU than Pillow's (which tries
-        # every filter on every row), files within ~10% of its size; the writer thread's
-        # CPU is taken from the training loop on a small machine
+        # every filter on every row), files within ~10% of its size; CPU spent here
+        # is CPU not left to the training loop when the machine is small
         return Artifact(f"{base}.png", encode_png(hwc), "image/png", step, info)
     mode = {1: "L", 3: "RGB", 4: "RGBA"}[channels]
     image = pil.fromarray(hwc[:, :, 0] if channels == 1 else hwc, mode)
@@ -401,7 +436,7 @@ def prepare_histogram(key: str, values: Any, step: int, bins: int) -> Pending:
 def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pending:
     """A tensor's histogram reduced on its own device, with no sync: the calling thread
     only queues a few kernels (and the memory held is ``bins`` counts, not a copy of the
-    tensor); the writer thread reads the counts back. Same document as :func:`histogram`."""
+    tensor); the encoder thread reads the counts back. Same document as :func:`histogram`."""
     import torch
 
     with torch.no_grad():
@@ -498,7 +533,16 @@ def histogram(values: Any, bins: int) -> dict[str, Any]:
 
 
 def _is_tensor(value: Any) -> bool:
-    return type(value).__module__.startswith("torch") and hasattr(value, "detach")
+    kind = type(value)
+    known = _TENSOR_TYPES.get(kind)
+    if known is None:
+        known = _TENSOR_TYPES[kind] = kind.__module__.startswith("torch") and hasattr(
+            kind, "detach"
+        )
+    return known
+
+
+_TENSOR_TYPES: dict[type, bool] = {}  # type -> is a torch tensor (the check, once per type)
 
 
 def _is_pil(value: Any) -> bool:

@@ -104,6 +104,7 @@ class Run:
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
+        self._image_keys: set[str] = set()  # log_image() keys already checked
         self._watches: list[Any] = []  # tracker.watch() hooks, removed at finish
         self._signals = None
         if auto_signals is None:  # system metrics off (system_interval=None): these too
@@ -242,10 +243,11 @@ class Run:
 
         ``image``: a numpy array (HW, HWC or CHW; floats in [0, 1], integers in 0..255), a
         batch (NCHW/NHWC, or a list of images) laid out as a grid, a torch tensor (detached
-        now, moved and encoded in the writer thread: do not change it in place before
-        ``flush()``), a PIL image or an image file's path. ``step`` defaults to the run's
-        current step; ``format`` is ``"png"`` or ``"jpeg"`` (default: PNG, JPEG for photos
-        of a megapixel or more when Pillow is installed).
+        now, moved and encoded in the encoder thread; a parameter is copied on its device
+        now, another tensor changed in place before it is encoded is reported by an
+        ``UploadError``, not stored), a PIL image or an image file's path. ``step``
+        defaults to the run's current step; ``format`` is ``"png"`` or ``"jpeg"``
+        (default: PNG, JPEG for photos of a megapixel or more when Pillow is installed).
 
         Raises:
             InvalidInput: the shape is not an image, or a bad ``format``/file.
@@ -255,9 +257,9 @@ class Run:
         from tracker.client.media import prepare_image
 
         self._check_open()
-        self._queue_uploads(
-            [prepare_image(check_key(key), image, self._media_step(step), caption, format)]
-        )
+        if type(key) is not str or key not in self._image_keys:  # once per key: on the loop
+            self._image_keys.add(check_key(key))
+        self._queue_uploads([prepare_image(key, image, self._media_step(step), caption, format)])
 
     def log_figure(self, key: str, figure: Any, step: int | None = None) -> None:
         """Store a matplotlib figure as PNG (rendered now, in this thread) or a plotly
@@ -269,7 +271,7 @@ class Run:
 
     def log_histogram(self, key: str, values: Any, step: int | None = None, bins: int = 64) -> None:
         """Store the distribution of ``values`` (a tensor, array or list) as ``bins`` counts
-        and edges at ``media/histograms/<key>/<step>.json``, computed in the writer thread;
+        and edges at ``media/histograms/<key>/<step>.json``, computed in the encoder thread;
         NaN and ±Inf are counted apart. A tensor is copied on its device now."""
         from tracker.client.media import prepare_histogram
 

@@ -2,7 +2,9 @@
 
 * ``put()`` (the training thread) appends a :class:`~tracker.client.media.Pending` entry:
   the data is held as given (a numpy copy, a detached tensor, bytes); converting and
-  encoding happen in the writer thread (``Pending.build``), then ``sink.put_artifact``.
+  encoding happen in the encoder thread at the lowest CPU priority
+  (:mod:`tracker.client.encoder`, started by the first entry), then the writer thread
+  stores the result with ``sink.put_artifact``, in the order logged.
 * Memory is bounded by a byte budget (``max_media_mb``, default ``$TRACKER_MAX_MEDIA_MB``
   or 512 MiB). Past it, ``put()`` waits up to ``MEDIA_WAIT_S`` for the writer to make room
   (not at all while the store is unavailable); if there is still none, the entry is built
@@ -27,9 +29,11 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.client.encoder import Encoder, encoder_nice
 from tracker.client.media import Artifact, Pending
 from tracker.errors import AttemptSuperseded, InvalidInput, StoreUnavailable, UploadError
 
@@ -60,7 +64,7 @@ def media_budget_bytes(max_media_mb: float | None) -> int:
 class Uploads:
     def __init__(
         self, sink: Any, run_id: int, spill_path: Path, budget_bytes: int,
-        wait_s: float = MEDIA_WAIT_S,
+        wait_s: float = MEDIA_WAIT_S, on_built: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.run_id = run_id
@@ -76,6 +80,10 @@ class Uploads:
         self._cond = threading.Condition()
         self._names = itertools.count()
         self.closed = False  # the writer stopped: put() no longer waits for room
+        self._on_built = on_built or (lambda: None)  # wakes the writer
+        self._nice = encoder_nice()  # checked now: a bad value fails init(), not a thread
+        self._encoder: Encoder | None = None  # started by the first entry
+        self._encoder_waiting = False
 
     # ------------------------------------------------------------- training side
 
@@ -98,10 +106,16 @@ class Uploads:
             if not full:
                 self.held_bytes += need
                 self._queue.append(entry)
+                if self._encoder_waiting:
+                    self._cond.notify_all()
+                if self._encoder is None:
+                    self._encoder = Encoder(self, self._on_built, self._nice)
                 return
         entry = self._to_disk(entry)  # encoded here, outside the lock the writer needs
         with self._cond:
             self._queue.append(entry)
+            if self._encoder_waiting:
+                self._cond.notify_all()
 
     def put_marker(self, marker: Any) -> None:
         with self._cond:
@@ -128,6 +142,30 @@ class Uploads:
     def pending(self) -> int:
         return sum(1 for e in list(self._queue) if type(e) is Pending)
 
+    # -------------------------------------------------------------- encoder side
+
+    def next_to_build(self, ahead: int) -> Pending | None:
+        """The first entry nobody builds yet, once fewer than ``ahead`` built entries wait
+        for the writer (blocks); None once closed."""
+        with self._cond:
+            while not self.closed:
+                claimed = 0
+                for item in self._queue:
+                    if type(item) is not Pending:
+                        continue
+                    if not item.claimed:
+                        item.claimed = True
+                        return item
+                    claimed += 1
+                    if claimed >= ahead:
+                        break
+                # put() wakes it only when it waits for a new entry; the writer's _done()
+                # (notify_all) when it waits for room
+                self._encoder_waiting = claimed < ahead
+                self._cond.wait()
+                self._encoder_waiting = False
+            return None
+
     # --------------------------------------------------------------- writer side
 
     def send(self, budget_s: float) -> bool:
@@ -147,11 +185,19 @@ class Uploads:
                 head.done.set()
                 continue
             if self._built is None:
-                try:
-                    self._built = head.build()
-                except Exception as exc:
-                    self._done(head, failure=exc)
+                if head.failed is not None:
+                    self._done(head, failure=head.failed)
                     continue
+                if head.built is not None:
+                    self._built = list(head.built)
+                elif self._encoding():
+                    return False  # the encoder builds it, and wakes the writer when done
+                else:
+                    try:
+                        self._built = head.build()
+                    except Exception as exc:
+                        self._done(head, failure=exc)
+                        continue
             while self._built:
                 art = self._built[0]
                 try:
@@ -172,6 +218,9 @@ class Uploads:
             if time.monotonic() >= end:
                 return bool(self._queue)
         return False
+
+    def _encoding(self) -> bool:
+        return self._encoder is not None and self._encoder.thread.is_alive()
 
     def _put(self, art: Artifact) -> None:
         self.sink.put_artifact(
@@ -239,7 +288,12 @@ class Uploads:
         with open(spill_file, "a", encoding="utf-8") as fh:
             for index, entry in enumerate(entries):
                 try:
-                    arts = first_built if index == 0 and first_built else entry.build()
+                    if index == 0 and first_built:
+                        arts = first_built
+                    elif entry.failed is not None:
+                        raise entry.failed
+                    else:
+                        arts = entry.built if entry.built is not None else entry.build()
                 except Exception as exc:
                     self.failures.append(f"{entry.what}: {type(exc).__name__}: {exc}")
                     continue

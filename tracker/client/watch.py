@@ -19,7 +19,7 @@ after ``optimizer.step()`` is on):
   (``weights/<param name>``) and of its gradient (``grads/<param name>``) as histograms
   (``Run.log_histogram``, 64 bins) on watched steps; on a GPU reduced on the device without
   a sync (see ``tracker.client.media.prepare_device_histogram``), on the CPU copied and
-  counted in the writer thread.
+  counted in the encoder thread.
 * ``compile/recompiles`` and ``compile/graph_breaks`` (cumulative) when ``torch._dynamo`` was
   already imported: graph breaks from ``torch._dynamo.utils.counters["graph_break"]``,
   recompiles from Dynamo's compile-start callbacks (a compile id ``F/N`` with N > 0 is the

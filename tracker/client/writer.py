@@ -150,7 +150,10 @@ class Writer:
         self._unsettled = False  # the sink said it has chart rollups left to refresh
         self._settling = False  # the thread is inside sink.settle()
         self._settle_calls = 0
-        self.uploads = Uploads(sink, run_id, self.spill_path, media_budget_bytes(max_media_mb))
+        self.uploads = Uploads(
+            sink, run_id, self.spill_path, media_budget_bytes(max_media_mb),
+            on_built=self._wake.set,
+        )  # fmt: skip
         self.upload_failures = self.uploads.failures  # the same list: a cheap check in log()
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
         self._thread.start()
@@ -171,9 +174,9 @@ class Writer:
             self._wake.set()
 
     def put_upload(self, entry: Pending) -> None:
-        """Queue an artifact/media entry (may wait briefly past the byte budget)."""
+        """Queue an artifact/media entry (may wait briefly past the byte budget). The
+        encoder thread wakes the writer once the entry is built."""
         self.uploads.put(entry, outage=self.outage is not None)
-        self._wake.set()
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything put before this call is stored (points and uploads).

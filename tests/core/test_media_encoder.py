@@ -1,0 +1,231 @@
+"""The media encoder thread (tracker.client.encoder): images and histograms are encoded in
+a thread of their own at the lowest CPU priority, ahead of the writer, which stores them
+in the order logged into a real store; the loop never waits for the encoding."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import tracker
+from tracker.client.encoder import AHEAD, ENCODER_NICE
+from tracker.client.media import Artifact, Pending
+from tracker.client.run import Run
+from tracker.errors import InvalidInput, UploadError
+from tracker.store import Store, artifacts
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="a nice value per thread is Linux's"
+)
+
+
+@pytest.fixture
+def run(store_url: str, artifact_root: Path) -> Any:
+    r = tracker.init(project="encoder", uri=store_url, system_interval=None)
+    yield r
+    if not r.finished:
+        r.finish()
+
+
+def _nice(native_id: int | None = None) -> int:
+    return os.getpriority(os.PRIO_PROCESS, native_id or threading.get_native_id())
+
+
+def _recording(seen: list[tuple[str, int]], path: str, delay: float = 0.0) -> Pending:
+    """An entry whose build records the thread (name, nice value) that built it."""
+
+    def build() -> list[Artifact]:
+        seen.append((threading.current_thread().name, _nice()))
+        time.sleep(delay)
+        return [Artifact(path, path.encode(), "text/plain")]
+
+    return Pending(f"text {path!r}", build, len(path))
+
+
+def _encoders() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "tracker-encoder"]
+
+
+@linux_only
+def test_media_is_built_by_the_encoder_thread_at_the_lowest_priority(run: Run) -> None:
+    seen: list[tuple[str, int]] = []
+    base = _nice()
+    run._writer.put_upload(_recording(seen, "notes/a.txt"))
+    run.log_image("samples", torch.rand(3, 8, 8), step=0)
+    run.flush()
+    assert seen == [("tracker-encoder", max(base, ENCODER_NICE))]
+    # the writer (points, heartbeats) keeps the loop's priority
+    assert _nice(run._writer._thread.native_id) == base
+    store = run.sink.store  # type: ignore[attr-defined]
+    assert artifacts.media_keys(store, run.id)["images"]["samples"] == [0]
+    with artifacts.open_artifact(store, run.id, "notes/a.txt") as fh:
+        assert fh.read() == b"notes/a.txt"
+
+
+@linux_only
+def test_the_nice_value_comes_from_the_environment(
+    store_url: str, artifact_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRACKER_ENCODER_NICE", "0")
+    run = tracker.init(project="encoder", uri=store_url, system_interval=None)
+    seen: list[tuple[str, int]] = []
+    run._writer.put_upload(_recording(seen, "a.txt"))
+    run.finish()
+    assert seen == [("tracker-encoder", _nice())]
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "20", "1.5"])
+def test_a_bad_nice_value_fails_init_naming_the_variable(
+    store_url: str, artifact_root: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("TRACKER_ENCODER_NICE", value)
+    with pytest.raises(InvalidInput, match="TRACKER_ENCODER_NICE") as info:
+        tracker.init(project="encoder", uri=store_url, system_interval=None)
+    assert "0" in str(info.value) and "19" in str(info.value)
+
+
+def test_entries_built_ahead_are_stored_in_the_order_logged(run: Run) -> None:
+    stored: list[str] = []
+    uploads = run._writer.uploads
+    put = uploads._put
+
+    def recording_put(art: Artifact) -> None:
+        put(art)  # the real store
+        stored.append(art.path)
+
+    uploads._put = recording_put  # type: ignore[method-assign]
+    seen: list[tuple[str, int]] = []
+    rng = random.Random(7)
+    paths = []
+    for i in range(3 * AHEAD + 5):
+        path = f"order/{i:03d}.txt"
+        paths.append(path)
+        run._writer.put_upload(_recording(seen, path, delay=rng.choice([0.0, 0.0, 0.02])))
+        if i % 4 == 0:
+            run.log_image("img", np.full((4, 4), i, dtype=np.uint8), step=i)
+    run.flush()
+    assert [p for p in stored if p.startswith("order/")] == paths
+    assert artifacts.media_keys(run.sink.store, run.id)["images"]["img"] == list(  # type: ignore[attr-defined]
+        range(0, 3 * AHEAD + 5, 4)
+    )
+
+
+def test_the_loop_does_not_wait_for_a_slow_encoder(run: Run) -> None:
+    gate = threading.Event()
+
+    def blocked() -> list[Artifact]:
+        gate.wait(30)
+        return [Artifact("slow.txt", b"slow", "text/plain")]
+
+    run._writer.put_upload(Pending("text 'slow.txt'", blocked, 4))
+    for step in range(50):  # the encoder is stuck on the first entry meanwhile
+        run.log_image("x", torch.rand(3, 8, 8), step=step)
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    store = run.sink.store  # type: ignore[attr-defined]
+    assert "x" not in artifacts.media_keys(store, run.id).get("images", {})
+    gate.set()
+    run.flush()
+    assert artifacts.media_keys(store, run.id)["images"]["x"] == list(range(50))
+
+
+def test_a_build_failure_in_the_encoder_is_raised_by_the_next_call(run: Run) -> None:
+    def broken() -> list[Artifact]:
+        raise ValueError("cannot encode this")
+
+    run._writer.put_upload(Pending("image 'bad' at step 3", broken, 1))
+    run._writer.put_upload(_recording([], "good.txt"))
+    run._writer.flush()  # the writer's own flush: run.flush() raises the failure too
+    with pytest.raises(UploadError, match=r"image 'bad' at step 3: ValueError: cannot encode"):
+        run.log_text("next.txt", "x")
+    run.log_text("after.txt", "the run goes on")
+    run.flush()
+    store = run.sink.store  # type: ignore[attr-defined]
+    for path, data in [("good.txt", b"good.txt"), ("after.txt", b"the run goes on")]:
+        with artifacts.open_artifact(store, run.id, path) as fh:
+            assert fh.read() == data
+
+
+def test_the_encoder_thread_ends_with_the_run(store_url: str, artifact_root: Path) -> None:
+    before = set(_encoders())
+    run = tracker.init(project="encoder", uri=store_url, system_interval=None)
+    run.log({"loss": 1.0})
+    assert set(_encoders()) == before  # no media yet: no encoder
+    run.log_histogram("w", torch.randn(1000), step=0)
+    run.finish()
+    for thread in set(_encoders()) - before:
+        thread.join(5)
+        assert not thread.is_alive()
+    store = Store(store_url)
+    try:
+        assert artifacts.media_keys(store, run.id)["histograms"]["w"] == [0]
+    finally:
+        store.close()
+
+
+def _blocked_encoder(run: Run) -> threading.Event:
+    """Hold the encoder on an entry of its own until the returned event is set."""
+    gate = threading.Event()
+
+    def wait() -> list[Artifact]:
+        gate.wait(30)
+        return [Artifact("gate.txt", b"gate", "text/plain")]
+
+    run._writer.put_upload(Pending("text 'gate.txt'", wait, 4))
+    return gate
+
+
+def _pixels(run: Run, key: str, step: int) -> np.ndarray:
+    from PIL import Image
+
+    store = run.sink.store  # type: ignore[attr-defined]
+    with artifacts.open_artifact(store, run.id, f"media/images/{key}/{step:09d}.png") as fh:
+        return np.asarray(Image.open(fh))
+
+
+def test_a_parameter_is_stored_as_it_was_when_logged(run: Run) -> None:
+    layer = torch.nn.Linear(8, 8, bias=False)
+    with torch.no_grad():
+        layer.weight.fill_(0.25)
+    gate = _blocked_encoder(run)
+    run.log_image("weights", layer.weight, step=0)  # HW, a leaf that requires grad
+    with torch.no_grad():  # the optimizer's in-place step, before the image is encoded
+        layer.weight.fill_(1.0)
+    gate.set()
+    run.flush()
+    assert (_pixels(run, "weights", 0) == round(0.25 * 255)).all()
+
+
+def test_a_tensor_changed_in_place_before_encoding_fails_with_a_hint(run: Run) -> None:
+    image = torch.full((3, 8, 8), 0.5)
+    gate = _blocked_encoder(run)
+    run.log_image("changed", image, step=4)
+    run.log_image("kept", torch.full((3, 8, 8), 0.5), step=4)
+    image.mul_(2.0)  # in place, while the entry waits for the encoder
+    gate.set()
+    with pytest.raises(UploadError) as info:
+        run.flush()
+    message = str(info.value)
+    assert "image 'changed' at step 4" in message
+    assert "changed in place" in message and "clone()" in message
+    store = run.sink.store  # type: ignore[attr-defined]
+    images = artifacts.media_keys(store, run.id)["images"]
+    assert "changed" not in images  # not stored with what it holds now
+    assert images["kept"] == [4]
+    assert (_pixels(run, "kept", 4) == round(0.5 * 255)).all()
+
+
+def test_an_inference_tensor_is_logged(run: Run) -> None:
+    with torch.inference_mode():  # an inference tensor has no version counter
+        image = torch.full((8, 8), 1.0)
+        run.log_image("inference", image, step=0)
+    run.flush()
+    assert (_pixels(run, "inference", 0) == 255).all()
