@@ -160,20 +160,28 @@ def test_another_writer_gets_in_between_the_chunks(store_url: str) -> None:
     bounds = {(run.id, k): (0, 249_999) for k in keys}
     write = other_writer(store_url, run.id)
     errors: list[BaseException] = []
+    if store_url.startswith("postgresql"):
+        # Statistics as autovacuum leaves them on a table this size. The table was just
+        # truncated, and with statistics taken while it was nearly empty a chunk once ran
+        # for minutes on a loaded machine (a plan to pin down: not what this test checks).
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE metric_points")
 
     def refresh() -> None:
         try:
-            store.refresh_rollups(bounds, chunk_points=10_000)
+            store.refresh_rollups(bounds, chunk_points=2_000)
         except BaseException as exc:
             errors.append(exc)
 
-    refreshing = threading.Thread(target=refresh)
+    refreshing = threading.Thread(target=refresh, daemon=True)
     refreshing.start()
     writes_during = 0
-    while refreshing.is_alive():
-        write()  # raises "database is locked" / LockNotAvailable past 0.5 s of waiting
-        writes_during += refreshing.is_alive()
-    refreshing.join()
+    try:
+        while refreshing.is_alive():
+            write()  # raises "database is locked" / LockNotAvailable past 0.5 s of waiting
+            writes_during += refreshing.is_alive()
+    finally:
+        refreshing.join(120)  # never leave it holding locks the next test's setup needs
     assert not errors
     assert writes_during >= 3, "the refresh ended before the other writer could test it"
     assert all_rollups(store, run.id) == full_rebuild(store, run.id)
