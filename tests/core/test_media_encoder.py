@@ -197,11 +197,13 @@ def test_a_parameter_is_stored_as_it_was_when_logged(run: Run) -> None:
         layer.weight.fill_(0.25)
     gate = _blocked_encoder(run)
     run.log_image("weights", layer.weight, step=0)  # HW, a leaf that requires grad
+    run.log_image("slice", layer.weight[:4, :4], step=0)  # a view of it
     with torch.no_grad():  # the optimizer's in-place step, before the image is encoded
         layer.weight.fill_(1.0)
     gate.set()
     run.flush()
     assert (_pixels(run, "weights", 0) == round(0.25 * 255)).all()
+    assert (_pixels(run, "slice", 0) == round(0.25 * 255)).all()
 
 
 def test_a_tensor_changed_in_place_before_encoding_fails_with_a_hint(run: Run) -> None:

@@ -9,7 +9,7 @@ detach of a tensor); the encoder thread (:mod:`.encoder`) calls the returned
 * Images: numpy arrays ``HW``, ``HWC``, ``CHW`` (C of 1, 3 or 4), a batch ``NCHW``/``NHWC``
   or a list of equal-shaped images laid out as a grid; floats are read as ``[0, 1]``
   (clipped, NaN as 0), integers as ``0..255`` (clipped); torch tensors (detached now,
-  moved to the CPU and encoded in the encoder thread; a parameter is copied on its device
+  moved to the CPU and encoded in the encoder thread; one that requires grad is copied on its device
   now, and another tensor changed in place before it is encoded fails its entry rather
   than store the new values); PIL images; paths of image files (PNG and JPEG as they are).
   Arrays and tensors become PNG through the small zlib writer below (faster than Pillow's
@@ -102,8 +102,8 @@ def prepare_image(
         shape = tuple(tensor.shape)
         _layout(shape, what)
         nbytes = tensor.dtype.itemsize * math.prod(shape)
-        if image.requires_grad and image.is_leaf:  # a parameter: the optimizer changes it
-            tensor = tensor.clone()  # in place, so it is copied (on its device) now
+        if image.requires_grad:  # a parameter or a view of one, changed in place by the
+            tensor = tensor.clone()  # optimizer (and .data has a version counter of its own)
         version = _version(tensor)
         return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor, version),
                                                     base, step, meta, fmt)], nbytes)  # fmt: skip

@@ -243,8 +243,8 @@ class Run:
 
         ``image``: a numpy array (HW, HWC or CHW; floats in [0, 1], integers in 0..255), a
         batch (NCHW/NHWC, or a list of images) laid out as a grid, a torch tensor (detached
-        now, moved and encoded in the encoder thread; a parameter is copied on its device
-        now, another tensor changed in place before it is encoded is reported by an
+        now, moved and encoded in the encoder thread; a tensor that requires grad is copied on
+        its device now, another tensor changed in place before it is encoded is reported by an
         ``UploadError``, not stored), a PIL image or an image file's path. ``step``
         defaults to the run's current step; ``format`` is ``"png"`` or ``"jpeg"``
         (default: PNG, JPEG for photos of a megapixel or more when Pillow is installed).
