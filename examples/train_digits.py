@@ -10,7 +10,8 @@ intensity and noise. The run config's ``data`` field says which one a run used.
 
 Config precedence: the defaults below < command-line flags < the config submitted with a
 queued job (``tracker.config`` has it merged in). Every epoch the script logs validation
-metrics and saves a checkpoint; started with ``TRACKER_RESUME_CHECKPOINT`` set (the worker
+metrics, media (sample predictions, a confusion matrix, weight histograms: the dashboard's
+Media tab) and saves a checkpoint; started with ``TRACKER_RESUME_CHECKPOINT`` set (the worker
 sets it when it retries a job), it loads that checkpoint and continues from its epoch/step.
 Seeds are re-applied per epoch, so a resumed run repeats exactly what the uninterrupted run
 would have done.
@@ -301,6 +302,32 @@ def evaluate(model: nn.Module, loader: DataLoader) -> tuple[torch.Tensor, float]
     return loss_sum / count, correct / count
 
 
+SAMPLES = 16  # validation digits shown per epoch
+ZOOM = 4  # 8x8 digits drawn as 32x32 (nearest neighbour)
+
+
+@torch.no_grad()
+def log_media(model: nn.Module, val: TensorDataset, step: int) -> None:
+    """What the dashboard's Media tab shows for an epoch: the first validation digits as a
+    grid captioned with the predictions, the confusion matrix as an image (rows: the true
+    digit, columns: the predicted one, each row scaled to its largest count), and the
+    distribution of every weight matrix. Uses no random numbers (a resumed run repeats)."""
+    model.eval()
+    images, labels = val.tensors
+    predicted = model(images).argmax(dim=1)
+    grid = images[:SAMPLES].repeat_interleave(ZOOM, dim=2).repeat_interleave(ZOOM, dim=3)
+    shown = " ".join(str(int(p)) for p in predicted[:SAMPLES])
+    tracker.log_image("val/samples", grid, step=step, caption=f"predicted: {shown}")
+    confusion = torch.zeros(10, 10)
+    confusion.index_put_((labels, predicted), torch.ones(len(labels)), accumulate=True)
+    confusion = confusion / confusion.amax(dim=1, keepdim=True).clamp(min=1.0)
+    cells = confusion.repeat_interleave(16, dim=0).repeat_interleave(16, dim=1)
+    tracker.log_image("val/confusion", cells, step=step, caption="rows: true, columns: predicted")
+    for name, param in model.named_parameters():
+        if param.dim() > 1:
+            tracker.log_histogram(f"weights/{name}", param, step=step)
+
+
 def restore(
     path: str,
     model: nn.Module,
@@ -361,6 +388,9 @@ def fit(
         step, train_loss = train_epoch(model, loaders[0], optimizer, scheduler, step)
         val_loss, val_acc = evaluate(model, loaders[1])
         tracker.log({"val/loss": val_loss, "val/acc": val_acc, "epoch": epoch + 1}, step=step)
+        val_set = loaders[1].dataset
+        assert isinstance(val_set, TensorDataset)
+        log_media(model, val_set, step)
         state = {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),

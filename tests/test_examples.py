@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import tracker
-from tracker.store import Store
+from tracker.store import Store, artifacts
 
 torch = pytest.importorskip("torch")
 
@@ -115,6 +115,15 @@ def test_one_epoch_logs_every_step_and_a_verified_checkpoint(
     state = load(latest.path)
     assert set(state) >= {"model", "optimizer", "scheduler", "epoch", "step"}
     assert (state["epoch"], state["step"]) == (1, last_step)
+
+    # The epoch's media: what the demo's Media tab shows.
+    media = artifacts.media_keys(store, run_id)
+    assert media["images"] == {"val/samples": [last_step], "val/confusion": [last_step]}
+    weight_keys = {f"weights/{name}" for name, v in state["model"].items() if v.dim() > 1}
+    assert set(media["histograms"]) == weight_keys
+    samples = artifacts.get_artifact(store, run_id, f"media/images/val/samples/{last_step:09d}.png")
+    caption = samples.meta["caption"]
+    assert caption.startswith("predicted: ") and len(caption.split()) == 17, caption
 
 
 def test_resume_continues_from_the_checkpoint(tmp_path: Path, store: Store) -> None:
