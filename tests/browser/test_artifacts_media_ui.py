@@ -336,6 +336,34 @@ def test_histogram_panel_draws_a_heatmap_over_steps(
     assert card.locator(".histogram-note").is_hidden()  # every step drawn
 
 
+def test_a_histogram_of_few_steps_has_a_tick_at_each_step(
+    page: Any, dashboard: Dashboard, media: SeededMedia
+) -> None:
+    """One step drew a step axis of 22.6 .. 23.4: a few rows get a tick at each step."""
+    from tracker.store.artifacts import put_artifact
+
+    run_id = dashboard.seeded.runs["adam-stopped"]
+    doc = json.dumps({"edges": [-1.0, 0.0, 1.0, 2.0], "counts": [3, 5, 2]}).encode()
+    cases = {"weights/once": [23], "weights/thrice": [23, 46, 69], "weights/many": list(range(30))}
+    for key, steps in cases.items():
+        for step in steps:
+            put_artifact(dashboard.store, run_id, f"media/histograms/{key}/{step:09d}.json", doc,
+                         media_type="application/json", step=step)  # fmt: skip
+    page.goto(f"{dashboard.url}/runs/{run_id}#media", timeout=SLOW_LOAD_MS)
+    for key, steps in cases.items():
+        selector = f'.histogram-card[data-key="{key}"] .histogram-chart'
+        page.locator(selector).scroll_into_view_if_needed()
+        page.wait_for_function(
+            f"() => {{ const p = document.querySelector('{selector}');"
+            " return p && p.data && p.data[0].type === 'heatmap' && p.querySelector('.ytick'); }"
+        )
+        labels = page.locator(f"{selector} .ytick text").all_text_contents()
+        if len(steps) <= 8:
+            assert labels == [str(s) for s in steps], key
+        else:  # plotly's own ticks: whole steps inside the range
+            assert len(labels) >= 3 and all(0 <= int(t) <= 29 for t in labels), labels
+
+
 def test_compare_shows_two_runs_histograms_side_by_side(
     page: Any, dashboard: Dashboard, media: SeededMedia, screenshot: Any
 ) -> None:

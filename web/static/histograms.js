@@ -13,6 +13,7 @@ const Histograms = (() => {
   const { h, api, clear } = T;
   const GRID_BINS = 64;
   const MAX_ROWS = 1000;
+  const FEW_ROWS = 8; // up to this many steps, the step axis has a tick at each one
 
   function keyPath(key) {
     return String(key).split("/").map(encodeURIComponent).join("/");
@@ -127,7 +128,9 @@ const Histograms = (() => {
       margin: { l: 60, r: 10, t: opts.title ? 30 : 10, b: 40 },
       title: opts.title ? { text: T.plotText(opts.title), font: { size: 12 } } : undefined,
       xaxis: { title: { text: "value" }, zeroline: false },
-      yaxis: { title: { text: "step" }, zeroline: false },
+      // A few rows: a tick at each step (plotly's own ticks would fall between steps, e.g.
+      // 22.6 .. 23.4 for one step); more rows get plotly's ticks, which are whole numbers.
+      yaxis: { title: { text: "step" }, zeroline: false, tickvals: m.y.length <= FEW_ROWS ? m.y : undefined },
       paper_bgcolor: "#fff", plot_bgcolor: "#fff",
     };
     for (const note of target.querySelectorAll(":scope > p")) note.remove(); // "loading…", "no data"
