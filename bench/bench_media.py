@@ -17,8 +17,8 @@ cost in the tail.
 Then what the images cost a training loop (``--loop-steps``, 0 to skip): a small MLP
 trained on the CPU (torch's default threads), a fresh ``3x256x256`` tensor image made every
 step, run side by side ``--loop-reps`` times each, interleaved: without logging it, logging
-it with the encoder thread at the loop's priority (``TRACKER_ENCODER_NICE=0``) and logging
-it as shipped (the encoder at nice 19). Reported: the median time per step of each, the
+it with the encoder thread at the loop's priority (``TRACKER_ENCODER_NICE=0``), at nice 19
+(``TRACKER_ENCODER_NICE=19``) and as shipped (the encoder in the idle scheduling class). Reported: the median time per step of each, the
 time each logging variant adds to a step, the call's own median/p99, and the wait in
 ``finish()`` for what was not stored yet.
 
@@ -110,7 +110,8 @@ def measure(work: Path, variant: str, images: int, budget_mb: float) -> dict[str
 LOOP_VARIANTS = {  # name -> TRACKER_ENCODER_NICE (None: no image logged)
     "no image": None,
     "image, encoder at the loop's priority": "0",
-    "image, encoder at nice 19 (default)": "",
+    "image, encoder at nice 19": "19",
+    "image, encoder in the idle class (default)": "",
 }
 
 

@@ -1,11 +1,12 @@
 """The media encoder thread (tracker.client.encoder): images and histograms are encoded in
-a thread of their own at the lowest CPU priority, ahead of the writer, which stores them
+a thread of their own in the idle scheduling class, ahead of the writer, which stores them
 in the order logged into a real store; the loop never waits for the encoding."""
 
 from __future__ import annotations
 
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -40,15 +41,29 @@ def _nice(native_id: int | None = None) -> int:
     return os.getpriority(os.PRIO_PROCESS, native_id or threading.get_native_id())
 
 
-def _recording(seen: list[tuple[str, int]], path: str, delay: float = 0.0) -> Pending:
-    """An entry whose build records the thread (name, nice value) that built it."""
+def _recording(
+    seen: list[tuple[str, int, int]], path: str, delay: float = 0.0, cpu_s: float = 0.0
+) -> Pending:
+    """An entry whose build records the thread (name, nice value, scheduling policy) that
+    built it, after ``cpu_s`` seconds of the thread's own CPU time and a ``delay``."""
 
     def build() -> list[Artifact]:
-        seen.append((threading.current_thread().name, _nice()))
+        start = time.thread_time()
+        while time.thread_time() - start < cpu_s:
+            pass
+        seen.append((threading.current_thread().name, _nice(), os.sched_getscheduler(0)))
         time.sleep(delay)
         return [Artifact(path, path.encode(), "text/plain")]
 
     return Pending(f"text {path!r}", build, len(path))
+
+
+def _wait_for(seen: list[Any], count: int = 1) -> None:
+    """Until ``count`` entries are built (a flush would let the writer build them too)."""
+    deadline = time.monotonic() + 30
+    while len(seen) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(seen) >= count, seen
 
 
 def _encoders() -> list[threading.Thread]:
@@ -56,15 +71,17 @@ def _encoders() -> list[threading.Thread]:
 
 
 @linux_only
-def test_media_is_built_by_the_encoder_thread_at_the_lowest_priority(run: Run) -> None:
-    seen: list[tuple[str, int]] = []
+def test_media_is_built_by_the_encoder_thread_in_the_idle_class(run: Run) -> None:
+    seen: list[tuple[str, int, int]] = []
     base = _nice()
     run._writer.put_upload(_recording(seen, "notes/a.txt"))
     run.log_image("samples", torch.rand(3, 8, 8), step=0)
+    _wait_for(seen)
     run.flush()
-    assert seen == [("tracker-encoder", max(base, ENCODER_NICE))]
+    assert seen == [("tracker-encoder", base, os.SCHED_IDLE)]
     # the writer (points, heartbeats) keeps the loop's priority
-    assert _nice(run._writer._thread.native_id) == base
+    writer = run._writer._thread.native_id
+    assert _nice(writer) == base and os.sched_getscheduler(writer) == os.SCHED_OTHER
     store = run.sink.store  # type: ignore[attr-defined]
     assert artifacts.media_keys(store, run.id)["images"]["samples"] == [0]
     with artifacts.open_artifact(store, run.id, "notes/a.txt") as fh:
@@ -75,12 +92,56 @@ def test_media_is_built_by_the_encoder_thread_at_the_lowest_priority(run: Run) -
 def test_the_nice_value_comes_from_the_environment(
     store_url: str, artifact_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TRACKER_ENCODER_NICE", "0")
-    run = tracker.init(project="encoder", uri=store_url, system_interval=None)
-    seen: list[tuple[str, int]] = []
-    run._writer.put_upload(_recording(seen, "a.txt"))
-    run.finish()
-    assert seen == [("tracker-encoder", _nice())]
+    base = _nice()
+    for value, nice in (("0", base), (str(ENCODER_NICE), max(base, ENCODER_NICE))):
+        monkeypatch.setenv("TRACKER_ENCODER_NICE", value)
+        run = tracker.init(project="encoder", uri=store_url, system_interval=None)
+        seen: list[tuple[str, int, int]] = []
+        run._writer.put_upload(_recording(seen, "a.txt"))
+        _wait_for(seen)
+        run.finish()
+        assert seen == [("tracker-encoder", nice, os.SCHED_OTHER)], value
+
+
+@linux_only
+def test_flush_does_not_wait_for_an_encoder_a_busy_machine_starves(run: Run) -> None:
+    """A process spinning on the encoder's CPU leaves an idle-class thread almost no time
+    (entries costing 20 ms of CPU each would take seconds apiece): while flush() waits, the
+    writer builds the entries at the normal priority."""
+    cpu = min(os.sched_getaffinity(0))
+    seen: list[tuple[str, int, int]] = []
+    go = threading.Event()
+    encoder: list[int] = []
+
+    def blocked() -> list[Artifact]:  # holds the encoder until it is pinned
+        if threading.current_thread().name == "tracker-encoder":
+            encoder.append(threading.get_native_id())
+            go.wait(30)
+        return [Artifact("first.txt", b"first", "text/plain")]
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(busy.pid, {cpu})
+        run._writer.put_upload(Pending("first", blocked, 5))
+        deadline = time.monotonic() + 30
+        while not encoder and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert encoder, "the encoder did not start"
+        os.sched_setaffinity(encoder[0], {cpu})
+        paths = [f"costly/{i}.txt" for i in range(6)]
+        for path in paths:
+            run._writer.put_upload(_recording(seen, path, cpu_s=0.02))
+        go.set()
+        run.flush()
+        by_writer = [name for name, _, _ in seen if name == "tracker-writer"]
+        assert len(by_writer) >= 4, seen
+    finally:
+        busy.kill()
+        busy.wait()
+    store = run.sink.store  # type: ignore[attr-defined]
+    for path in paths:
+        with artifacts.open_artifact(store, run.id, path) as fh:
+            assert fh.read() == path.encode()
 
 
 @pytest.mark.parametrize("value", ["abc", "-1", "20", "1.5"])

@@ -2,7 +2,7 @@
 
 * ``put()`` (the training thread) appends a :class:`~tracker.client.media.Pending` entry:
   the data is held as given (a numpy copy, a detached tensor, bytes); converting and
-  encoding happen in the encoder thread at the lowest CPU priority
+  encoding happen in the encoder thread in the idle scheduling class
   (:mod:`tracker.client.encoder`, started by the first entry), then the writer thread
   stores the result with ``sink.put_artifact``, in the order logged.
 * Memory is bounded by a byte budget (``max_media_mb``, default ``$TRACKER_MAX_MEDIA_MB``
@@ -16,7 +16,10 @@
   bytes). Any other error fails that entry only: it is recorded in ``failures`` and the
   next call on the run raises ``UploadError`` naming it; later entries go on.
 * ``flush()``/``finish()`` wait for the entries logged before them (a marker, as for
-  points). When ``finish()`` gives up on an unavailable store, or the writer fails, the
+  points); meanwhile the writer builds, at the normal priority, the entries the encoder has
+  not started, and one it has not finished within ``HANDOFF_S`` (the encoder's result is
+  then unused), so a busy machine that leaves the idle-class encoder no CPU does not hold
+  ``finish()`` up. When ``finish()`` gives up on an unavailable store, or the writer fails, the
   entries left are built and written to ``<spill>.media/`` with a line each in the spill
   file, which ``tracker db replay`` uploads.
 """
@@ -39,6 +42,7 @@ from tracker.errors import AttemptSuperseded, InvalidInput, StoreUnavailable, Up
 
 MEDIA_WAIT_S = 2.0  # put(): how long a call over the byte budget waits for room
 DEFAULT_MAX_MEDIA_MB = 512.0
+HANDOFF_S = 0.05  # send() during a flush: how long the encoder may take to finish an entry
 
 __all__ = ["DEFAULT_MAX_MEDIA_MB", "MEDIA_WAIT_S", "Uploads", "media_budget_bytes"]
 
@@ -84,6 +88,7 @@ class Uploads:
         self._nice = encoder_nice()  # checked now: a bad value fails init(), not a thread
         self._encoder: Encoder | None = None  # started by the first entry
         self._encoder_waiting = False
+        self._markers = 0  # flush markers queued: while >0 the writer builds entries too
 
     # ------------------------------------------------------------- training side
 
@@ -109,7 +114,7 @@ class Uploads:
                 if self._encoder_waiting:
                     self._cond.notify_all()
                 if self._encoder is None:
-                    self._encoder = Encoder(self, self._on_built, self._nice)
+                    self._encoder = Encoder(self, self._entry_built, self._nice)
                 return
         entry = self._to_disk(entry)  # encoded here, outside the lock the writer needs
         with self._cond:
@@ -123,6 +128,7 @@ class Uploads:
                 marker.done.set()
             else:
                 self._queue.append(marker)
+                self._markers += 1
 
     def raise_failures(self) -> None:
         """Raise ``UploadError`` for the uploads that failed since the last call."""
@@ -182,16 +188,19 @@ class Uploads:
                 with self._cond:
                     if self._queue and self._queue[0] is head:
                         self._queue.popleft()
+                        self._markers -= 1
                 head.done.set()
                 continue
             if self._built is None:
+                if head.built is None and head.failed is None and self._encoding():
+                    if not self._markers:
+                        return False  # the encoder builds it, and wakes the writer when done
+                    self._take_or_wait(head)  # a flush waits: build it here if need be
                 if head.failed is not None:
                     self._done(head, failure=head.failed)
                     continue
                 if head.built is not None:
                     self._built = list(head.built)
-                elif self._encoding():
-                    return False  # the encoder builds it, and wakes the writer when done
                 else:
                     try:
                         self._built = head.build()
@@ -221,6 +230,24 @@ class Uploads:
 
     def _encoding(self) -> bool:
         return self._encoder is not None and self._encoder.thread.is_alive()
+
+    def _take_or_wait(self, head: Pending) -> None:
+        """While a flush waits: claim ``head`` for the writer if the encoder has not, else
+        give the encoder ``HANDOFF_S`` to finish it (if it has not by then, the writer
+        builds it and the encoder's late result is unused)."""
+        with self._cond:
+            if not head.claimed:
+                head.claimed = True
+            else:
+                self._cond.wait_for(
+                    lambda: head.built is not None or head.failed is not None, HANDOFF_S
+                )
+
+    def _entry_built(self) -> None:
+        """The encoder built an entry: wake ``_take_or_wait`` and the writer."""
+        with self._cond:
+            self._cond.notify_all()
+        self._on_built()
 
     def _put(self, art: Artifact) -> None:
         self.sink.put_artifact(
@@ -278,6 +305,7 @@ class Uploads:
                     item.done.set()  # a flush waiting on it: what it waits for is spilled
             first_built = self._built
             self._queue.clear()
+            self._markers = 0
             self._built = None
             self.held_bytes = 0
             self._cond.notify_all()
