@@ -4,12 +4,14 @@ in the order logged into a real store; the loop never waits for the encoding."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,45 +105,75 @@ def test_the_nice_value_comes_from_the_environment(
         assert seen == [("tracker-encoder", nice, os.SCHED_OTHER)], value
 
 
-@linux_only
-def test_flush_does_not_wait_for_an_encoder_a_busy_machine_starves(run: Run) -> None:
-    """A process spinning on the encoder's CPU leaves an idle-class thread almost no time
-    (entries costing 20 ms of CPU each would take seconds apiece): while flush() waits, the
-    writer builds the entries at the normal priority."""
+@contextlib.contextmanager
+def _starved_encoder(run: Run) -> Iterator[None]:
+    """The run's encoder thread pinned to one CPU beside a process spinning there: in the
+    idle class it gets almost no CPU (entries costing 20 ms of CPU take seconds apiece)."""
+    seen: list[Any] = []
+    run._writer.put_upload(_recording(seen, "warm.txt"))  # starts the encoder
+    _wait_for(seen)
+    encoder = run._writer.uploads._encoder
+    assert encoder is not None and encoder.thread.native_id is not None
     cpu = min(os.sched_getaffinity(0))
-    seen: list[tuple[str, int, int]] = []
-    go = threading.Event()
-    encoder: list[int] = []
-
-    def blocked() -> list[Artifact]:  # holds the encoder until it is pinned
-        if threading.current_thread().name == "tracker-encoder":
-            encoder.append(threading.get_native_id())
-            go.wait(30)
-        return [Artifact("first.txt", b"first", "text/plain")]
-
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(busy.pid, {cpu})
-        run._writer.put_upload(Pending("first", blocked, 5))
-        deadline = time.monotonic() + 30
-        while not encoder and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert encoder, "the encoder did not start"
-        os.sched_setaffinity(encoder[0], {cpu})
-        paths = [f"costly/{i}.txt" for i in range(6)]
-        for path in paths:
-            run._writer.put_upload(_recording(seen, path, cpu_s=0.02))
-        go.set()
-        run.flush()
-        by_writer = [name for name, _, _ in seen if name == "tracker-writer"]
-        assert len(by_writer) >= 4, seen
+        os.sched_setaffinity(encoder.thread.native_id, {cpu})
+        yield
     finally:
         busy.kill()
         busy.wait()
+
+
+def _costly(seen: list[tuple[str, int, int]], path: str, nbytes: int = 0) -> Pending:
+    """An entry whose build costs 20 ms of CPU; ``nbytes`` as held against the budget."""
+    entry = _recording(seen, path, cpu_s=0.02)
+    return Pending(entry.what, entry.build, nbytes or len(path))
+
+
+def _assert_stored(run: Run, paths: list[str]) -> None:
     store = run.sink.store  # type: ignore[attr-defined]
     for path in paths:
         with artifacts.open_artifact(store, run.id, path) as fh:
             assert fh.read() == path.encode()
+
+
+@linux_only
+def test_flush_does_not_wait_for_an_encoder_a_busy_machine_starves(run: Run) -> None:
+    """While flush() waits, the writer builds the entries at the normal priority (before,
+    these 6 took 44 s to flush)."""
+    seen: list[tuple[str, int, int]] = []
+    paths = [f"costly/{i}.txt" for i in range(6)]
+    with _starved_encoder(run):
+        for path in paths:
+            run._writer.put_upload(_costly(seen, path))
+        run.flush()
+        by_writer = [name for name, _, _ in seen if name == "tracker-writer"]
+        assert len(by_writer) >= 4, seen
+    _assert_stored(run, paths)
+
+
+@linux_only
+def test_a_call_over_the_budget_does_not_wait_for_an_encoder_a_busy_machine_starves(
+    store_url: str, artifact_root: Path
+) -> None:
+    """A call that waits for room makes the writer build entries too, so room comes in
+    milliseconds: nothing is built in the calling thread and spilled to disk (before, each
+    such call waited its 2 s and then encoded the entry itself)."""
+    run = tracker.init(project="encoder", uri=store_url, system_interval=None, max_media_mb=1)
+    seen: list[tuple[str, int, int]] = []
+    paths = [f"big/{i}.txt" for i in range(8)]
+    try:
+        with _starved_encoder(run):
+            for path in paths:  # two fit in the budget at a time
+                run._writer.put_upload(_costly(seen, path, nbytes=400_000))
+            uploads = run._writer.uploads
+            assert uploads.spilled_on_put == 0, seen
+            assert [n for n, _, _ in seen].count("MainThread") == 0, seen
+            run.flush()
+    finally:
+        run.finish()
+    _assert_stored(run, paths)
 
 
 @pytest.mark.parametrize("value", ["abc", "-1", "20", "1.5"])

@@ -7,7 +7,8 @@
   stores the result with ``sink.put_artifact``, in the order logged.
 * Memory is bounded by a byte budget (``max_media_mb``, default ``$TRACKER_MAX_MEDIA_MB``
   or 512 MiB). Past it, ``put()`` waits up to ``MEDIA_WAIT_S`` for the writer to make room
-  (not at all while the store is unavailable); if there is still none, the entry is built
+  (not at all while the store is unavailable), the writer building entries itself meanwhile
+  as during a flush (below); if there is still none, the entry is built
   in the calling thread and its files go to ``<spill>.media/`` on disk, from where the
   writer uploads (and deletes) them in order. So a loop that logs faster than the writer
   encodes slows down briefly, and an outage never grows memory.
@@ -88,7 +89,9 @@ class Uploads:
         self._nice = encoder_nice()  # checked now: a bad value fails init(), not a thread
         self._encoder: Encoder | None = None  # started by the first entry
         self._encoder_waiting = False
-        self._markers = 0  # flush markers queued: while >0 the writer builds entries too
+        # While a flush marker is queued or a put() waits for room, the writer builds too.
+        self._markers = 0
+        self._room_waiters = 0
 
     # ------------------------------------------------------------- training side
 
@@ -97,14 +100,19 @@ class Uploads:
         with self._cond:
             if self.held_bytes and self.held_bytes + need > self.budget_bytes:
                 if not outage and not self.closed:
-                    self._cond.wait_for(
-                        lambda: (
-                            self.held_bytes + need <= self.budget_bytes
-                            or not self.held_bytes
-                            or self.closed
-                        ),
-                        timeout=self.wait_s,
-                    )
+                    self._room_waiters += 1  # the writer builds entries too meanwhile
+                    self._on_built()  # wakes it
+                    try:
+                        self._cond.wait_for(
+                            lambda: (
+                                self.held_bytes + need <= self.budget_bytes
+                                or not self.held_bytes
+                                or self.closed
+                            ),
+                            timeout=self.wait_s,
+                        )
+                    finally:
+                        self._room_waiters -= 1
                 full = bool(self.held_bytes) and self.held_bytes + need > self.budget_bytes
             else:
                 full = False
@@ -193,9 +201,9 @@ class Uploads:
                 continue
             if self._built is None:
                 if head.built is None and head.failed is None and self._encoding():
-                    if not self._markers:
+                    if not self._markers and not self._room_waiters:
                         return False  # the encoder builds it, and wakes the writer when done
-                    self._take_or_wait(head)  # a flush waits: build it here if need be
+                    self._take_or_wait(head)  # someone waits: build it here if need be
                 if head.failed is not None:
                     self._done(head, failure=head.failed)
                     continue
@@ -232,9 +240,9 @@ class Uploads:
         return self._encoder is not None and self._encoder.thread.is_alive()
 
     def _take_or_wait(self, head: Pending) -> None:
-        """While a flush waits: claim ``head`` for the writer if the encoder has not, else
-        give the encoder ``HANDOFF_S`` to finish it (if it has not by then, the writer
-        builds it and the encoder's late result is unused)."""
+        """While a flush or a ``put()`` waits: claim ``head`` for the writer if the encoder
+        has not, else give the encoder ``HANDOFF_S`` to finish it (if it has not by then,
+        the writer builds it and the encoder's late result is unused)."""
         with self._cond:
             if not head.claimed:
                 head.claimed = True
