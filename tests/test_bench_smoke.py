@@ -173,7 +173,8 @@ def test_bench_media_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(variant, *CALL_FIELDS, "cpu_median_us", "loop_s", "drain_after_loop_s")
         assert variant["calls"] == doc["params"]["images"]
     loop = doc["loop"]  # the training-loop part: every variant, each checked stored
-    assert len(loop) == 3 and "no image" in loop
+    assert len(loop) == 4 and "no image" in loop
+    assert "image, encoder in the idle class (default)" in loop
     for name, row in loop.items():
         _positive(row, "step_ms")
         assert len(row["step_ms_each_rep"]) == doc["params"]["loop_reps"]
