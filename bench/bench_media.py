@@ -18,9 +18,9 @@ Then what the images cost a training loop (``--loop-steps``, 0 to skip): a small
 trained on the CPU (torch's default threads), a fresh ``3x256x256`` tensor image made every
 step, run side by side ``--loop-reps`` times each, interleaved: without logging it, logging
 it with the encoder thread at the loop's priority (``TRACKER_ENCODER_NICE=0``), at nice 19
-(``TRACKER_ENCODER_NICE=19``) and as shipped (the encoder in the idle scheduling class). Reported: the median time per step of each, the
-time each logging variant adds to a step, the call's own median/p99, and the wait in
-``finish()`` for what was not stored yet.
+(``TRACKER_ENCODER_NICE=19``) and as shipped (the encoder in the idle scheduling class).
+Reported: the median time per step of each, the time each logging variant adds to a step,
+the call's own median/p99, and the wait in ``finish()`` for what was not stored yet.
 
     python bench/bench_media.py [--images 1000] [--budget-mb 1024] [--loop-steps 200]
                                 [--loop-reps 3] [--quick] [--json out.json]
