@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import tracker
-from tracker.client.encoder import AHEAD, ENCODER_NICE
+from tracker.client.encoder import AHEAD, ENCODER_NICE, EncoderStopped, torch_op
 from tracker.client.media import Artifact, Pending
 from tracker.client.run import Run
 from tracker.errors import InvalidInput, UploadError
@@ -324,3 +324,68 @@ def test_an_inference_tensor_is_logged(run: Run) -> None:
         run.log_image("inference", image, step=0)
     run.flush()
     assert (_pixels(run, "inference", 0) == 255).all()
+
+
+EXIT_SCRIPT = str(Path(__file__).parent / "scripts" / "encoder_at_exit.py")
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("dtype", "count"),
+    [
+        ("float64", 40_000_000),  # converted by numpy: the exit does not wait for it
+        ("bfloat16", 2_000_000),  # no numpy type: a torch op, which the exit waits for
+    ],
+)
+def test_a_process_exits_cleanly_while_its_encoder_is_still_building(
+    store_url: str, artifact_root: Path, dtype: str, count: int
+) -> None:
+    """The interpreter used to abort ('terminate called without an active exception',
+    exit -6) when the encoder thread was inside a torch op at exit."""
+    proc = subprocess.run(
+        [sys.executable, EXIT_SCRIPT, store_url, dtype, str(count)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "FINISHED" in proc.stdout and "terminate called" not in proc.stderr
+    run_id = int(proc.stdout.split()[1])
+    store = Store(store_url)
+    try:
+        keys = artifacts.media_keys(store, run_id)["histograms"]
+    finally:
+        store.close()
+    assert keys == {"warm": [0], "weights": [0]}
+
+
+@linux_only
+def test_closing_waits_for_a_torch_op_of_the_encoder_and_bars_new_ones(run: Run) -> None:
+    entered, release = threading.Event(), threading.Event()
+    built_in: list[str] = []
+
+    def build(path: str) -> list[Artifact]:
+        with torch_op():
+            if threading.current_thread().name == "tracker-encoder":
+                entered.set()
+                release.wait(30)
+            built_in.append(threading.current_thread().name)
+        return [Artifact(path, path.encode(), "text/plain")]
+
+    run._writer.put_upload(Pending("text 'a.txt'", lambda: build("a.txt"), 5))
+    run._writer.put_upload(Pending("text 'b.txt'", lambda: build("b.txt"), 5))
+    assert entered.wait(30)
+    finishing = threading.Thread(target=run.finish)
+    finishing.start()
+    finishing.join(1.0)
+    assert finishing.is_alive()  # the writer built both; the exit waits for the encoder
+    assert built_in == ["tracker-writer", "tracker-writer"]
+    release.set()
+    finishing.join(30)
+    assert not finishing.is_alive()
+    encoder = _encoders()
+    for thread in encoder:
+        thread.join(30)
+    assert built_in == ["tracker-writer", "tracker-writer", "tracker-encoder"]
+    _assert_stored(run, ["a.txt", "b.txt"])
+    with pytest.raises(EncoderStopped), run._writer.uploads._encoder.gate.inside():
+        pass

@@ -314,3 +314,25 @@ def test_device_histogram_matches_the_writer_side_one(values: torch.Tensor) -> N
     assert doc["edges"] == pytest.approx(expected["edges"], rel=1e-6, abs=1e-6 * span)
     for field in ("nan", "posinf", "neginf", "count", "bins"):
         assert doc[field] == expected[field], field
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.rand(3, 4, 5),
+        torch.rand(3, 4, 5, dtype=torch.float64),
+        torch.rand(3, 4, 5).half(),
+        torch.rand(3, 4, 5).bfloat16(),  # no numpy type: converted by torch
+        torch.rand(4, 5, 3).permute(2, 0, 1),  # strided
+        torch.randint(0, 255, (4, 5, 3), dtype=torch.uint8),
+        torch.rand(3, 4, 5).neg()._neg_view(),  # a lazily negated view: numpy refuses it
+    ],
+    ids=["f32", "f64", "f16", "bf16", "strided", "u8", "neg-view"],
+)
+def test_tensors_reach_numpy_as_float32_or_their_integer_type(tensor: torch.Tensor) -> None:
+    # CPU tensors go through numpy (no torch op in the encoder thread), others through torch
+    array = media._tensor_to_numpy(tensor, tensor._version)
+    want = tensor.resolve_neg().to(torch.float32) if tensor.is_floating_point() else tensor
+    assert array.dtype == want.numpy().dtype
+    assert np.array_equal(array, want.numpy())
+    assert array.ctypes.data != tensor.data_ptr()  # a copy: the version is checked after it

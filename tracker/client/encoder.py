@@ -15,14 +15,23 @@ built before the writer stores them, so built files do not pile up beside the ra
 
 ``$TRACKER_ENCODER_NICE`` (0..19) replaces the idle class by that nice value (0: the loop's
 own priority). Where the idle class is refused, the encoder runs at nice 19.
+
+The thread is a daemon: at exit it is dropped wherever it is, which is harmless in Python
+or C code (numpy, zlib, Pillow) but aborts the process inside a torch op that released the
+GIL ("terminate called without an active exception": the thread is ended from a C++
+destructor that takes the GIL back). So builds wrap such ops in :func:`torch_op`, and
+closing the uploads waits for one under way and bars new ones (:class:`TorchGate`). CPU
+tensors are converted by numpy (:func:`tracker.client.media._tensor_to_numpy`), so a torch
+op is left only for tensors on a device or of a type numpy lacks (bfloat16).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from tracker.errors import InvalidInput
@@ -32,8 +41,62 @@ if TYPE_CHECKING:
 
 ENCODER_NICE = 19  # the fallback where the idle class is refused
 AHEAD = 4  # entries built and not yet stored, at most
+TORCH_NOTICE_S = 5.0  # stop(): a line on stderr once a torch op holds the exit this long
+TORCH_WAIT_S = 120.0  # stop(): how long the exit waits for a torch op under way, at most
 
-__all__ = ["AHEAD", "ENCODER_NICE", "Encoder", "encoder_nice"]
+__all__ = [
+    "AHEAD", "ENCODER_NICE", "Encoder", "EncoderStopped", "TorchGate", "encoder_nice",
+    "torch_op",
+]  # fmt: skip
+
+_thread_gate = threading.local()  # .gate: the TorchGate of the encoder running this thread
+
+
+class EncoderStopped(BaseException):
+    """Raised by :func:`torch_op` in an encoder thread whose uploads closed: the entry is
+    left to the writer or the spill file, and the thread ends. A ``BaseException``, so
+    the build's own ``except Exception`` does not take it for the entry's failure."""
+
+
+class TorchGate:
+    """Whether the encoder thread is inside a torch op; once barred, no new one starts."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._inside = False
+        self._barred = False
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        with self._cond:
+            if self._barred:
+                raise EncoderStopped
+            self._inside = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._inside = False
+                self._cond.notify_all()
+
+    def bar(self, timeout: float) -> bool:
+        """No torch op starts from now on; True once none is under way, False if one
+        still is after ``timeout`` seconds."""
+        with self._cond:
+            self._barred = True
+            return self._cond.wait_for(lambda: not self._inside, timeout)
+
+
+@contextlib.contextmanager
+def torch_op() -> Iterator[None]:
+    """Around a torch call that releases the GIL in code an encoder thread may run (a
+    build); elsewhere (the writer, the caller) it does nothing."""
+    gate = getattr(_thread_gate, "gate", None)
+    if gate is None:
+        yield
+        return
+    with gate.inside():
+        yield
 
 
 def encoder_nice() -> int | None:
@@ -62,10 +125,29 @@ class Encoder:
         self._uploads = uploads
         self._on_built = on_built
         self._nice = nice
+        self.gate = TorchGate()
         self.thread = threading.Thread(target=self._loop, name="tracker-encoder", daemon=True)
         self.thread.start()
 
+    def stop(self) -> None:
+        """The uploads closed: wait for a torch op under way in the thread to end (up to
+        ``TORCH_WAIT_S``, with a line on stderr after ``TORCH_NOTICE_S``) and bar new
+        ones, so that the process may exit (see the module's docstring). Not a join: the
+        thread may go on in numpy or zlib with an entry the writer built too."""
+        if self.gate.bar(TORCH_NOTICE_S):
+            return
+        sys.stderr.write(
+            "tracker: waiting for the media encoder thread to finish a torch operation "
+            f"(up to {TORCH_WAIT_S:g} s): a process that exits during one aborts\n"
+        )
+        if not self.gate.bar(TORCH_WAIT_S - TORCH_NOTICE_S):
+            sys.stderr.write(
+                f"tracker: the media encoder thread is still inside a torch operation after "
+                f"{TORCH_WAIT_S:g} s; not waiting longer\n"
+            )
+
     def _loop(self) -> None:
+        _thread_gate.gate = self.gate
         _lower_priority(self._nice)
         uploads = self._uploads
         while True:
@@ -74,6 +156,8 @@ class Encoder:
                 return
             try:
                 entry.built = entry.build()
+            except EncoderStopped:  # closed: the writer or the spill builds it
+                return
             except Exception as exc:  # stored as the entry's failure by the writer
                 entry.failed = exc
             self._on_built()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracker.client.encoder import torch_op
 from tracker.errors import InvalidInput
 
 __all__ = [
@@ -247,24 +248,45 @@ def image_grid(batch: Any, padding: int = GRID_PADDING) -> Any:
 def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
     """In the encoder thread: to the CPU, floats as float32 (bfloat16 has no numpy type).
 
-    ``version``: the tensor's ``_version`` when it was logged; an in-place change since
-    (read after the copy, so a change during it counts too) fails the entry rather than
-    storing what the tensor holds now."""
-    import torch
+    A CPU tensor is converted by numpy (no torch op: see :func:`torch_op`); others by
+    torch. ``version``: the tensor's ``_version`` when it was logged; an in-place change
+    since (read after the copy, so a change during it counts too) fails the entry rather
+    than storing what the tensor holds now."""
+    import numpy as np
 
     floating = tensor.dtype.is_floating_point
-    cpu = tensor.to("cpu", torch.float32) if floating else tensor.cpu()
-    array = cpu.numpy()
-    if version is None:
-        return array
-    if cpu.data_ptr() == tensor.data_ptr():  # no copy was made: make one before the check
-        array = array.copy()
-    if tensor._version != version:
+    array = _numpy_view(tensor)
+    if array is not None:
+        if floating and array.dtype != np.float32:
+            array = array.astype(np.float32)
+        elif version is not None:
+            array = array.copy()
+    else:
+        import torch
+
+        with torch_op():
+            cpu = tensor.to("cpu", torch.float32) if floating else tensor.cpu()
+            cpu = cpu.resolve_neg()
+        array = cpu.numpy()
+        if version is not None and cpu.data_ptr() == tensor.data_ptr():
+            array = array.copy()  # no copy was made: make one before the check
+    if version is not None and tensor._version != version:
         raise InvalidInput(
             "the tensor was changed in place after it was logged, before it was encoded: "
             "log a copy (tensor.clone()) or call tracker.flush() before changing it"
         )
     return array
+
+
+def _numpy_view(tensor: Any) -> Any:
+    """A CPU tensor's memory as a numpy array; None on a device, or for a type numpy lacks
+    (bfloat16, float8) or a lazily negated view."""
+    if tensor.device.type != "cpu":
+        return None
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError):
+        return None
 
 
 def _encode_array(
@@ -470,10 +492,12 @@ def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pen
     def build() -> list[Artifact]:
         import numpy as np
 
-        n_finite, nan, posinf, neginf, low, high = stats.cpu().tolist()
+        with torch_op():
+            stats_cpu, counts_cpu = stats.cpu(), counts.cpu()
+        n_finite, nan, posinf, neginf, low, high = stats_cpu.tolist()
         if n_finite:
             edges = [float(e) for e in np.linspace(low, high, bins + 1)]
-            count_list = [int(c) for c in counts.cpu().tolist()]
+            count_list = [int(c) for c in counts_cpu.tolist()]
         else:
             edges, count_list = [], []
         doc = {

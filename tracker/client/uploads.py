@@ -43,7 +43,6 @@ from tracker.errors import AttemptSuperseded, InvalidInput, StoreUnavailable, Up
 
 MEDIA_WAIT_S = 2.0  # put(): how long a call over the byte budget waits for room
 DEFAULT_MAX_MEDIA_MB = 512.0
-ENCODER_JOIN_S = 10.0  # close(): how long the encoder may take to leave its last build
 HANDOFF_S = 0.05  # send() during a flush: how long the encoder may take to finish an entry
 
 __all__ = ["DEFAULT_MAX_MEDIA_MB", "MEDIA_WAIT_S", "Uploads", "media_budget_bytes"]
@@ -286,12 +285,11 @@ class Uploads:
                 if type(item) is not Pending:
                     item.done.set()
             self._cond.notify_all()
-        # An encoder still inside a torch op when the interpreter exits aborts the process
-        # ("terminate called without an active exception"): it may be finishing an entry the
-        # writer built too (HANDOFF_S), so let it end first.
+        # The encoder may be finishing an entry the writer built too (HANDOFF_S): the
+        # process must not exit while it is inside a torch op (Encoder.stop).
         encoder = self._encoder
         if encoder is not None and encoder.thread is not threading.current_thread():
-            encoder.thread.join(ENCODER_JOIN_S)
+            encoder.stop()
 
     # ------------------------------------------------------------------- spilling
 
