@@ -14,13 +14,18 @@ media byte budget (``max_media_mb``): past it a call waits for the writer (up to
 then encodes to disk itself, so a budget smaller than the loop's whole output shows that
 cost in the tail.
 
+Beside it, the floor of the numpy call on this host: the same 196 KiB copy with no
+tracker, kept (1,000 copies alive at once, as in the queue: fresh memory every time) and
+dropped at once (the memory reused); the difference is the cost of first touching memory.
+
 Then what the images cost a training loop (``--loop-steps``, 0 to skip): a small MLP
 trained on the CPU (torch's default threads), a fresh ``3x256x256`` tensor image made every
 step, run side by side ``--loop-reps`` times each, interleaved: without logging it, logging
 it with the encoder thread at the loop's priority (``TRACKER_ENCODER_NICE=0``), at nice 19
-(``TRACKER_ENCODER_NICE=19``) and as shipped (the encoder in the idle scheduling class).
-Reported: the median time per step of each, the time each logging variant adds to a step,
-the call's own median/p99, and the wait in ``finish()`` for what was not stored yet.
+(``TRACKER_ENCODER_NICE=19``) and as shipped (the encoder in the idle scheduling class), and
+a ``uint8`` numpy ``256x256x3`` image instead, as shipped. Reported: the median time per
+step of each, the time each logging variant adds to a step, the call's own median/p99/mean,
+and the wait in ``finish()`` for what was not stored yet.
 
     python bench/bench_media.py [--images 1000] [--budget-mb 1024] [--loop-steps 200]
                                 [--loop-reps 3] [--quick] [--json out.json]
@@ -107,11 +112,35 @@ def measure(work: Path, variant: str, images: int, budget_mb: float) -> dict[str
     }
 
 
-LOOP_VARIANTS = {  # name -> TRACKER_ENCODER_NICE (None: no image logged)
-    "no image": None,
-    "image, encoder at the loop's priority": "0",
-    "image, encoder at nice 19": "19",
-    "image, encoder in the idle class (default)": "",
+def copy_floor(images: int) -> dict[str, Any]:
+    """The numpy call's copy alone (``tobytes``, as ``log_image`` does), kept and dropped."""
+    import numpy as np
+
+    make = make_images("numpy_uint8")
+    out: dict[str, Any] = {}
+    for name, keep in (("fresh memory (copies kept)", True), ("reused memory", False)):
+        samples = common.new_samples(images)
+        kept: list[Any] = []
+        clock = time.perf_counter_ns
+        gc.collect()
+        for i in range(images):
+            image = make(i)
+            t0 = clock()
+            held = np.frombuffer(image.tobytes(), dtype=image.dtype).reshape(image.shape)
+            samples[i] = clock() - t0
+            if keep:
+                kept.append(held)
+        del kept
+        out[name] = common.call_stats(samples)
+    return out
+
+
+LOOP_VARIANTS = {  # name -> (TRACKER_ENCODER_NICE, image kind); None: no image logged
+    "no image": (None, "tensor"),
+    "image, encoder at the loop's priority": ("0", "tensor"),
+    "image, encoder at nice 19": ("19", "tensor"),
+    "image, encoder in the idle class (default)": ("", "tensor"),
+    "numpy image, idle class (default)": ("", "numpy"),
 }
 
 
@@ -134,7 +163,7 @@ def measure_loop(work: Path, steps: int, reps: int) -> dict[str, Any]:
     saved = os.environ.get("TRACKER_ENCODER_NICE")
     try:
         for rep in range(reps):
-            for index, (name, nice) in enumerate(LOOP_VARIANTS.items()):
+            for index, (name, (nice, kind)) in enumerate(LOOP_VARIANTS.items()):
                 common.progress(f"loop rep {rep + 1}/{reps}: {name}")
                 os.environ["TRACKER_ENCODER_NICE"] = nice or ""
                 uri = f"sqlite:///{work / f'loop-{rep}-{index}.db'}"
@@ -151,7 +180,10 @@ def measure_loop(work: Path, steps: int, reps: int) -> dict[str, Any]:
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                    image = torch.roll(chw, i, dims=1)
+                    if kind == "tensor":
+                        image = torch.roll(chw, i, dims=1)
+                    else:
+                        image = np.roll(base, i, axis=0)
                     if log:
                         t0 = time.perf_counter_ns()
                         run.log_image("samples", image, step=i)
@@ -179,7 +211,10 @@ def measure_loop(work: Path, steps: int, reps: int) -> dict[str, Any]:
         }
         if calls[name]:
             stats = common.call_stats(calls[name])
-            row.update(call_median_us=stats["median_us"], call_p99_us=stats["p99_us"])
+            row.update(
+                call_median_us=stats["median_us"], call_p99_us=stats["p99_us"],
+                call_mean_us=stats["mean_us"],
+            )  # fmt: skip
         out[name] = row
     return out
 
@@ -212,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant in VARIANTS:
             common.progress(f"{variant}: {args.images} images")
             results[variant] = measure(work, variant, args.images, args.budget_mb)
+        common.progress(f"the copy alone: {args.images} images")
+        floor = copy_floor(args.images)
         loop = measure_loop(work, args.loop_steps, args.loop_reps) if args.loop_steps else {}
     common.print_table(
         f"log_image() per call, µs (budget {args.budget_mb:g} MiB)",
@@ -226,15 +263,20 @@ def main(argv: list[str] | None = None) -> int:
             for name, r in results.items()
         ],
     )  # fmt: skip
+    common.print_table(
+        "the numpy call's copy alone (no tracker), µs",
+        ["memory", "median", "p99", "mean"],
+        [[name, r["median_us"], r["p99_us"], r["mean_us"]] for name, r in floor.items()],
+    )
     if loop:
         common.print_table(
             f"a training loop, an image each step ({args.loop_steps} steps x "
             f"{args.loop_reps} runs, medians)",
             ["variant", "ms/step", "added ms/step", "call median µs", "call p99 µs",
-             "finish() s"],
+             "call mean µs", "finish() s"],
             [
                 [name, r["step_ms"], r["added_ms_per_step"], r.get("call_median_us", "-"),
-                 r.get("call_p99_us", "-"), r["drain_s"]]
+                 r.get("call_p99_us", "-"), r.get("call_mean_us", "-"), r["drain_s"]]
                 for name, r in loop.items()
             ],
         )  # fmt: skip
@@ -255,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loop_reps": args.loop_reps,
             },
             "tracker": results,
+            "copy_floor": floor,
             "loop": loop,
             "target_us": TARGET_US,
         },

@@ -172,14 +172,18 @@ def test_bench_media_quick_reports_every_field(tmp_path: Path) -> None:
     for variant in doc["tracker"].values():
         _positive(variant, *CALL_FIELDS, "cpu_median_us", "loop_s", "drain_after_loop_s")
         assert variant["calls"] == doc["params"]["images"]
+    assert set(doc["copy_floor"]) == {"fresh memory (copies kept)", "reused memory"}
+    for row in doc["copy_floor"].values():
+        _positive(row, *CALL_FIELDS)
     loop = doc["loop"]  # the training-loop part: every variant, each checked stored
-    assert len(loop) == 4 and "no image" in loop
+    assert len(loop) == 5 and "no image" in loop
     assert "image, encoder in the idle class (default)" in loop
+    assert "numpy image, idle class (default)" in loop
     for name, row in loop.items():
         _positive(row, "step_ms")
         assert len(row["step_ms_each_rep"]) == doc["params"]["loop_reps"]
         if name != "no image":
-            _positive(row, "call_median_us", "call_p99_us")
+            _positive(row, "call_median_us", "call_p99_us", "call_mean_us")
 
 
 @pytest.mark.skipif(not HAVE_MLFLOW, reason="bench_mlflow_route.py drives the mlflow client")
