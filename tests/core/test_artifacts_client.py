@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 import yaml
@@ -77,6 +78,8 @@ def test_every_kind_is_stored(run: Run, tmp_path: Path) -> None:
     ax.plot([1, 2, 3])
     tracker.log_figure("curve", fig, step=7)
     plt.close(fig)
+    scatter = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2], name="val"))
+    tracker.log_figure("scatter", scatter, step=7)
     tracker.log_histogram("weights", torch.arange(100.0), step=8, bins=10)
     run.log({"loss": 0.5}, step=9)
     tracker.flush()
@@ -98,11 +101,14 @@ def test_every_kind_is_stored(run: Run, tmp_path: Path) -> None:
     assert _read(run, "media/images/file/000000006.png") == png_file.read_bytes()
     assert _pixels(run, "media/images/batch/000000006.png").shape == (16, 16)  # 2x2 grid
     assert _pixels(run, "media/figures/curve/000000007.png").ndim == 3
+    plotly_doc = json.loads(_read(run, "media/figures/scatter/000000007.plotly.json"))
+    assert plotly_doc["data"][0]["y"] == [3, 1, 2] and plotly_doc["data"][0]["name"] == "val"
+    assert paths["media/figures/scatter/000000007.plotly.json"].meta == {"kind": "plotly"}
     hist = json.loads(_read(run, "media/histograms/weights/000000008.json"))
     assert hist["counts"] == [10] * 10 and hist["edges"][0] == 0.0
     assert paths["media/histograms/weights/000000008.json"].meta["bins"] == 10
     assert artifacts.media_keys(store, run.id) == {
-        "figures": {"curve": [7]},
+        "figures": {"curve": [7], "scatter": [7]},
         "histograms": {"weights": [8]},
         "images": {"batch": [6], "file": [6], "np": [4], "pil": [5], "tensor": [5]},
     }

@@ -61,6 +61,7 @@ def test_every_kind_of_artifact_round_trips_byte_exact(start: Start, tmp_path: P
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import plotly.graph_objects as go
     from PIL import Image
 
     store = store_of(start())
@@ -72,6 +73,7 @@ def test_every_kind_of_artifact_round_trips_byte_exact(start: Start, tmp_path: P
     (src / "deep" / "er" / "empty.dat").write_bytes(b"")
     figure, axes = plt.subplots()
     axes.plot([1, 2, 3], [3, 1, 2])
+    scatter = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, 2]))
     pixels = np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3)
 
     mlflow.set_experiment("arts")
@@ -83,6 +85,7 @@ def test_every_kind_of_artifact_round_trips_byte_exact(start: Start, tmp_path: P
         mlflow.log_dict({"lr": 0.1}, "conf/config.yaml")
         mlflow.log_text("plain text ✓", "notes/readme.txt")
         mlflow.log_figure(figure, "plots/curve.png")
+        mlflow.log_figure(scatter, "plots/scatter.html")
         mlflow.log_image(pixels, "images/array.png")
         mlflow.log_image(Image.fromarray(pixels), "images/pil.png")
     run_id = active.info.run_id
@@ -111,6 +114,7 @@ def test_every_kind_of_artifact_round_trips_byte_exact(start: Start, tmp_path: P
     assert got["conf/config.yaml"].decode().strip() == "lr: 0.1"
     assert got["notes/readme.txt"].decode() == "plain text ✓"
     assert got["plots/curve.png"].startswith(b"\x89PNG")
+    assert b"plotly" in got["plots/scatter.html"] and b"[3,1,2]" in got["plots/scatter.html"]
     assert np.array_equal(np.asarray(Image.open(out / "images/array.png")), pixels)
     assert np.array_equal(np.asarray(Image.open(out / "images/pil.png")), pixels)
     one = mlflow.artifacts.download_artifacts(
