@@ -163,6 +163,9 @@ def test_a_call_over_the_budget_does_not_wait_for_an_encoder_a_busy_machine_star
     run = tracker.init(project="encoder", uri=store_url, system_interval=None, max_media_mb=1)
     seen: list[tuple[str, int, int]] = []
     paths = [f"big/{i}.txt" for i in range(8)]
+    # a busy machine (a parallel test run) can take the writer over 2 s to store an entry;
+    # a starved encoder takes minutes, so 30 s still tells the two apart
+    run._writer.uploads.wait_s = 30.0
     try:
         with _starved_encoder(run):
             for path in paths:  # two fit in the budget at a time
