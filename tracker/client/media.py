@@ -30,6 +30,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,8 @@ def prepare_image(
         if image.requires_grad:  # a parameter or a view of one, changed in place by the
             tensor = tensor.clone()  # optimizer (and .data has a version counter of its own)
         version = _version(tensor)
-        return Pending(what, lambda: [_encode_array(_tensor_to_numpy(tensor, version),
-                                                    base, step, meta, fmt)], nbytes)  # fmt: skip
+        build = partial(_build_tensor_image, tensor, version, base, step, meta, fmt)
+        return Pending(what, build, nbytes)
     if isinstance(image, (str, Path)):
         return _prepare_image_file(Path(image), base, step, meta, f"{what} ({image})", fmt)
     if _is_pil(image):
@@ -131,7 +132,25 @@ def prepare_image(
         return Pending(what, build_list, sum(_nbytes(p) for p in parts))
     array = _hold_array(image, what)
     _layout(tuple(array.shape), what)
-    return Pending(what, lambda: [_encode_array(array, base, step, meta, fmt)], array.nbytes)
+    return Pending(what, partial(_build_array_image, array, base, step, meta, fmt), array.nbytes)
+
+
+# Builders are module functions bound with ``partial`` (2 objects the garbage collector
+# tracks, where a closure over six names is 8): what a call leaves queued decides how often
+# a collection runs inside a training loop's call (~100 µs each, the call's p99).
+
+
+def _build_tensor_image(
+    tensor: Any, version: int | None, base: str, step: int, meta: dict[str, Any],
+    fmt: str | None,
+) -> list[Artifact]:  # fmt: skip
+    return [_encode_array(_tensor_to_numpy(tensor, version), base, step, meta, fmt)]
+
+
+def _build_array_image(
+    array: Any, base: str, step: int, meta: dict[str, Any], fmt: str | None
+) -> list[Artifact]:
+    return [_encode_array(array, base, step, meta, fmt)]
 
 
 def _hold_array(image: Any, what: str) -> Any:
@@ -442,17 +461,17 @@ def prepare_histogram(key: str, values: Any, step: int, bins: int) -> Pending:
     # a CPU tensor is copied: weights change in place at the next optimizer step
     held = values.detach().clone() if _is_tensor(values) else _hold_array(values, what)
     path = f"media/histograms/{key}/{step:09d}.json"
+    return Pending(what, partial(_build_histogram, held, path, step, bins), _nbytes(held))
 
-    def build() -> list[Artifact]:
-        array = _tensor_to_numpy(held) if _is_tensor(held) else held
-        doc = histogram(array, bins)
-        meta = {k: doc[k] for k in ("bins", "count", "nan", "posinf", "neginf")}
-        meta.update(min=doc["edges"][0] if doc["edges"] else None,
-                    max=doc["edges"][-1] if doc["edges"] else None)  # fmt: skip
-        body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
-        return [Artifact(path, body, "application/json", step, meta)]
 
-    return Pending(what, build, _nbytes(held))
+def _build_histogram(held: Any, path: str, step: int, bins: int) -> list[Artifact]:
+    array = _tensor_to_numpy(held) if _is_tensor(held) else held
+    doc = histogram(array, bins)
+    meta = {k: doc[k] for k in ("bins", "count", "nan", "posinf", "neginf")}
+    meta.update(min=doc["edges"][0] if doc["edges"] else None,
+                max=doc["edges"][-1] if doc["edges"] else None)  # fmt: skip
+    body = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    return [Artifact(path, body, "application/json", step, meta)]
 
 
 def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pending:
