@@ -15,6 +15,10 @@ def procs(store_url: str, tmp_path: Path) -> Iterator[Procs]:
     p = Procs(store_url, tmp_path)
     yield p
     p.close()
+    # pytest shows this only when the test failed: what each worker/scheduler said
+    for proc in p.started:
+        text = proc.output()
+        print(f"----- {proc.log.name} (last 4000 characters) -----\n{text[-4000:]}")
 
 
 @pytest.fixture
