@@ -377,18 +377,24 @@ def test_closing_waits_for_a_torch_op_of_the_encoder_and_bars_new_ones(run: Run)
     run._writer.put_upload(Pending("text 'a.txt'", lambda: build("a.txt"), 5))
     run._writer.put_upload(Pending("text 'b.txt'", lambda: build("b.txt"), 5))
     assert entered.wait(30)
+    uploads = run._writer.uploads
     finishing = threading.Thread(target=run.finish)
     finishing.start()
-    finishing.join(1.0)
-    assert finishing.is_alive()  # the writer built both; the exit waits for the encoder
+    _wait_for(built_in, 2)  # the writer built both entries itself (HANDOFF_S)...
+    deadline = time.monotonic() + 30
+    while not uploads.closed and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert uploads.closed  # ...stored them and closed the uploads...
+    finishing.join(0.5)
+    assert finishing.is_alive()  # ...and the exit still waits for the encoder's torch op
     assert built_in == ["tracker-writer", "tracker-writer"]
     release.set()
     finishing.join(30)
     assert not finishing.is_alive()
-    encoder = _encoders()
-    for thread in encoder:
+    for thread in _encoders():
         thread.join(30)
     assert built_in == ["tracker-writer", "tracker-writer", "tracker-encoder"]
     _assert_stored(run, ["a.txt", "b.txt"])
-    with pytest.raises(EncoderStopped), run._writer.uploads._encoder.gate.inside():
+    assert uploads._encoder is not None
+    with pytest.raises(EncoderStopped), uploads._encoder.gate.inside():
         pass
