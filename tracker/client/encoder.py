@@ -17,12 +17,18 @@ built before the writer stores them, so built files do not pile up beside the ra
 own priority). Where the idle class is refused, the encoder runs at nice 19.
 
 The thread is a daemon: at exit it is dropped wherever it is, which is harmless in Python
-or C code (numpy, zlib, Pillow) but aborts the process inside a torch op that released the
+or C code (numpy, zlib, Pillow) but aborts the process inside torch code that released the
 GIL ("terminate called without an active exception": the thread is ended from a C++
-destructor that takes the GIL back). So builds wrap such ops in :func:`torch_op`, and
-closing the uploads waits for one under way and bars new ones (:class:`TorchGate`). CPU
-tensors are converted by numpy (:func:`tracker.client.media._tensor_to_numpy`), so a torch
-op is left only for tensors on a device or of a type numpy lacks (bfloat16).
+destructor that takes the GIL back). Torch releases it in its ops and also whenever a
+tensor is freed, so a daemon thread that drops the last reference to a tensor as the
+interpreter exits aborts the process just the same. So builds wrap their torch ops, and
+free the tensors those make, in :func:`torch_op`; the thread lets go of each entry (which
+may hold the only reference to a logged tensor) in it too; and closing the uploads waits
+for one under way and bars new ones (:class:`TorchGate`). Once barred, the thread keeps
+what it holds in ``_ABANDONED`` (freed by the main thread: at the interpreter's exit, or
+when the next encoder starts). CPU tensors are converted by numpy
+(:func:`tracker.client.media._tensor_to_numpy`), so a torch op is left only for tensors on
+a device or of a type numpy lacks (bfloat16).
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ __all__ = [
 ]  # fmt: skip
 
 _thread_gate = threading.local()  # .gate: the TorchGate of the encoder running this thread
+# Entries a stopped encoder thread held: never freed by that thread (see the docstring)
+_ABANDONED: list[object] = []
 
 
 class EncoderStopped(BaseException):
@@ -126,6 +134,7 @@ class Encoder:
         self._on_built = on_built
         self._nice = nice
         self.gate = TorchGate()
+        _ABANDONED.clear()  # a stopped encoder's entries, freed here, in the caller's thread
         self.thread = threading.Thread(target=self._loop, name="tracker-encoder", daemon=True)
         self.thread.start()
 
@@ -157,9 +166,16 @@ class Encoder:
             try:
                 entry.built = entry.build()
             except EncoderStopped:  # closed: the writer or the spill builds it
+                _ABANDONED.append(entry)
                 return
             except Exception as exc:  # stored as the entry's failure by the writer
                 entry.failed = exc
+            try:
+                with self.gate.inside():  # the writer may have stored it: the last reference
+                    del entry
+            except EncoderStopped:  # closed: not freed in this thread
+                _ABANDONED.append(entry)
+                return
             self._on_built()
 
 

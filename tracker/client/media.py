@@ -283,12 +283,10 @@ def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
     else:
         import torch
 
-        with torch_op():
+        with torch_op():  # the tensors made here are freed inside too: a copy leaves them
             cpu = tensor.to("cpu", torch.float32) if floating else tensor.cpu()
-            cpu = cpu.resolve_neg()
-        array = cpu.numpy()
-        if version is not None and cpu.data_ptr() == tensor.data_ptr():
-            array = array.copy()  # no copy was made: make one before the check
+            array = cpu.resolve_neg().numpy().copy()
+            del cpu
     if version is not None and tensor._version != version:
         raise InvalidInput(
             "the tensor was changed in place after it was logged, before it was encoded: "
@@ -511,12 +509,12 @@ def prepare_device_histogram(key: str, tensor: Any, step: int, bins: int) -> Pen
     def build() -> list[Artifact]:
         import numpy as np
 
-        with torch_op():
-            stats_cpu, counts_cpu = stats.cpu(), counts.cpu()
-        n_finite, nan, posinf, neginf, low, high = stats_cpu.tolist()
+        with torch_op():  # the copies on the CPU are freed inside too
+            stats_list, counts_list = stats.cpu().tolist(), counts.cpu().tolist()
+        n_finite, nan, posinf, neginf, low, high = stats_list
         if n_finite:
             edges = [float(e) for e in np.linspace(low, high, bins + 1)]
-            count_list = [int(c) for c in counts_cpu.tolist()]
+            count_list = [int(c) for c in counts_list]
         else:
             edges, count_list = [], []
         doc = {

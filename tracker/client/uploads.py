@@ -163,22 +163,32 @@ class Uploads:
         for the writer (blocks); None once closed."""
         with self._cond:
             while not self.closed:
-                claimed = 0
-                for item in self._queue:
-                    if type(item) is not Pending:
-                        continue
-                    if not item.claimed:
-                        item.claimed = True
-                        return item
-                    claimed += 1
-                    if claimed >= ahead:
-                        break
+                entry, claimed = self._claim(ahead)
+                if entry is not None:
+                    return entry
                 # put() wakes it only when it waits for a new entry; the writer's _done()
                 # (notify_all) when it waits for room
                 self._encoder_waiting = claimed < ahead
                 self._cond.wait()
                 self._encoder_waiting = False
             return None
+
+    def _claim(self, ahead: int) -> tuple[Pending | None, int]:
+        """The first unclaimed entry, claimed now, else None and how many are claimed (up to
+        ``ahead``). A function of its own, so that no variable of the waiting encoder
+        thread refers to an entry the writer then stores: the thread would free it, with
+        its tensor (see :mod:`tracker.client.encoder`)."""
+        claimed = 0
+        for item in self._queue:
+            if type(item) is not Pending:
+                continue
+            if not item.claimed:
+                item.claimed = True
+                return item, claimed
+            claimed += 1
+            if claimed >= ahead:
+                break
+        return None, claimed
 
     # --------------------------------------------------------------- writer side
 
