@@ -347,19 +347,25 @@ def test_a_process_exits_cleanly_while_its_encoder_is_still_building(
 ) -> None:
     """The interpreter used to abort ('terminate called without an active exception',
     exit -6) when the encoder thread was inside a torch op at exit."""
+    _, keys = _exit_script(store_url, "histograms", EXIT_SCRIPT, dtype, str(count))
+    assert keys == {"warm": [0], "weights": [0]}
+
+
+def _exit_script(store_url: str, kind: str, *argv: str) -> tuple[str, dict[str, list[int]]]:
+    """Run a script of ``scripts/`` (it prints ``RUN <id>`` first, ``FINISHED`` last) to a
+    clean exit; its output and the run's media keys of ``kind``."""
     proc = subprocess.run(
-        [sys.executable, EXIT_SCRIPT, store_url, dtype, str(count)],
-        capture_output=True, text=True, timeout=240,
+        [sys.executable, argv[0], store_url, *argv[1:]], capture_output=True, text=True,
+        timeout=240,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FINISHED" in proc.stdout and "terminate called" not in proc.stderr
     run_id = int(proc.stdout.split()[1])
     store = Store(store_url)
     try:
-        keys = artifacts.media_keys(store, run_id)["histograms"]
+        return proc.stdout, artifacts.media_keys(store, run_id)[kind]
     finally:
         store.close()
-    assert keys == {"warm": [0], "weights": [0]}
 
 
 FREED_SCRIPT = str(Path(__file__).parent / "scripts" / "tensor_freed_at_exit.py")
@@ -372,17 +378,8 @@ def test_a_process_exits_cleanly_while_its_encoder_frees_a_logged_tensor(
     """Torch releases the GIL while it frees a tensor: the encoder thread used to let go of
     an entry the writer had stored with no gate, and the process aborted when the
     interpreter's exit came during that free (7 of 7 runs before the fix)."""
-    proc = subprocess.run(
-        [sys.executable, FREED_SCRIPT, store_url], capture_output=True, text=True, timeout=240
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "FINISHED" in proc.stdout and "FREED IN " in proc.stdout, proc.stdout
-    run_id = int(proc.stdout.split()[1])
-    store = Store(store_url)
-    try:
-        keys = artifacts.media_keys(store, run_id)["images"]
-    finally:
-        store.close()
+    output, keys = _exit_script(store_url, "images", FREED_SCRIPT)
+    assert "FREED IN " in output, output
     assert keys == {"warm": [0], "gray": [0, 1]}
 
 
