@@ -24,7 +24,7 @@ import torch
 import tracker
 
 FREE_S = 1.0  # how long freeing the logged tensor takes
-FINALIZING_S = 2.0  # how long the interpreter's exit takes, once the main module's turn came
+FINALIZING_S = 2.0  # how long the interpreter's exit takes, from its garbage collection on
 freeing = threading.Event()
 
 
