@@ -347,17 +347,18 @@ def test_a_process_exits_cleanly_while_its_encoder_is_still_building(
 ) -> None:
     """The interpreter used to abort ('terminate called without an active exception',
     exit -6) when the encoder thread was inside a torch op at exit."""
-    _, keys = _exit_script(store_url, "histograms", EXIT_SCRIPT, dtype, str(count))
+    _, keys = _exit_script(EXIT_SCRIPT, store_url, "histograms", dtype, str(count))
     assert keys == {"warm": [0], "weights": [0]}
 
 
-def _exit_script(store_url: str, kind: str, *argv: str) -> tuple[str, dict[str, list[int]]]:
-    """Run a script of ``scripts/`` (it prints ``RUN <id>`` first, ``FINISHED`` last) to a
+def _exit_script(
+    script: str, store_url: str, kind: str, *args: str
+) -> tuple[str, dict[str, list[int]]]:
+    """Run ``script URL ARGS...`` (it prints ``RUN <id>`` first, ``FINISHED`` last) to a
     clean exit; its output and the run's media keys of ``kind``."""
     proc = subprocess.run(
-        [sys.executable, argv[0], store_url, *argv[1:]], capture_output=True, text=True,
-        timeout=240,
-    )  # fmt: skip
+        [sys.executable, script, store_url, *args], capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FINISHED" in proc.stdout and "terminate called" not in proc.stderr
     run_id = int(proc.stdout.split()[1])
@@ -378,7 +379,7 @@ def test_a_process_exits_cleanly_while_its_encoder_frees_a_logged_tensor(
     """Torch releases the GIL while it frees a tensor: the encoder thread used to let go of
     an entry the writer had stored with no gate, and the process aborted when the
     interpreter's exit came during that free (7 of 7 runs before the fix)."""
-    output, keys = _exit_script(store_url, "images", FREED_SCRIPT)
+    output, keys = _exit_script(FREED_SCRIPT, store_url, "images")
     assert "FREED IN " in output, output
     assert keys == {"warm": [0], "gray": [0, 1]}
 
