@@ -56,8 +56,10 @@ def housekeeping_once(
     store: Store, options: HousekeepingOptions, *, now: float | None = None
 ) -> HousekeepingReport:
     """One housekeeping pass: expired leases, silent runs, pending reasons, due schedules."""
-    now = time.time() if now is None else now
+    # The reaper reads the clock itself when not given a time: it stamps the attempts' end
+    # once it holds their rows, after any write that committed before the takeover.
     jobs = reap_expired_leases(store, retry=options.policy.next_retry, now=now)
+    now = time.time() if now is None else now
     runs = store.mark_stale_runs_crashed(older_than=now - options.run_stale_s, now=now)
     if options.pending_reasons:
         update_pending_reasons(store, explain_pending, now=now)

@@ -8,7 +8,10 @@ process's writes are refused and it stops by itself with a clear error.
 from __future__ import annotations
 
 import signal
+import threading
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,9 +23,11 @@ from tracker.client.run import Run
 from tracker.client.sinks import SqlSink
 from tracker.entities import AttemptFence, JobSpec
 from tracker.errors import AttemptSuperseded, WriterError
+from tracker.runner.housekeeping import HousekeepingOptions, housekeeping_once
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
+from tracker.store.engine import write_begin
 
 
 def _claimed_job(store: Store) -> tuple[int, int]:
@@ -94,6 +99,43 @@ def test_a_superseded_writer_stops_with_a_clear_error_and_spills_nothing(
     assert [p.step for p in store.metric_history(run_id, "loss")] == [0]
     assert not list((tmp_path / "spill").glob("*"))  # refused points are not kept to replay
     assert store.get_run(run_id).status == "crashed"  # the reaper's verdict stands
+
+
+def _reap_alone(store: Store) -> list[int]:
+    return [job_id for job_id, _ in queue.reap_expired_leases(store)]
+
+
+def _housekeeping_pass(store: Store) -> list[int]:  # the scheduler's and workers' reaper
+    options = HousekeepingOptions(schedules=False, pending_reasons=False)
+    return [job_id for job_id, _ in housekeeping_once(store, options).crashed_jobs]
+
+
+@pytest.mark.parametrize("reap", [_reap_alone, _housekeeping_pass], ids=["store", "housekeeping"])
+def test_the_takeover_is_stamped_once_the_reaper_holds_the_job(
+    store: Store, reap: Callable[[Store], list[int]]
+) -> None:
+    """A write transaction that commits while the reaper waits for the job's row commits
+    before the takeover, so the crashed attempt's end is stamped after it, not when the
+    reaper began its pass (its points would otherwise look logged after the attempt ended).
+    """
+    job_id, _ = _claimed_job(store)  # its lease expired at t=1010, long ago
+    holding, committed = threading.Event(), []
+
+    def hold_the_jobs_for_a_while() -> None:
+        with write_begin(store.engine) as conn:  # SQLite: BEGIN IMMEDIATE holds every writer
+            if conn.dialect.name == "postgresql":  # the reaper's FOR UPDATE waits for it
+                conn.exec_driver_sql("LOCK TABLE jobs IN EXCLUSIVE MODE")
+            holding.set()
+            time.sleep(0.5)
+            committed.append(time.time())
+
+    blocker = threading.Thread(target=hold_the_jobs_for_a_while)
+    blocker.start()
+    assert holding.wait(10)
+    assert reap(store) == [job_id]
+    blocker.join()
+    ended = store_jobs.attempts(store, job_id)[0].ended_at
+    assert ended is not None and ended >= committed[0]
 
 
 @pytest.mark.slow

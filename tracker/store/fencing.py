@@ -14,8 +14,9 @@ reaper's ``SKIP LOCKED`` passes it by until the next pass; lease renewals, plain
 non-key columns, do not conflict). The metric points' transaction checks last, just before
 its commit, so a busy stale writer holds that lock only for the commit and never starves
 the reaper; SQLite's write transaction is exclusive already. So a write either commits
-before the takeover or is refused after it, never half. Cost: one primary-key read per
-write transaction.
+before the takeover or is refused after it, never half. The reaper stamps the attempt's end
+once it holds the row, so every point an attempt stored was logged before that end. Cost:
+one primary-key read per write transaction.
 
 Writes without a fence (a run started by hand, the worker's own lease-fenced writes) are
 not checked.

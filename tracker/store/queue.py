@@ -611,9 +611,14 @@ def reap_expired_leases(
     when ``retry`` gives a time. Safe with many reapers at once (rows are locked and
     skipped; every update is fenced by the expired token). Returns (job id, new status).
 
+    The attempts' end is stamped once their rows are locked (``now`` when given): every
+    write of a crashed attempt that committed was made before that stamp (see
+    :mod:`tracker.store.fencing`), so none of its points is logged after its end.
+
     Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    given = now
+    now = time.time() if given is None else given
     expired = (
         sa.select(*JOB_COLUMNS, m.JobRow.lease_token)
         .where(m.JobRow.status == JobStatus.RUNNING, m.JobRow.lease_expires_at < now)
@@ -629,7 +634,9 @@ def reap_expired_leases(
             return []
     done = []
     with write_begin(store.engine) as conn:
-        for row in conn.execute(expired).all():
+        rows = conn.execute(expired).all()
+        ended = time.time() if given is None else given  # after the lock (see above)
+        for row in rows:
             who = row.lease_owner or "its worker"
             if row.cancel_requested:
                 hint = f"The job was cancelled; worker {who} had stopped renewing its lease."
@@ -640,6 +647,6 @@ def reap_expired_leases(
                     f"worker {who} stopped renewing the lease (the worker or its host died, "
                     "hung, or lost the database).",
                 )
-            result = _end_attempt(conn, row, row.lease_token, None, failure, retry, now)
+            result = _end_attempt(conn, row, row.lease_token, None, failure, retry, ended)
             done.append((row.id, str(result.status)))
     return done
