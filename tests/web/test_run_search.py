@@ -87,6 +87,16 @@ def test_query_language_matches(
     assert names(client, query) == expected
 
 
+@pytest.mark.filterwarnings("error::sqlalchemy.exc.SADeprecationWarning")
+@pytest.mark.parametrize(("query", "expected"), QUERIES)
+def test_not_selects_every_other_run(
+    client: FlaskClient, runs: dict[str, int], query: str, expected: list[str]
+) -> None:
+    """``not q`` is every run ``q`` does not select (an unknown comparison counts as false),
+    built without operators SQLAlchemy deprecates for the compared column's type."""
+    assert sorted(names(client, f"not ({query})")) == sorted(set(runs) - set(expected))
+
+
 def test_id_and_created_attributes(client: FlaskClient, runs: dict[str, int]) -> None:
     assert names(client, f"id == {runs['plain']}") == ["plain"]
     assert names(client, f"id in ({runs['plain']}, {runs['other']})") == ["other", "plain"]

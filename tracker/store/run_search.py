@@ -173,7 +173,7 @@ class _Translator:
         if isinstance(node, Not):
             return self.node(node.item, not negate)
         expr = self.compare(node)
-        return sa.not_(sa.func.coalesce(expr, sa.false())) if negate else expr
+        return sa.not_(sa.func.coalesce(expr, sa.false(), type_=sa.Boolean)) if negate else expr
 
     def compare(self, c: Compare) -> Any:
         if c.op == "in":
