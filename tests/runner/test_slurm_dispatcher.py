@@ -160,7 +160,8 @@ def _state(cluster: SlurmCluster, slurm_id: str) -> str:
 
 SLEEPER = """
 import os, sys, time
-open(sys.argv[1], "w").write(str(os.getpid()))
+open(sys.argv[1] + ".part", "w").write(str(os.getpid()))
+os.replace(sys.argv[1] + ".part", sys.argv[1])
 print("sleeping", flush=True)
 time.sleep(600)
 """

@@ -56,7 +56,11 @@ def group_gone(pgid: int) -> bool:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None
+    """The JSON object in ``path``; None while the file is missing or half written."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
 
 
 class Proc:

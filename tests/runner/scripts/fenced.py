@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+from published import publish  # this script's folder: the tests poll these files
+
 import tracker
 
 out = Path(sys.argv[1])
 attempt = int(os.environ["TRACKER_ATTEMPT"])
 run = tracker.init(flush_interval=0.05, heartbeat_interval=0.2, system_interval=None)
-(out / f"started-{attempt}.json").write_text(json.dumps({"pid": os.getpid(), "run": run.id}))
+publish(out / f"started-{attempt}.json", json.dumps({"pid": os.getpid(), "run": run.id}))
 deadline = time.monotonic() + 120
 step = 0
 try:
@@ -28,5 +30,5 @@ try:
         time.sleep(0.02)
     run.finish()
 except tracker.WriterError as exc:  # the store refused this attempt's writes
-    (out / f"refused-{attempt}.txt").write_text(str(exc))
+    publish(out / f"refused-{attempt}.txt", str(exc))
     sys.exit(3)
