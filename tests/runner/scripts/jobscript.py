@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from published import publish  # this script's folder: the tests poll these files
+
 CHILD = """
 import signal, sys, time
 if sys.argv[1] == "1":
@@ -69,9 +71,7 @@ def main() -> None:
         "argv": sys.argv[1:],
         "cwd": os.getcwd(),
     }
-    tmp = out / f".{job}-{attempt}.tmp"
-    tmp.write_text(json.dumps(report))
-    os.replace(tmp, out / f"{job}-{attempt}.json")
+    publish(out / f"{job}-{attempt}.json", json.dumps(report))
     for i in range(a.lines):
         print(f"out {i}", flush=True)
         if not a.stdout_only:
