@@ -201,7 +201,7 @@ CASES = [
      False, ["ValueError: bad shape: expected (N, 3, 32, 32)", "data.py:12 in load"]),
     ("cause", dict(exit_code=1, signal=None, stderr_tail=CAUSE_TAIL), "python_exception", False,
      ["RuntimeError: config loader unavailable"]),
-    ("import", dict(exit_code=1, signal=None, stderr_tail=IMPORT_TAIL), "import_error", False,
+    ("import", dict(exit_code=1, signal=None, stderr_tail=IMPORT_TAIL), "missing_module", False,
      ["'torchvision'", "pip install torchvision"]),
     ("cannot-import", dict(exit_code=1, signal=None, stderr_tail=CANNOT_IMPORT_TAIL),
      "import_error", False, ["'LlamaForCausalLM' from 'transformers'"]),
@@ -313,5 +313,5 @@ def test_every_class_has_a_stable_name() -> None:
     assert FAILURE_CLASSES == (
         "cuda_oom", "nccl", "device_assert", "nonfinite_loss", "host_oom", "killed_by_signal",
         "timeout", "cancelled", "import_error", "missing_file", "python_exception", "exit_code",
-        "gloo", "preempted", "node_fail",
+        "gloo", "preempted", "node_fail", "missing_module",
     )  # fmt: skip

@@ -17,6 +17,14 @@ SIGTERM, which leave no traceback to read; then what stderr says (CUDA OOM, devi
 NCCL, gloo, non-finite loss, a Python traceback); then any other signal; then the bare exit
 code.
 
+``missing_module``: the job's environment lacks a module (``No module named 'x.y'``, as the
+final exception of a traceback, inside the message of an exception that wraps it, or printed
+bare by ``python -m x``). The hint names the module and says how to get it: ``pip install``
+with the distribution's name where it differs from the import name (``PIL`` -> ``pillow``)
+and, when one of the tracker's own extras brings it, that extra (``tracker[media]``).
+``import_error`` is left for an installed module that lacks a name (``cannot import name``:
+a version mismatch).
+
 torchrun (``torch.distributed.run``) ends every failure with its own ``ChildFailedError``
 traceback, and the other ranks die of the first one's death ("Connection closed by peer",
 SIGTERM). When that traceback is there, only the output of the rank its "Root Cause (first
@@ -41,6 +49,7 @@ __all__ = [
     "IMPORT_ERROR",
     "KILLED_BY_SIGNAL",
     "MISSING_FILE",
+    "MISSING_MODULE",
     "NCCL",
     "NODE_FAIL",
     "NONFINITE_LOSS",
@@ -50,7 +59,9 @@ __all__ = [
     "Failure",
     "PythonError",
     "classify",
+    "install_hint",
     "last_python_error",
+    "missing_module_name",
     "torchrun_root_cause",
 ]
 
@@ -65,6 +76,7 @@ TIMEOUT = "timeout"
 CANCELLED = "cancelled"
 IMPORT_ERROR = "import_error"
 MISSING_FILE = "missing_file"
+MISSING_MODULE = "missing_module"
 PYTHON_EXCEPTION = "python_exception"
 EXIT_CODE = "exit_code"
 # Set by a cluster scheduler's executor (tracker.rules.slurm), never read from output.
@@ -86,6 +98,7 @@ FAILURE_CLASSES = (
     GLOO,
     PREEMPTED,
     NODE_FAIL,
+    MISSING_MODULE,
 )
 
 
@@ -194,7 +207,51 @@ _DATALOADER_KILLED = re.compile(
     r"DataLoader worker \(pids?[^)]*\) (?:is killed by signal: Killed|exited unexpectedly)"
 )
 _HOST_KILLED = re.compile(r"^\s*Killed\s*$|Out of memory: Kill|oom-kill", re.MULTILINE)
-_NO_MODULE = re.compile(r"No module named '([^']+)'")
+# "No module named 'x.y'" (Python 3) and "No module named x.y" (Python 2, some C extensions)
+_NO_MODULE = re.compile(r"No module named (?:'([^'\s]+)'|([A-Za-z_][\w.]*))")
+# Import names whose distribution on PyPI is named differently (``pip install <value>``).
+_DISTRIBUTIONS: dict[str, str] = {
+    "PIL": "pillow",
+    "sklearn": "scikit-learn",
+    "skimage": "scikit-image",
+    "yaml": "pyyaml",
+    "cv2": "opencv-python",
+    "bs4": "beautifulsoup4",
+    "pynvml": "nvidia-ml-py",
+    "psycopg": "psycopg[binary]",
+    "psycopg2": "psycopg2-binary",
+    "pytorch_lightning": "pytorch-lightning",
+    "attr": "attrs",
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "jwt": "PyJWT",
+    "git": "GitPython",
+    "hydra": "hydra-core",
+    "faiss": "faiss-cpu",
+    "zmq": "pyzmq",
+    "serial": "pyserial",
+    "Crypto": "pycryptodome",
+    "OpenSSL": "pyOpenSSL",
+    "fitz": "pymupdf",
+    "docx": "python-docx",
+    "google.protobuf": "protobuf",
+}
+# Import names the tracker's own extras bring (pyproject.toml [project.optional-dependencies];
+# tests/unit/test_failure_modules.py checks the two agree).
+_EXTRAS: dict[str, str] = {
+    "flask": "server",
+    "gunicorn": "server",
+    "apscheduler": "runner",
+    "tzlocal": "runner",
+    "psycopg": "postgres",
+    "pynvml": "gpu",
+    "torch": "torch",
+    "lightning": "integrations",
+    "transformers": "integrations",
+    "accelerate": "integrations",
+    "boto3": "s3",
+    "PIL": "media",
+}
 _CANNOT_IMPORT = re.compile(r"cannot import name '([^']+)'(?: from '([^']+)')?")
 _NO_SUCH_FILE = re.compile(r"No such file or directory: '([^']+)'|can't open file '([^']+)'")
 
@@ -316,6 +373,8 @@ def _from_stderr(
         )
     if error is not None:
         return _from_python_error(error)
+    if missing_module_name(text) is not None:  # `python -m pkg` prints no traceback
+        return _import_failure(text)
     return _missing_file(text)
 
 
@@ -341,14 +400,37 @@ def _nonfinite(text: str, error: PythonError | None) -> Failure | None:
     )
 
 
+def missing_module_name(text: str) -> str | None:
+    """The module a ``No module named ...`` message names (dotted, as written), or ``None``."""
+    found = _NO_MODULE.search(text)
+    if found is None:
+        return None
+    return found.group(1) or found.group(2)
+
+
+def install_hint(module: str) -> str:
+    """How to get the importable ``module``: ``pip install <distribution>`` for its top-level
+    package (``PIL`` -> ``pillow``), plus the tracker extra that brings it, if one does."""
+    top = module.split(".", 1)[0]
+    parts = module.split(".")
+    prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+    dist = next((_DISTRIBUTIONS[p] for p in prefixes if p in _DISTRIBUTIONS), top)
+    if "[" in dist:
+        dist = f"'{dist}'"  # brackets are a glob pattern to zsh
+    extra = _EXTRAS.get(top)
+    brought = f" (or pip install 'tracker[{extra}]', which brings it)" if extra else ""
+    return f"pip install {dist}{brought}"
+
+
 def _import_failure(text: str) -> Failure:
-    missing = _NO_MODULE.search(text)
-    if missing:
-        name = missing.group(1)
+    name = missing_module_name(text)
+    if name is not None:
+        top = name.split(".", 1)[0]
+        which = f"'{name}'" + (f" (package '{top}')" if top != name else "")
         return Failure(
-            IMPORT_ERROR,
-            f"Python module '{name}' is not installed in the job's environment: install it "
-            f"(pip install {name.split('.')[0]}) or run the job with the right interpreter.",
+            MISSING_MODULE,
+            f"Python module {which} is not installed in the job's environment: "
+            f"{install_hint(name)}; or run the job with the interpreter that has it.",
         )
     cannot = _CANNOT_IMPORT.search(text)
     what = "a name"
@@ -365,6 +447,8 @@ def _from_python_error(error: PythonError) -> Failure:
     short_type = error.type_name.rsplit(".", 1)[-1]
     if short_type in ("ModuleNotFoundError", "ImportError"):
         return _import_failure(str(error))
+    if missing_module_name(error.message) is not None:  # wrapped: "UploadError: ... No module"
+        return _import_failure(error.message)
     if short_type == "FileNotFoundError":
         found = _missing_file(str(error))
         if found:
