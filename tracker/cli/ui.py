@@ -282,6 +282,35 @@ def access(
         _revoke_at_exit(store, info.id, revoke_token)
 
 
+@contextlib.contextmanager
+def listed(uri: str, host: str, port: int) -> Iterator[Callable[[], None]]:
+    """Yield ``register()``; call it once the server listens. It records this server as the
+    dashboard of store ``uri`` (:mod:`tracker.servers`: ``server.json`` next to a SQLite
+    store and this user's registry), so ``tracker.init`` prints a run's page and store
+    discovery finds the store; the records go when the block ends (in this process only,
+    not in a forked gunicorn worker). With ``--port 0`` nothing is recorded (the port is not
+    known here). A record that cannot be written is a warning: the server still starts.
+    """
+    from tracker import servers
+
+    undo: list[Callable[[], None]] = []
+
+    def register() -> None:
+        if port == 0:
+            return
+        try:
+            undo.append(servers.register(uri, _url(host, port)))
+        except OSError as exc:
+            click.echo(f"warning: could not record this dashboard for tracker.init: {exc}",
+                       err=True)  # fmt: skip
+
+    try:
+        yield register
+    finally:
+        for remove in undo:
+            remove()
+
+
 def _echo_lines(lines: Sequence[str]) -> None:
     for line in lines:
         click.echo(line, err=True)
@@ -365,9 +394,10 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
 
     A port in use is an error at once (pick another with --port).
     """
-    from tracker.store import resolve_uri
+    from tracker.discovery import locate
 
-    config = app_config(uri, host, token, allowed_hosts, checkpoint_roots, log_root,
+    resolved = locate(uri, live_servers=False).uri  # a server never adopts another's store
+    config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth, run_stale_seconds,
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
@@ -375,9 +405,17 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     check_workers(workers, dev)
     check_port(host, port)
     check_artifact_root(config)  # opens the store: after the port check
-    say_store(resolve_uri(uri))
-    with access(config, host, port, "tracker dashboard") as announce:
-        serve(config, host, port, workers, threads, dev, on_ready=announce)
+    say_store(resolved)
+    with (
+        access(config, host, port, "tracker dashboard") as announce,
+        listed(resolved, host, port) as register,
+    ):
+
+        def ready() -> None:
+            register()
+            announce()
+
+        serve(config, host, port, workers, threads, dev, on_ready=ready)
 
 
 # ----------------------------------------------------------------------- up
@@ -462,9 +500,10 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
     printed sign-in link. A port in use stops it before anything is queued or started (pick
     another with --port). Ctrl-C stops both.
     """
-    from tracker.store import Store, resolve_uri
+    from tracker.discovery import locate
+    from tracker.store import Store
 
-    resolved = resolve_uri(uri)
+    resolved = locate(uri, live_servers=False).uri  # a server never adopts another's store
     config = app_config(resolved, host, token, allowed_hosts, checkpoint_roots, log_root,
                         secure_cookie, no_auth, run_stale_seconds,
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
@@ -488,10 +527,14 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
         store.close()
     started: list[subprocess.Popen[bytes]] = []
     try:
-        with access(config, host, port, "tracker is up (Ctrl-C stops it)") as announce:
+        with (
+            access(config, host, port, "tracker is up (Ctrl-C stops it)") as announce,
+            listed(resolved, host, port) as register,
+        ):
 
             def ready() -> None:
                 started.append(_start_worker(resolved, artifact_root))
+                register()
                 announce()
 
             serve(config, host, port, workers, threads, dev, on_ready=ready)
