@@ -5,6 +5,10 @@ the commands that write: submit, sweep, worker, schedule add, token create), so 
 command given a mistyped SQLite path fails with NotFound naming the path instead of
 creating an empty database there. With the global ``tracker -v`` every command prints the
 store it opened (password hidden) on stderr.
+
+Which store: ``--uri``, else ``TRACKER_URI``, else the nearest ``.tracker/tracker.db`` here or
+above, else the store of the one running dashboard (said on stderr), else
+``./.tracker/tracker.db`` (:mod:`tracker.discovery`, the same rule as ``tracker.init``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ uri_option = click.option(
     "--uri",
     envvar="TRACKER_URI",
     default=None,
-    help="Store URL (default: TRACKER_URI, else ./.tracker/tracker.db). SQLite: "
+    help="Store URL (default: TRACKER_URI, else the nearest .tracker/tracker.db here or "
+    "above, else the one running dashboard's store, else ./.tracker/tracker.db). SQLite: "
     "sqlite:///relative/path.db (relative to the current directory) or "
     "sqlite:////absolute/path.db.",
 )
@@ -55,7 +60,8 @@ class Duration(click.ParamType):
 
 
 def open_store(uri: str | None, *, create: bool = False) -> Any:
-    """The Store for ``--uri`` / ``TRACKER_URI`` (default ``./.tracker/tracker.db``).
+    """The Store for ``--uri`` / ``TRACKER_URI``, else the one :mod:`tracker.discovery`
+    finds (a store adopted from the running dashboard is named on stderr).
 
     Raises:
         NotFound: ``create`` is False and the SQLite file does not exist (nothing created).
@@ -63,11 +69,17 @@ def open_store(uri: str | None, *, create: bool = False) -> Any:
         StoreUnavailable, SchemaError: as :class:`tracker.store.Store`.
     """
     from tracker.cli.remote import refuse_http
-    from tracker.store import Store, resolve_uri
+    from tracker.discovery import locate
+    from tracker.store import Store
 
     refuse_http(uri)  # a dashboard's http:// address: say which commands read over HTTP
-    say_store(resolve_uri(uri))
-    return Store(uri, create=create)
+    choice = locate(uri)
+    if choice.how == "server" and choice.server is not None:
+        click.echo(f"store: {store_label(choice.uri)}, the store of the dashboard running at "
+                   f"{choice.server.url} (no .tracker/ here or above)", err=True)  # fmt: skip
+    else:
+        say_store(choice.uri)
+    return Store(choice.uri, create=create)
 
 
 def say_store(uri: str) -> None:
@@ -81,17 +93,12 @@ def store_label(uri: str) -> str:
     """``uri`` as shown to the user: password hidden, a relative SQLite path made absolute."""
     import os
 
-    from tracker.rules.store_uri import sqlite_path
+    from tracker.rules.store_uri import redact, sqlite_path
 
     path = sqlite_path(uri)
     if path is not None:
         return f"sqlite:///{os.path.abspath(path)}"
-    if "@" in uri and "://" in uri:
-        scheme, rest = uri.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        if ":" in creds:
-            return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
-    return uri
+    return redact(uri)
 
 
 def echo_json(value: Any) -> None:

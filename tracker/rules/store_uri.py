@@ -12,6 +12,11 @@ Accepted forms, and what a SQLite path is relative to:
 with a message that shows the forms above: a URL SQLAlchemy cannot parse (``sqlite:/x.db``,
 ``sqlite:x.db``, ``sqlite://host/x.db``) never reaches the driver, whose error would be a
 traceback. :func:`sqlite_path` says which file a SQLite URL names (None for memory).
+
+Showing a store to the user (the line ``tracker.init`` prints, ``tracker -v``):
+:func:`redact` hides a password, :func:`shown_path` shortens a file path relative to the
+current directory where that stays readable, :func:`run_page` is a run's dashboard page.
+Store discovery (which store a script uses when none is named) is :mod:`tracker.discovery`.
 """
 
 from __future__ import annotations
@@ -76,6 +81,47 @@ def sqlite_path(uri: str) -> str | None:
     if path in ("", ":memory:") or path.startswith("file:"):
         return None
     return path
+
+
+def redact(uri: str) -> str:
+    """``uri`` with its password (``scheme://user:PASSWORD@host``) shown as ``***``; a URL
+    without one is returned unchanged. Never raises."""
+    if "@" not in uri or "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    if ":" not in creds:
+        return uri
+    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+
+
+# A relative path that climbs more than this many folders reads worse than the absolute one.
+MAX_PARENT_STEPS = 2
+
+
+def shown_path(path: str, cwd: str) -> str:
+    """``path`` (absolute) as the user should read it from ``cwd`` (absolute): relative when
+    it lies below ``cwd`` or at most :data:`MAX_PARENT_STEPS` folders up and across
+    (``.tracker/tracker.db``, ``../.tracker/tracker.db``, ``../demo/.tracker/tracker.db``),
+    else absolute. Pure string arithmetic (no file system access); never raises."""
+    import posixpath
+
+    if not (posixpath.isabs(path) and posixpath.isabs(cwd)):
+        return path
+    relative = posixpath.relpath(path, cwd)
+    parts = relative.split("/")
+    climbs = 0
+    while climbs < len(parts) and parts[climbs] == "..":
+        climbs += 1
+    if climbs > MAX_PARENT_STEPS or climbs == len(parts):
+        return path
+    return relative
+
+
+def run_page(dashboard_url: str, run_id: int) -> str:
+    """The dashboard page of run ``run_id``, given the dashboard's base URL (``http://h:p/``);
+    never a sign-in token (the base URL a server registers carries none)."""
+    return f"{dashboard_url.rstrip('/')}/runs/{run_id}"
 
 
 def _suggest_sqlite(uri: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from tracker import discovery
 from tracker.errors import InvalidInput, NotFound, SchemaError, StoreUnavailable
 from tracker.rules import store_uri
 
@@ -39,15 +40,14 @@ SCHEMA_HEAD = "0014_worker_executor"
 
 
 def resolve_uri(uri: str | None = None) -> str:
-    """Return the store URL: the argument, else ``TRACKER_URI``, else ``./.tracker/tracker.db``.
+    """Return the store URL: the argument, else ``TRACKER_URI``, else the nearest
+    ``.tracker/tracker.db`` here or above, else the one live dashboard's store, else
+    ``./.tracker/tracker.db`` (:func:`tracker.discovery.locate`).
 
     Raises:
         InvalidInput: an unsupported or malformed URL (see :mod:`tracker.rules.store_uri`).
     """
-    uri = uri or os.environ.get("TRACKER_URI") or ""
-    if not uri:
-        return "sqlite:///" + str(Path.cwd() / DEFAULT_DIR / "tracker.db")
-    return store_uri.normalize(uri)
+    return discovery.locate(uri).uri
 
 
 def require_existing(uri: str) -> None:
