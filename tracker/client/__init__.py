@@ -30,7 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracker.client import lifecycle
+from tracker.client import announce, lifecycle
+from tracker.client.failsafe import strict_mode
 from tracker.client.nonfinite import nonfinite_policy
 from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
@@ -55,6 +56,7 @@ def init(
     *,
     uri: str | None = None,
     sink: Sink | None = None,
+    quiet: bool | None = None,
     **options: Any,
 ) -> Run:
     """Start a run (or attach to the one a queued job created) and make it the active run.
@@ -69,9 +71,17 @@ def init(
     ``console_max_chars`` -- newest console characters a run keeps, default 4 Mi --,
     ``on_nonfinite``
     -- ``"stop"`` raises ``NonFiniteLossError`` from ``log()`` at the first persistent
-    NaN/Inf of a loss, see :mod:`tracker.client.nonfinite` --, ...).
+    NaN/Inf of a loss, see :mod:`tracker.client.nonfinite` --, ``strict`` -- raise the
+    tracker's own failures (an upload, the store, the disk, ...) instead of warning once and
+    keeping the data, default ``$TRACKER_STRICT`` or off, see
+    :mod:`tracker.client.failsafe` --, ...).
     Inside a job started by ``tracker worker``, the run id and the submitted config come
     from the environment; the submitted values override the ``config`` given here.
+
+    Prints one line on stderr: the run, its store, its dashboard page when a ``tracker ui``
+    serves that store (:mod:`tracker.client.announce`); ``quiet=True`` or ``TRACKER_QUIET=1``
+    silences it. With no ``uri`` and no ``TRACKER_URI``, the store is found like git finds its
+    repository (:mod:`tracker.discovery`).
 
     Raises:
         InvalidInput: a config value or tag cannot be stored (the message names it).
@@ -79,6 +89,7 @@ def init(
     """
     memory_cap_bytes(options.get("max_memory_mb"))  # a bad cap fails before a run exists
     nonfinite_policy(options.get("on_nonfinite", "record"))  # before any run is created
+    strict_mode(options.get("strict"))  # a bad TRACKER_STRICT too
     previous = lifecycle.active()
     if previous is not None and not previous.finished:
         previous.finish()
@@ -87,6 +98,7 @@ def init(
     cfg = normalize_config(dict(config) if isinstance(config, Mapping) else config or {})
     tag_list = check_tags(tags)
     project = project or os.environ.get(ENV_PROJECT) or "default"
+    place = announce.place_before_open(uri, sink is not None)  # before it may be created
     sink = sink or sink_for_uri(uri)
     rank = int(os.environ.get("RANK", "0") or 0)
     attrs = {"host": socket.gethostname(), "pid": os.getpid(), "git_commit": _git_commit()}
@@ -110,6 +122,8 @@ def init(
     job = os.environ.get(ENV_JOB_ID)
     run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
     lifecycle.set_active(run)
+    if rank == 0:
+        announce.announce(info.id, info.name, place, quiet)
     return run
 
 
