@@ -7,8 +7,12 @@ Each step also measures a loss on a held-out batch for monitoring, outside
 ``torch.no_grad()``, and appends the tensor to a history list. No ``backward()`` ever frees
 that graph, so every kept loss holds its step's activations alive: memory grows by about
 one forward pass of activations per step. The script logs ``mem/rss_bytes`` (and, on CUDA,
-the allocator's ``gpu_allocated_bytes``) each step, so the growth is visible on the
-dashboard and the health check (``tracker.rules.health.memory_growth``) flags it.
+the allocator's ``mem/gpu_allocated_bytes``) each step, with the tracker's own system metrics
+off, so the growth is visible on the dashboard and the doctor reads these series too:
+
+    tracker doctor RUN    # [warning] memory_growth at step 0 (mem/rss_bytes) ... exit status 1
+
+(the run's final pass stores the same diagnosis; ``--fixed`` gets "no problems found").
 """
 
 from __future__ import annotations

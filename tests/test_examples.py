@@ -1,8 +1,11 @@
-"""examples/train_digits.py end to end: real training subprocesses against a SQLite store.
+"""The examples end to end: real training subprocesses against a SQLite store.
 
-Each test runs the script as its own process (cwd = the test's tmp dir, so checkpoints land
-there) and checks what it left in the store: the run's status and config, a train/loss point
-for every step, validation metrics, and checkpoints that exist and match their sha256.
+Each test runs a script as its own process (cwd = the test's tmp dir, so checkpoints land
+there) and checks what it left in the store: for train_digits the run's status and config, a
+train/loss point for every step, validation metrics, and checkpoints that exist and match
+their sha256. Every example's health is then judged as a user judges it, by ``tracker
+doctor RUN`` (text and ``--json``) in its own process: the healthy ones have no problems,
+train_diverge goes non-finite at the step it printed, train_leak's memory grows.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 import tracker
+from tests.support.runner import TRACKER
 from tracker.store import Store, artifacts
+from tracker.store.diagnoses import list_diagnoses
 
 torch = pytest.importorskip("torch")
 
@@ -65,6 +71,51 @@ def train(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tupl
     found = re.search(r"^run (\d+):", done.stdout, re.MULTILINE)
     assert found, f"train_digits.py did not print its run id\n{output}"
     return int(found.group(1)), done.stdout
+
+
+def run_example(
+    tmp_path: Path, script: str, *args: str, returncode: int = 0
+) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """Run ``examples/<script>`` as a user would; returns (the one run it made, the result)."""
+    clean = {k: v for k, v in os.environ.items() if k not in TRACKER_ENV}
+    clean.update({"TRACKER_URI": _uri(tmp_path), "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name(script)), *args], cwd=tmp_path, env=clean,
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    said = f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    assert done.returncode == returncode, f"{script} exited with {done.returncode}\n{said}"
+    store = Store(_uri(tmp_path))
+    try:
+        runs = store.list_runs()
+    finally:
+        store.close()
+    assert len(runs) == 1, (runs, said)
+    return runs[0].id, done
+
+
+def doctor(tmp_path: Path, run_id: int) -> tuple[int, str, list[dict]]:
+    """``tracker doctor RUN`` and ``tracker doctor RUN --json`` in their own processes:
+    (exit status, the text report, the diagnoses of the JSON report)."""
+    clean = {k: v for k, v in os.environ.items() if k not in TRACKER_ENV}
+    clean["TRACKER_URI"] = _uri(tmp_path)
+    reports = [
+        subprocess.run(
+            [*TRACKER, "doctor", str(run_id), *extra],
+            cwd=tmp_path,
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        for extra in ((), ("--json",))
+    ]
+    text, as_json = reports
+    assert text.returncode == as_json.returncode in (0, 1), (text.stderr, as_json.stderr)
+    found = json.loads(as_json.stdout)
+    assert found["run_id"] == run_id
+    return text.returncode, text.stdout, found["diagnoses"]
 
 
 def steps(store: Store, run_id: int, key: str) -> list[int]:
@@ -209,3 +260,59 @@ def test_integration_examples_run_as_scripts(
     assert run.status == "finished" and f"run {run.id}: resumed from None" in done.stdout
     assert sorted(c.step for c in store.list_checkpoints(run.id)) == checkpoints
     assert tracker.latest_checkpoint(run.id, uri=_uri(tmp_path)) is not None
+    status, text, found = doctor(tmp_path, run.id)
+    assert (status, found) == (0, []), text
+
+
+# ------------------------------------------------------- each example, judged by the doctor
+
+
+def test_healthy_digits_run_has_no_problems(tmp_path: Path) -> None:
+    """The default run (15 epochs, system metrics and step times on) is healthy."""
+    run_id, _ = run_example(tmp_path, "train_digits.py", "--data", "synthetic")
+    status, text, found = doctor(tmp_path, run_id)
+    assert (status, found) == (0, []), text
+    assert text.strip() == f"run {run_id}: no problems found"
+
+
+def test_diverging_run_is_nonfinite_at_the_step_it_stopped(tmp_path: Path) -> None:
+    run_id, done = run_example(tmp_path, "train_diverge.py", returncode=1)
+    stopped = re.search(r"NonFiniteLossError: loss is nan at step (\d+)", done.stderr)
+    assert stopped, done.stderr[-2000:]
+    step = int(stopped.group(1))
+    status, text, found = doctor(tmp_path, run_id)
+    assert status == 1, text
+    assert [(d["code"], d["metric"], d["step"]) for d in found] == [
+        ("nonfinite", "train/loss", step)
+    ], text
+    assert found[0]["severity"] == "error" and "learning rate" in found[0]["hint"]
+    assert f"[error] nonfinite at step {step} (train/loss)" in text
+
+
+def test_diverge_with_a_sane_learning_rate_has_no_problems(tmp_path: Path) -> None:
+    run_id, _ = run_example(tmp_path, "train_diverge.py", "--lr", "0.01")
+    status, text, found = doctor(tmp_path, run_id)
+    assert (status, found) == (0, []), text
+
+
+def test_leaking_run_shows_memory_growth_from_its_first_steps(tmp_path: Path) -> None:
+    """train_leak logs its own ``mem/rss_bytes`` with system metrics off: the doctor reads
+    that series too (the stored verdict of the run's final pass, and ``tracker doctor``)."""
+    run_id, _ = run_example(tmp_path, "train_leak.py", "--steps", "120")
+    with closing(Store(_uri(tmp_path))) as store:
+        stored = [e.data for e in list_diagnoses(store, run_id)]
+        rss = [p.value for p in store.metric_history(run_id, "mem/rss_bytes")]
+    assert [(d["code"], d["metric"]) for d in stored] == [("memory_growth", "mem/rss_bytes")]
+    status, text, found = doctor(tmp_path, run_id)
+    assert status == 1, text
+    assert [(d["code"], d["metric"]) for d in found] == [("memory_growth", "mem/rss_bytes")]
+    assert found[0]["step"] <= 10, found  # the leak begins with the first kept loss
+    assert found[0]["evidence"]["bytes_per_step"] > 0
+    assert "memory_growth at step" in text and "Host memory (RSS)" in text
+    assert rss[-1] - rss[0] > 32 * 2**20, rss  # what the script itself measured
+
+
+def test_fixed_leak_has_no_problems(tmp_path: Path) -> None:
+    run_id, _ = run_example(tmp_path, "train_leak.py", "--steps", "120", "--fixed")
+    status, text, found = doctor(tmp_path, run_id)
+    assert (status, found) == (0, []), text

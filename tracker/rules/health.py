@@ -56,6 +56,7 @@ __all__ = [
     "grad_explosion",
     "grad_vanishing",
     "is_loss_key",
+    "is_memory_key",
     "loss_spike",
     "memory_growth",
     "nonfinite",
@@ -225,6 +226,28 @@ def is_loss_key(key: str) -> bool:
     ``val_loss``), but not the AMP loss scale."""
     last = key.rsplit("/", 1)[-1].lower()
     return bool(_LOSS_NAME.search(last)) and "scale" not in last and not key.startswith("amp/")
+
+
+# Memory in bytes that a leak makes climb: the process RSS and the allocator's live bytes,
+# under any prefix (``sys/rss_bytes``, ``sys/rank1/gpu0/allocated_bytes``, a script's own
+# ``mem/rss_bytes`` or ``mem/gpu_allocated_bytes``). Peaks only ever rise and reserved
+# memory is the allocator's cache, so neither is read as a leak; other units are not bytes.
+# ``sys/step/...`` repeats the current device's ``sys/gpu<i>/...`` on every call: one
+# diagnosis per leak, not two.
+_MEMORY_NAME = re.compile(r"(?:\w+_)?(?:rss|allocated|memory_allocated)_bytes")
+
+
+def is_memory_key(key: str) -> bool:
+    """A memory series the leak detector reads: its last path part names RSS or allocated
+    bytes (``sys/rss_bytes``, ``mem/gpu_allocated_bytes``), never a peak."""
+    last = key.rsplit("/", 1)[-1].lower()
+    if key.startswith("sys/step/") or "peak" in last or "max_" in last:
+        return False
+    return bool(_MEMORY_NAME.fullmatch(last))
+
+
+def _is_gpu_key(key: str) -> bool:
+    return "gpu" in key.lower() or "cuda" in key.lower()
 
 
 # ---------------------------------------------------------------------- nonfinite
@@ -457,7 +480,7 @@ def memory_growth(
     if len(pts) < limits.memory_min_points:
         return None
     if min_growth is None:
-        gpu = metric.startswith("sys/gpu")
+        gpu = _is_gpu_key(metric)
         min_growth = limits.memory_min_growth_gpu if gpu else limits.memory_min_growth_rss
     xs = [float(s) for s, _ in pts]
     ys = [v for _, v in pts]
@@ -473,7 +496,7 @@ def memory_growth(
         return None
     onset = _onset_of_rise(pts, slope)
     per100 = slope * 100
-    where = "GPU memory" if metric.startswith("sys/gpu") else "Host memory (RSS)"
+    where = "GPU memory" if _is_gpu_key(metric) else "Host memory (RSS)"
     return Diagnosis(
         MEMORY_GROWTH,
         "error" if growth >= 1024**3 else "warning",
@@ -787,7 +810,8 @@ def diagnose(
 
     Which detector reads which metric: every metric for non-finite values; loss-like keys
     (``is_loss_key``) for spikes and divergence; ``sys/rss_bytes`` and
-    ``sys/gpu<i>/allocated_bytes`` for memory growth; ``sys/step_time_s`` for throughput;
+    ``sys/gpu<i>/allocated_bytes`` -- and any key ``is_memory_key`` accepts, such as a
+    script's own ``mem/rss_bytes`` -- for memory growth; ``sys/step_time_s`` for throughput;
     ``grad/global_norm`` (and ``grad/norm/<param>`` for vanishing) for gradients;
     ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles``.
     """
@@ -801,7 +825,7 @@ def diagnose(
             found.append(div)
             if div is None:
                 found.append(loss_spike(points, key, limits=limits))
-        elif key == "sys/rss_bytes" or _GPU_ALLOCATED.fullmatch(key):
+        elif is_memory_key(key):
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
             found.append(throughput_drop(points, key, limits=limits))
@@ -818,6 +842,3 @@ def diagnose(
         )
     found.append(checkpoint_problems(checkpoints))
     return sorted((d for d in found if d is not None), key=lambda d: (d.step or 0, d.code))
-
-
-_GPU_ALLOCATED = re.compile(r"sys/gpu\d+/allocated_bytes")
