@@ -113,7 +113,7 @@ def shown_path(path: str, cwd: str) -> str:
     climbs = 0
     while climbs < len(parts) and parts[climbs] == "..":
         climbs += 1
-    if climbs > MAX_PARENT_STEPS or climbs == len(parts):
+    if climbs > MAX_PARENT_STEPS or climbs == len(parts) or relative == ".":
         return path
     return relative
 
