@@ -4,6 +4,11 @@ Read commands never create a store: a SQLite path that does not exist is an erro
 the absolute path, and the directory stays empty (no database, no parent directory, no
 ``.migrate.lock``). A malformed ``sqlite:/x.db`` is a clear error, never a traceback.
 ``tracker -v`` says which store a command used; ``runs ls`` says it when nothing matches.
+
+With no ``--uri`` and no ``TRACKER_URI`` (issue 24, item 4), a command run from a sub-folder
+of a store's folder uses that store, as ``tracker.init`` does (tracker.discovery); ``--uri``
+and ``TRACKER_URI`` still win. (The store of a running dashboard, for a sibling folder:
+tests/web/test_where_is_my_run.py.)
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ READ_COMMANDS = [
 
 def tracker(cwd: Path, *args: str, uri: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    # no live dashboard's store is adopted: a registry of servers that stays empty
+    env["TRACKER_SERVER_REGISTRY"] = str(cwd.parent / "no-live-dashboards")
     if uri is not None:
         env["TRACKER_URI"] = uri
     return subprocess.run(
@@ -114,3 +121,42 @@ def test_verbose_hides_a_postgres_password(tmp_path: Path) -> None:
     result = tracker(tmp_path, "-v", "runs", "ls", uri=uri)
     assert "store: postgresql+psycopg://alice:***@127.0.0.1:1/nodb" in result.stderr
     assert "s3cret" not in result.stderr
+
+
+SUB_FOLDER_READS = [
+    ("runs", "ls"),
+    ("jobs", "ls"),
+    ("workers", "ls"),
+    ("schedule", "ls"),
+    ("token", "ls"),
+    ("db", "current"),
+]
+
+
+@pytest.mark.parametrize("args", SUB_FOLDER_READS, ids=" ".join)
+def test_a_read_command_from_a_sub_folder_reads_the_store_above(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    demo = tmp_path / "demo"
+    examples = demo / "examples"
+    examples.mkdir(parents=True)
+    submitted = tracker(demo, "submit", "--", "true")
+    assert submitted.returncode == 0, submitted.stderr
+    result = tracker(examples, "-v", *args)
+    assert result.returncode == 0, result.stderr
+    assert f"store: sqlite:///{demo / '.tracker' / 'tracker.db'}" in result.stderr
+    assert everything_under(examples) == []
+    if args == ("jobs", "ls"):
+        assert "true" in result.stdout
+
+
+def test_uri_and_tracker_uri_still_win_over_the_store_above(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    (demo / "examples").mkdir(parents=True)
+    assert tracker(demo, "submit", "--", "true").returncode == 0
+    for how in ("--uri", "TRACKER_URI"):
+        other = f"sqlite:///{tmp_path / how}.db"
+        args = ("jobs", "ls", "--uri", other) if how == "--uri" else ("jobs", "ls")
+        result = tracker(demo / "examples", *args, uri=other if how == "TRACKER_URI" else None)
+        assert result.returncode == 2  # the named store does not exist: not the one above
+        assert f"no store at {tmp_path / how}.db" in result.stderr
