@@ -7,7 +7,8 @@ through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs`
 schedules are always copies of a submitted job (a run is copied through the job that ran it;
 a run no job ran is refused with 409): a request may edit the config, priority and grid,
 never the argv, cwd or env (400, ``tracker.web.core.fields.clone_edits``). Schedules are
-shown with their spec's env names only, never its values.
+shown with their spec's env names only, never its values. Lists of jobs and schedules name
+the config keys that differ between their items (``differing_config_keys``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from flask import Blueprint, request
 
 from tracker.errors import InvalidInput
+from tracker.rules.config_diff import diff_configs
 from tracker.store import clone as store_clone
 from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
@@ -31,6 +33,15 @@ from tracker.web.views.runs import attempt_json, job_json, logs_json, schedule_j
 bp = Blueprint("api_queue", __name__, url_prefix="/api/v1")
 
 
+def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
+    """The dotted config keys whose values differ between ``configs`` (the rule of the compare
+    view and the runs table: ``tracker.rules.config_diff``), so a list of jobs shows what sets
+    them apart instead of a truncated whole config. Raises ConfigFlattenError (400) for a
+    config that cannot be flattened, which the store never holds."""
+    rows = diff_configs({str(i): c for i, c in enumerate(configs)}, only_differing=True)
+    return [row.key for row in rows]
+
+
 @bp.get("/jobs")
 def jobs() -> Any:
     page = store_jobs.job_page(
@@ -40,7 +51,12 @@ def jobs() -> Any:
         limit=int_arg("limit", 100, 1, 1000),
         offset=int_arg("offset", 0, 0, 10**9),
     )
-    return {"jobs": [job_json(j) for j in page.jobs], "total": page.total, "counts": page.counts}
+    return {
+        "jobs": [job_json(j) for j in page.jobs],
+        "total": page.total,
+        "counts": page.counts,
+        "differing_config_keys": differing_keys([j.config for j in page.jobs]),
+    }
 
 
 @bp.get("/jobs/<int:job_id>")
@@ -92,7 +108,10 @@ def workers() -> Any:
 @bp.get("/schedules")
 def schedules() -> Any:
     found = store_schedules.list_schedules(state().store)
-    return {"schedules": [schedule_json(s) for s in found]}
+    return {
+        "schedules": [schedule_json(s) for s in found],
+        "differing_config_keys": differing_keys([s.spec.get("config") or {} for s in found]),
+    }
 
 
 def _schedule_source(body: dict[str, Any]) -> tuple[Literal["job", "run"], int]:

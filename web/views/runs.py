@@ -25,6 +25,7 @@ from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
 from tracker.rules.secrets import env_keys_only
 from tracker.store import SCHEMA_HEAD, diagnoses, lifecycle, run_reads, run_search
+from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
@@ -32,6 +33,7 @@ from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_
 from tracker.web.core import ingest as parse
 from tracker.web.core.fields import clone_edits, config_types
 from tracker.web.core.log_ingest import parse_log_batch
+from tracker.web.core.times import attempts_allowed, iso_in_zone, running_time
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.files import checkpoint_path, download, file_inside_roots, resolve_inside
 from tracker.web.plumbing.params import (
@@ -76,19 +78,25 @@ def job_json(job: JobInfo) -> dict[str, Any]:
     """A job for the API: ``env`` values are never shown (they may hold secrets), only
     ``env_keys`` (``tracker.rules.secrets``); ``worker`` holds the lease; ``position`` is the
     1-based place in the claim order while queued; ``config_types`` tells 0.0 from 0
-    (``tracker.web.core.fields.config_types``)."""
+    (``tracker.web.core.fields.config_types``); ``attempts_allowed`` is the total in
+    "attempt 2/2" (``tracker.web.core.times.attempts_allowed``)."""
     out = env_keys_only(dataclasses.asdict(job))
     for hidden in _JOB_HIDDEN:
         del out[hidden]
     out["worker"] = job.lease_owner
+    out["attempts_allowed"] = attempts_allowed(job)
     out["config_types"] = config_types(job.config)
     return out
 
 
 def schedule_json(schedule: ScheduleInfo) -> dict[str, Any]:
-    """A schedule for the API: its stored job spec with ``env_keys``, never env values."""
+    """A schedule for the API: its stored job spec with ``env_keys``, never env values; its
+    times as seconds (``*_at``) and as ISO 8601 in its own time zone, with the offset
+    (``created``, ``last_fire``, ``next_fire``: ``2026-12-04T06:00:00+01:00``)."""
     out = dataclasses.asdict(schedule)
     out["spec"] = env_keys_only(schedule.spec)
+    for name in ("created", "last_fire", "next_fire"):
+        out[name] = iso_in_zone(out[f"{name}_at"], schedule.timezone)
     return out
 
 
@@ -160,10 +168,15 @@ def run_columns() -> Any:
 
 @bp.get("/runs/<int:run_id>")
 def run_detail(run_id: int) -> Any:
-    run, job = run_reads.run_detail(state().store, run_id)
+    """A run with its job and ``running_time`` (``tracker.web.core.times``). 404 for an
+    unknown run, 503 when the store cannot be reached."""
+    store = state().store
+    run, job = run_reads.run_detail(store, run_id)
     out = run_json(run)
     out["config_types"] = config_types(run.config)
     out["job"] = None if job is None else job_json(job)
+    tried = [] if job is None else store_jobs.attempts(store, job.id)
+    out["running_time"] = dataclasses.asdict(running_time(run, tried))
     return out
 
 
