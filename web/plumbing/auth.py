@@ -30,8 +30,17 @@ import secrets
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from flask import Blueprint, Flask, current_app, g, redirect, request, session
-from flask import render_template_string as render
+from flask import (
+    Blueprint,
+    Flask,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    send_from_directory,
+    session,
+)
 
 from tracker.store import tokens
 from tracker.web.plumbing.context import state
@@ -179,24 +188,16 @@ def safe_next(target: str | None) -> str:
 
 bp = Blueprint("auth", __name__)
 
-_LOGIN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign in - tracker</title></head>
-<body style="font-family: sans-serif; max-width: 24rem; margin: 4rem auto">
-<h1>tracker</h1>
-{% if error %}<p role="alert" style="color: #b00020">{{ error }}</p>{% endif %}
-<form method="post" action="/login">
-  <input type="hidden" name="csrf" value="{{ csrf }}">
-  <input type="hidden" name="next" value="{{ next }}">
-  <label>Access token <input type="password" name="token" autocomplete="current-password"
-    autofocus required></label>
-  <button type="submit">Sign in</button>
-</form></body></html>"""
-
 
 def _login_form(error: str | None, status: int, **headers: str) -> tuple[str, int, dict[str, str]]:
+    # web/templates/login.html: the dashboard's stylesheet, and what to do when an old
+    # sign-in link stops working (each start of ``tracker ui`` prints a new one).
     session.setdefault("csrf", secrets.token_urlsafe(32))
     target = safe_next(request.values.get("next"))
-    page = render(_LOGIN_PAGE, error=error, csrf=session["csrf"], next=target)
+    signed_out = request.args.get("signed_out") == "1" and error is None
+    page = render_template(
+        "login.html", error=error, csrf=session["csrf"], next=target, signed_out=signed_out
+    )
     return page, status, headers
 
 
@@ -204,6 +205,13 @@ def _too_many(exc: TooManyAttempts) -> tuple[str, int, dict[str, str]]:
     wait = str(exc.retry_after)
     message = f"Too many wrong tokens from this address; try again in {wait} s."
     return _login_form(message, 429, **{"Retry-After": wait})
+
+
+@bp.get("/login/app.css")
+def login_css() -> Any:
+    """The dashboard's stylesheet for the sign-in page, open to everyone (the rest of
+    ``/static`` needs a sign-in): the project's own CSS, no data."""
+    return send_from_directory(str(current_app.static_folder), "app.css", max_age=300)
 
 
 @bp.get("/login")
@@ -253,9 +261,20 @@ def login() -> Any:
     return redirect(safe_next(request.form.get("next")))
 
 
+@bp.app_context_processor
+def _sign_out_button() -> dict[str, Any]:
+    # Every page gets the sign-out button (web/templates/base.html) unless authentication is
+    # off (--no-auth): then there is no sign-in to end. common.js sends the POST /logout.
+    return {"sign_out": not current_app.config["NO_AUTH"]}
+
+
 @bp.post("/logout")
 def logout() -> Any:
-    """End this sign-in on the server: the session row is revoked, the cookie cleared."""
+    """End this sign-in on the server: the session row is revoked, the cookie cleared.
+
+    A state change like any other: a JSON body (415 otherwise) from this dashboard's own
+    origin (403 otherwise), signed in (401 otherwise; ``web/plumbing/security.py``). The
+    dashboard's "Sign out" button sends it and then opens ``/login?signed_out=1``."""
     sid = session.get("sid")
     if isinstance(sid, str) and sid:
         tokens.revoke_session(state().store, sid)

@@ -88,6 +88,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.health": PUBLIC,
     "auth.login_page": PUBLIC,
     "auth.login": PUBLIC,
+    "auth.login_css": PUBLIC,  # the sign-in page's stylesheet (the dashboard's app.css)
     # read (every token may read): pages, their assets, the JSON reads, downloads
     "static": LOG,
     "pages.runs": LOG,

@@ -46,6 +46,23 @@ const T = (() => {
     return doc;
   }
 
+  /** The top bar's "Sign out" (base.html; absent with --no-auth): POST /logout with a JSON
+   *  body, like every state change (the server checks its origin), then the sign-in page. */
+  function wireSignOut() {
+    const button = document.getElementById("sign-out");
+    if (!button) return;
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await api("/logout", { method: "POST", body: {} });
+        window.location.assign("/login?signed_out=1");
+      } catch (exc) {
+        button.disabled = false;
+        if (exc.status !== 401) toast(`Sign-out failed: ${exc.message}`);
+      }
+    });
+  }
+
   function setConnection(ok) {
     const el = document.getElementById("conn-status");
     if (!el) return;
@@ -128,6 +145,18 @@ const T = (() => {
     return `${mm}m ${pad(s % 60)}s`;
   }
 
+  /** "attempt 2/2": this attempt and the attempts allowed so far (its retries plus one, more
+   *  once requeued by hand: the server's attempts_allowed, never below the attempt). A queued
+   *  job that already ran waits for its next attempt. Empty before the first attempt of a job
+   *  that may run only once. */
+  function attemptText(job) {
+    const allowed = job.attempts_allowed ?? Math.max(job.max_retries + 1, job.attempt);
+    if (!job.attempt) return allowed > 1 ? `up to ${allowed} attempts` : "";
+    const byHand = allowed > job.max_retries + 1 ? " (requeued by hand)" : "";
+    if (job.status === "queued") return `waiting for attempt ${job.attempt + 1}/${allowed}${byHand}`;
+    return `attempt ${job.attempt}/${allowed}${byHand}`;
+  }
+
   /** A run's duration; a running run's grows with the clock between refreshes. */
   function runDuration(run) {
     if (run.status === "running" && run.started_at) return Math.max(0, Date.now() / 1000 - run.started_at);
@@ -186,13 +215,16 @@ const T = (() => {
   }
 
   /** A config as `key=value` pairs with dotted keys (`lr=0.001 model.width=96`); with the
-   *  server's `config_types`, a float keeps its point (`wd=0.0`). */
-  function configPairs(config, types, prefix = "") {
+   *  server's `config_types`, a float keeps its point (`wd=0.0`); `only` (a Set of dotted
+   *  keys): just those keys. */
+  function configPairs(config, types, prefix = "", only = null) {
     const out = [];
     for (const [key, value] of Object.entries(config || {})) {
       const type = types && typeof types === "object" ? types[key] : undefined;
       if (value && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length) {
-        out.push(...configPairs(value, type, `${prefix}${key}.`));
+        out.push(...configPairs(value, type, `${prefix}${key}.`, only));
+      } else if (only && !only.has(`${prefix}${key}`)) {
+        continue;
       } else if (type === "float" && Number.isInteger(value) && !/e/i.test(String(value))) {
         out.push(`${prefix}${key}=${value}.0`);
       } else {
@@ -292,8 +324,10 @@ const T = (() => {
     return String(text).replace(/[&<>]/g, (ch) => PLOT_ENTITIES[ch]);
   }
 
+  wireSignOut(); // common.js loads at the end of <body>: the top bar is there
+
   return {
     ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
-    fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, statusBadge, toast, poll, params, listParam, runLink, plotText,
+    fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, attemptText, statusBadge, toast, poll, params, listParam, runLink, plotText,
   };
 })();
