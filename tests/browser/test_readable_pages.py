@@ -157,7 +157,7 @@ def test_queue_shows_the_script_config_attempts_and_worker_jobs(
     other = page.locator(f"#job-{busy_worker['second']}")
     assert other.locator("code.command").inner_text() == "…/examples/train_cifar.py"
     status = requeued.locator("td").nth(2).inner_text()
-    assert "attempt 2 (requeued by hand)" in status and "2/1" not in status, status
+    assert "attempt 2/2 (requeued by hand)" in status and "2/1" not in status, status
     assert requeued.locator(".badge").inner_text() == "running"  # not the last attempt's failure
     worker = page.locator("#workers-table tbody tr", has_text="gpu-node-02")
     jobs = worker.locator("td.worker-jobs").inner_text()

@@ -95,9 +95,39 @@ const Charts = (() => {
   }
 
   function xValues(payload, axis) {
-    if (axis.mode === "wall") return payload.wall_time.map(localDate);
-    if (axis.mode === "relative") return payload.wall_time.map((t) => (t - axis.t0) / axis.unit);
+    const gap = (t) => t === null || t === undefined;
+    if (axis.mode === "wall") return payload.wall_time.map((t) => (gap(t) ? null : localDate(t)));
+    if (axis.mode === "relative") return payload.wall_time.map((t) => (gap(t) ? null : (t - axis.t0) / axis.unit));
     return payload.last_step;
+  }
+
+  /**
+   * A payload for a time axis: its buckets in wall-time order, so no line runs back in time.
+   * The server sends buckets in step order, and wall time need not grow with the step: an
+   * attempt that resumes from a checkpoint logs the steps after it again, later, and steps
+   * the earlier attempt logged past the checkpoint keep their earlier times; a host clock
+   * can step back. Where the step goes back in time order (a resume: a new segment) the line
+   * breaks, at a gap bucket whose fields are all null. Buckets without a wall time are left
+   * out. A payload already in order is returned as it is.
+   */
+  function inTimeOrder(p) {
+    const times = p.wall_time;
+    const order = [...times.keys()].filter((i) => times[i] !== null && times[i] !== undefined);
+    if (order.length === times.length && order.every((v, j) => j === 0 || times[order[j - 1]] <= times[v])) return p;
+    order.sort((a, b) => times[a] - times[b] || a - b);
+    const out = { ...p };
+    for (const f of FIELDS) out[f] = [];
+    order.forEach((i, j) => {
+      if (j > 0 && p.first_step[i] < p.last_step[order[j - 1]]) for (const f of FIELDS) out[f].push(null);
+      for (const f of FIELDS) out[f].push(p[f][i]);
+    });
+    return out;
+  }
+
+  /** The last wall time of a payload (null when it has none): not always its last bucket's. */
+  function lastTime(p) {
+    const times = p.wall_time.filter((t) => t !== null && t !== undefined);
+    return times.length ? Math.max(...times) : null;
   }
 
   /** The step window [lo, hi] that an x-axis range covers, for re-querying on zoom. */
@@ -109,12 +139,17 @@ const Charts = (() => {
       ? parseLocalDate
       : (x) => axis.t0 + Number(x) * axis.unit;
     const [t0, t1] = [toSeconds(range[0]), toSeconds(range[1])];
+    // Wall time need not grow with the step (see inTimeOrder): every bucket inside the time
+    // window counts, with its neighbours in step order so the line reaches the edges.
     const times = payload.wall_time;
     let lo = null;
     let hi = null;
     for (let i = 0; i < times.length; i += 1) {
-      if (times[i] >= t0 && lo === null) lo = payload.first_step[Math.max(0, i - 1)];
-      if (times[i] <= t1) hi = payload.last_step[Math.min(times.length - 1, i + 1)];
+      if (times[i] === null || times[i] === undefined || times[i] < t0 || times[i] > t1) continue;
+      const first = payload.first_step[Math.max(0, i - 1)];
+      const last = payload.last_step[Math.min(times.length - 1, i + 1)];
+      lo = lo === null ? first : Math.min(lo, first);
+      hi = hi === null ? last : Math.max(hi, last);
     }
     if (lo === null || hi === null || hi < lo) return null;
     return [lo, hi];
@@ -280,7 +315,7 @@ const Charts = (() => {
   }
 
   return {
-    PLOT_CONFIG, MARKERS_BELOW, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, stepWindow,
+    PLOT_CONFIG, MARKERS_BELOW, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, inTimeOrder, lastTime, stepWindow,
     seriesTraces, layout, bytesUnit, extent, yRange, stepTicks,
   };
 })();

@@ -11,6 +11,8 @@
   const ACTIVE = new Set(["queued", "running"]);
   let statuses = "queued,running";
   const highlight = new Set();
+  let differing = new Set(); // config keys that differ between the jobs listed
+  let listed = 0;
 
   // -------------------------------------------------------------------- jobs
 
@@ -36,23 +38,25 @@
     return h("td", { class: "actions" }, buttons);
   }
 
-  /** "attempt 1/3"; nothing before the first; a manual requeue past the retries allowed
-   * says so instead of "attempt 2/1". */
-  function attemptText(job) {
-    const tries = job.max_retries + 1;
-    if (!job.attempt) return tries > 1 ? `up to ${tries} attempts` : "";
-    if (job.attempt > tries) return `attempt ${job.attempt} (requeued by hand)`;
-    return `attempt ${job.attempt}/${tries}`;
-  }
-
-  /** The script with its arguments, and the config as key=value pairs (full text in the
-   * tooltip): jobs running different scripts or configs look different. */
-  function commandCell(argv, config, types) {
+  /** The script with its arguments, and the config keys that differ between the `count` items
+   *  listed (the server's differing_config_keys, the compare view's rule) as key=value pairs:
+   *  what sets the jobs apart, not a truncated whole config. The whole config is in the
+   *  tooltip. */
+  function commandCell(argv, config, types, differing, count) {
     const full = (argv || []).join(" ");
-    const pairs = T.configPairs(config, types);
+    const all = T.configPairs(config, types);
+    // One item listed: nothing to tell it from, so its config (shortened) is what it is.
+    const pairs = count > 1 ? T.configPairs(config, types, "", differing) : all;
+    const tip = all.join("\n");
+    let shown = null;
+    if (pairs.length) shown = h("code", { class: "config", title: tip }, count > 1 ? pairs.join(" ") : shorten(pairs.join(" "), 70));
+    else if (all.length) {
+      shown = h("span", { class: "config-same muted small", title: tip },
+        `${all.length} config key${all.length > 1 ? "s" : ""}, the same in every one listed`);
+    }
     return h("td", { class: "cmd" },
       h("code", { class: "command", title: full }, shorten(T.commandSummary(argv), 70)),
-      pairs.length ? h("div", {}, h("code", { class: "config", title: pairs.join("\n") }, shorten(pairs.join(" "), 70))) : null);
+      shown ? h("div", {}, shown) : null);
   }
 
   function jobRow(job) {
@@ -62,13 +66,13 @@
     if (job.cancel_requested && ACTIVE.has(job.status)) status.push(h("span", { class: "muted small" }, " stopping"));
     const where = [];
     if (job.worker) where.push(`on ${job.worker}`);
-    if (attemptText(job)) where.push(attemptText(job));
+    if (T.attemptText(job)) where.push(T.attemptText(job));
     return h("tr", { id: `job-${job.id}`, class: highlight.has(job.id) ? "highlight" : null, dataset: { jobId: job.id, status: job.status } },
       h("td", {}, h("strong", {}, `#${job.id}`), h("div", { class: "muted small" }, job.project)),
       h("td", { class: "num" }, job.position ?? ""),
       h("td", {}, status, h("div", { class: "muted small worker" }, where.join(" · "))),
       h("td", { class: "num" }, job.priority),
-      commandCell(job.argv, job.config, job.config_types),
+      commandCell(job.argv, job.config, job.config_types, differing, listed),
       h("td", {}, resources(job)),
       h("td", { class: "reason" }, job.pending_reason || ""),
       h("td", { class: "nowrap", title: T.fmtTime(job.created_at) }, T.fmtAge(job.created_at)),
@@ -96,6 +100,8 @@
     const params = new URLSearchParams({ limit: 200 });
     if (statuses) params.set("status", statuses);
     const doc = await api(`/api/v1/jobs?${params}`);
+    differing = new Set(doc.differing_config_keys || []);
+    listed = doc.jobs.length;
     clear(document.querySelector("#jobs-table tbody")).append(...doc.jobs.map(jobRow));
     el("jobs-empty").hidden = doc.jobs.length > 0;
     el("jobs-table").hidden = doc.jobs.length === 0;
@@ -152,6 +158,18 @@
 
   // ---------------------------------------------------------------- schedules
 
+  /** A schedule's time as its cron reads it: "2026-12-04 05:00 UTC", in the schedule's own
+   *  time zone (the API's ISO 8601 with offset); the browser's local time in the tooltip. */
+  function zonedCell(iso, zone, name) {
+    if (!iso) return h("td", { class: `nowrap ${name}` }, "");
+    const m = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}):\d{2}(?:\.\d+)?(Z|[+-]\d{2}:\d{2})$/.exec(iso);
+    if (!m) return h("td", { class: `nowrap ${name}` }, iso);
+    const offset = m[3] === "Z" ? "+00:00" : m[3];
+    const label = zone === "UTC" || zone === "Etc/UTC" ? "UTC" : `${zone} (UTC${offset})`;
+    const local = T.fmtTime(Date.parse(iso) / 1000);
+    return h("td", { class: `nowrap ${name}`, title: `${iso}\nyour local time: ${local}` }, `${m[1]} ${m[2]} ${label}`);
+  }
+
   async function loadSchedules() {
     const doc = await api("/api/v1/schedules");
     const body = clear(document.querySelector("#schedules-table tbody"));
@@ -161,9 +179,10 @@
         h("td", {}, s.name || `schedule ${s.id}`),
         h("td", {}, h("code", {}, s.cron)),
         h("td", {}, s.timezone),
-        commandCell(spec.argv, spec.config),
-        h("td", { class: "nowrap" }, s.paused ? "" : T.fmtTime(s.next_fire_at)),
-        h("td", { class: "nowrap" }, T.fmtTime(s.last_fire_at)),
+        commandCell(spec.argv, spec.config, null, new Set(doc.differing_config_keys || []), doc.schedules.length),
+        zonedCell(s.paused ? null : s.next_fire, s.timezone, "next-fire"),
+        zonedCell(s.last_fire, s.timezone, "last-fire"),
+        zonedCell(s.created, s.timezone, "created"),
         h("td", {}, h("span", { class: `badge ${s.paused ? "status-killed" : "status-running"}` }, s.paused ? "paused" : "active")),
         h("td", { class: "actions" },
           h("button", { type: "button", class: "btn small", onclick: () => pauseSchedule(s) }, s.paused ? "Resume" : "Pause"),

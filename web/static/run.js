@@ -22,6 +22,23 @@
     return [h("div", { class: `fact${label === "Command" ? " wide" : ""}` }, h("dt", {}, label), h("dd", {}, ...value))];
   }
 
+  /** Duration: the time the run ran (server's running_time: its attempts' running time,
+   *  waits in the queue between them not counted), growing with the clock while it runs; the
+   *  tooltip says what was counted. */
+  function durationFact(r) {
+    const t = r.running_time;
+    if (!t || (t.seconds === null && t.since === null)) return fact("Duration", T.fmtDuration(T.runDuration(r)));
+    const seconds = (t.seconds || 0) + (t.since !== null ? Math.max(0, Date.now() / 1000 - t.since) : 0);
+    let title;
+    if (t.attempts > 1) title = `Time its ${t.attempts} attempts ran, added up; waits in the queue between them are not counted.`;
+    else if (t.attempts === 1) title = "Time its attempt ran, from the worker's start of the process; time in the queue is not counted.";
+    else title = "Time from the run's start to its end.";
+    if (t.since !== null) title += " Still running: it grows until the run ends.";
+    const facts = fact("Duration", h("span", { class: "duration", title }, T.fmtDuration(seconds)));
+    facts.forEach((f) => { f.title = title; });
+    return facts;
+  }
+
   function renderHeader(r) {
     document.title = `${r.name} · tracker`;
     document.getElementById("run-name").textContent = r.name;
@@ -44,14 +61,14 @@
     const facts = [
       ...fact("Started", T.fmtTime(r.started_at || r.created_at)),
       ...fact("Ended", ended),
-      ...fact("Duration", T.fmtDuration(T.runDuration(r))),
+      ...durationFact(r),
       ...fact("Host", r.host || "", r.pid ? h("span", { class: "muted" }, ` pid ${r.pid}`) : null),
       ...fact("Git commit", r.git_commit ? h("code", { title: r.git_commit }, r.git_commit.slice(0, 10)) : ""),
       ...fact("Exit code", r.exit_code === null ? "" : String(r.exit_code)),
       ...fact("Heartbeat", r.status === "running" ? T.fmtAge(r.heartbeat_at) : ""),
       ...fact("Tags", ...(r.tags || []).map((t) => h("span", { class: "tag" }, t))),
       ...fact("Job", r.job ? h("a", { href: `/jobs?job=${r.job.id}` }, `#${r.job.id}`) : "",
-        r.job ? h("span", { class: "muted" }, ` ${r.job.status}, attempt ${r.job.attempt}/${r.job.max_retries + 1}`) : null),
+        r.job ? h("span", { class: "muted attempt" }, ` ${r.job.status}${T.attemptText(r.job) ? `, ${T.attemptText(r.job)}` : ""}`) : null),
       ...fact("Command", r.command ? h("code", { class: "command" }, r.command.join(" ")) : ""),
     ];
     clear(document.getElementById("run-facts")).append(...facts);

@@ -132,7 +132,7 @@ const RunCharts = (() => {
     axis() {
       const first = [...this.payloads.values()].find((p) => p.wall_time.length);
       const t0 = this.view.startTime() ?? (first ? first.wall_time[0] : 0);
-      const end = first ? first.wall_time[first.wall_time.length - 1] : t0;
+      const end = first ? Charts.lastTime(first) ?? t0 : t0;
       return Charts.xAxis(this.view.options.axis, t0, end - t0);
     }
 
@@ -146,7 +146,7 @@ const RunCharts = (() => {
       const payloads = this.keys.map((k) => this.payloads.get(k)).filter(Boolean);
       if (this.kind === "metric") {
         const key = this.keys[0];
-        const p = this.payloads.get(key) || Charts.emptyPayload(key);
+        const p = this.shown(key, axis) || Charts.emptyPayload(key);
         const ext = Charts.extent([p]);
         const unit = T.isBytesKey(key) && ext ? Charts.bytesUnit(Math.max(Math.abs(ext[0]), Math.abs(ext[1]))) : null;
         traces = Charts.seriesTraces(p, { axis, c: Charts.color(0, 1), smoothing: opts.smoothing, unit });
@@ -183,10 +183,16 @@ const RunCharts = (() => {
       Plotly.react(this.plot, traces, lay, Charts.PLOT_CONFIG).then(() => this.listen());
     }
 
+    /** The payload of ``key`` as drawn on ``axis``: in wall-time order on a time axis. */
+    shown(key, axis) {
+      const p = this.payloads.get(key);
+      return p && axis.mode !== "step" ? Charts.inTimeOrder(p) : p;
+    }
+
     gpuTraces(axis) {
       const devices = [...new Set(this.keys.map((k) => gpuLabel(k).device))];
       return this.keys.map((key) => {
-        const p = this.payloads.get(key);
+        const p = this.shown(key, axis);
         const { label, device, kind } = gpuLabel(key);
         // The bucket's max: a short allocation peak must not vanish in a wide bucket.
         return {
@@ -209,7 +215,7 @@ const RunCharts = (() => {
     cpuTraces(axis) {
       const unit = this.rssUnit();
       return this.keys.map((key, i) => {
-        const p = this.payloads.get(key);
+        const p = this.shown(key, axis);
         const rss = key === "sys/rss_bytes";
         return {
           type: "scatter", mode: p.last_step.length < Charts.MARKERS_BELOW ? "lines+markers" : "lines",
