@@ -116,7 +116,10 @@ def test_console_is_teed_into_the_store_and_still_printed(store_url: str) -> Non
     run_id, done = run_script(store_url, "raise")
     # The terminal got everything, in order, as without the tracker.
     assert done.stdout.splitlines()[1:] == ["line one on stdout"]
-    assert done.stderr.startswith("line two on stderr\nTraceback (most recent call last):")
+    # tracker.init's own line first (the run and its store), then the script's, unchanged
+    init_line, script_err = done.stderr.split("\n", 1)
+    assert init_line.startswith(f"tracker: run {run_id} ")
+    assert script_err.startswith("line two on stderr\nTraceback (most recent call last):")
     store = Store(store_url)
     stored = console_text(store, run_id)
     assert "line one on stdout\n" in stored

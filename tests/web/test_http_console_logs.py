@@ -64,7 +64,9 @@ def test_a_direct_run_over_http_stores_its_console(
     # The terminal still gets everything, unchanged and on its own stream.
     run_line, *rest = done.stdout.splitlines(keepends=True)
     assert rest == ["line one on stdout\n"]
-    assert done.stderr.startswith("line two on stderr\n")
+    init_line, script_err = done.stderr.split("\n", 1)  # tracker.init's line, then the script's
+    assert init_line.startswith("tracker: run ") and "logging to the dashboard" in init_line
+    assert script_err.startswith("line two on stderr\n")
     assert "ValueError: bad batch shape (3, 4)" in done.stderr
     assert "console capture" not in done.stderr and "not stored" not in done.stderr
     run_id = int(run_line.split()[1])

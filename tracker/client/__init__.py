@@ -119,11 +119,11 @@ def init(
         else:
             command = [sys.executable, *sys.argv]  # shown, never launched
             info = sink.create_run(project, name, cfg, tag_list, command=command, **attrs)
+    if rank == 0:  # before Run() starts the console capture: the line is for the terminal
+        announce.announce(info.id, info.name, place, quiet)
     job = os.environ.get(ENV_JOB_ID)
     run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
     lifecycle.set_active(run)
-    if rank == 0:
-        announce.announce(info.id, info.name, place, quiet)
     return run
 
 
