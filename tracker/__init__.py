@@ -73,8 +73,9 @@ def finish(status: str = "finished", **kwargs: Any) -> None:
 
 
 def save_checkpoint(obj: Any, step: int | None = None, metrics: dict[str, Any] | None = None,
-                    path: str | None = None) -> CheckpointInfo:  # fmt: skip
-    """Save a checkpoint atomically on the active run; see :meth:`Run.save_checkpoint`."""
+                    path: str | None = None) -> CheckpointInfo | None:  # fmt: skip
+    """Save a checkpoint atomically on the active run; see :meth:`Run.save_checkpoint`
+    (None when the disk or the store failed and the run is not strict)."""
     from tracker.client import active_run
 
     return active_run().save_checkpoint(obj, step, metrics, path)

@@ -117,7 +117,10 @@ class InheritedRunError(NoActiveRun):
 
 
 class WriterError(TrackerError, RuntimeError):
-    """The background writer failed; raised on the next log()/flush()/finish()."""
+    """The background writer failed; raised on the next log()/flush()/finish() of a strict
+    run (``strict=True``, ``TRACKER_STRICT=1``) or of a job attempt that was superseded.
+    Otherwise the failure is reported once on stderr and as a run event, and the run goes
+    on (``tracker.client.failsafe``)."""
 
     code = "writer_error"
 
@@ -135,6 +138,9 @@ class NonFiniteLossError(TrackerError, FloatingPointError):
 
 class UploadError(TrackerError, RuntimeError):
     """An artifact or media upload failed for good (not a passing outage: those are
-    retried); raised by the next call on the run, naming what was not stored and why."""
+    retried); raised by the next call on a strict run (``strict=True``,
+    ``TRACKER_STRICT=1``), naming what was not stored and why. Otherwise it is reported once
+    on stderr and as a run event, the files are kept in the spill file where they could be
+    built, and the run goes on (``tracker.client.failsafe``)."""
 
     code = "upload_error"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import secrets
 import socket
 import time
@@ -13,6 +14,7 @@ from typing import Any
 from tracker import filedigest
 from tracker.client import checkpoint as ckpt
 from tracker.client import final_status
+from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, strict_mode
 from tracker.client.final_status import FinalStatus
 from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
 from tracker.client.sinks import Sink
@@ -20,12 +22,16 @@ from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
 from tracker.entities import CheckpointInfo, RunInfo
 from tracker.errors import (
+    AttemptSuperseded,
     CheckpointError,
+    FlushTimeout,
     InvalidInput,
     InvalidMetricType,
     InvalidMetricValue,
     NoActiveRun,
     StoreUnavailable,
+    UploadError,
+    WriterError,
 )
 from tracker.rules.config import normalize_config
 from tracker.rules.ids import MAX_INT64, MIN_INT64
@@ -33,6 +39,9 @@ from tracker.rules.keys import check_key
 from tracker.rules.liveness import HEARTBEAT_S
 
 MAX_STEP = MAX_INT64  # steps are stored in a 64-bit column
+# A save that fails with these is the caller's to fix (torch missing, an object that cannot
+# be pickled), not a failure of the disk: it raises even when the run is not strict.
+_CALLERS_SAVE_ERRORS = (ImportError, pickle.PicklingError, TypeError, AttributeError)
 
 
 class Run:
@@ -46,6 +55,12 @@ class Run:
     the process waits while the store stores nothing; then the points and the final status
     go to the spill file (see :meth:`finish`). A forked child of this process never uses
     the run (``tracker.client.fork``).
+
+    ``strict`` (default ``$TRACKER_STRICT``, off): a failure inside the tracker (an upload,
+    the store past its retries, a full disk, the encoder, the doctor, the writer thread)
+    raises from the next call, as documented per method. Off, it is reported once on stderr
+    and as a run event, its data is kept in the spill file where possible, and no call
+    raises for it: see :mod:`tracker.client.failsafe`.
     """
 
     def __init__(
@@ -69,12 +84,15 @@ class Run:
         capture_console: bool = True,
         console_max_chars: int | None = None,
         on_nonfinite: str = "record",
+        strict: bool | None = None,
     ) -> None:
         from tracker import system
         from tracker.client import fork
         from tracker.client.signals import StepSignals
 
         self._nonfinite = NonFiniteGuard() if nonfinite_policy(on_nonfinite) else None
+        self._failsafe = Failsafe(info.id, strict=strict_mode(strict))
+        self.strict = self._failsafe.strict
 
         self.sink = sink
         self.info = info
@@ -99,8 +117,11 @@ class Run:
             max_memory_mb=max_memory_mb,
             spill_dir=spill_dir,
             max_media_mb=max_media_mb,
+            failsafe=self._failsafe,
         )
-        self._upload_failures = self._writer.upload_failures  # raised by the next call
+        if not self.strict and hasattr(sink, "on_doctor_failure"):  # SqlSink's live doctor
+            sink.on_doctor_failure = self._doctor_failed  # type: ignore[attr-defined]
+        self._upload_failures = self._writer.upload_failures  # strict: raised by the next call
         self._put = self._writer.put
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
@@ -133,12 +154,14 @@ class Run:
         Raises:
             InvalidMetricKey / InvalidMetricValue (ValueError): a key or step breaks the rule.
             InvalidMetricType (TypeError): a value is not a number or one-element tensor.
-            WriterError: the background writer failed earlier (the cause is attached).
             NoActiveRun: the run was finished.
+            WriterError: this job attempt was superseded (the process should stop); strict
+                only: the background writer failed earlier (the cause is attached).
+            UploadError: strict only: an earlier upload failed.
         """
         writer = self._writer
         if writer.error is not None:
-            writer.raise_error()
+            self._writer_failed()
         if self._upload_failures:
             writer.uploads.raise_failures()
         if self.finished:
@@ -199,11 +222,48 @@ class Run:
     def _sampler_failed(self, exc: BaseException) -> None:
         self.event("warning", f"system metrics stopped: {type(exc).__name__}: {exc}")
 
+    def _doctor_failed(self, exc: BaseException) -> None:
+        self._failsafe.report(
+            "doctor", "the doctor (the run's health detectors)", exc,
+            f"the run's data is stored; `tracker doctor {self.id}` runs it again",
+        )  # fmt: skip
+
+    def _writer_failed(self) -> None:
+        """The writer thread failed: raise when strict, when this job attempt was superseded
+        or in a forked child (the writer stands in); else it was reported, go on."""
+        writer = self._writer
+        if self.strict or not isinstance(writer, Writer) or _superseded(writer.error):
+            writer.raise_error()
+
+    def _must_raise(self, exc: BaseException) -> bool:
+        """Whether ``exc`` reaches the caller: strict, superseded, or the caller's misuse."""
+        return self.strict or _superseded(exc) or isinstance(exc, NoActiveRun)
+
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every point and file logged so far is stored (see Writer.flush for
-        errors; ``UploadError`` for an upload that failed)."""
-        self._writer.flush(timeout)
-        self._writer.uploads.raise_failures()
+        """Block until every point and file logged so far is stored. Not strict, the wait
+        also ends once nothing was stored for the run's ``exit_timeout`` (the store is
+        down: the points are kept and retried, and the loop goes on).
+
+        Raises (strict only; otherwise each is reported once and the call returns):
+            StoreUnavailable / FlushTimeout: ``timeout`` passed first (see Writer.flush).
+            WriterError: the writer failed. UploadError: an upload failed.
+        """
+        if self._writer.error is not None:
+            self._writer_failed()
+            return  # not strict: nothing is stored until the spill at finish()
+        try:
+            stall = None if self.strict else self.exit_timeout
+            self._writer.flush(timeout, stall=stall)
+            self._writer.uploads.raise_failures()
+        except (StoreUnavailable, FlushTimeout, WriterError, UploadError) as exc:
+            if self._must_raise(exc):
+                raise
+            if isinstance(exc, WriterError):  # the writer failed meanwhile: reported there
+                return
+            self._failsafe.report(
+                "flush", f"flush(timeout={timeout})", exc,
+                "the points are kept and still being written (spilled if the run ends first)",
+            )  # fmt: skip
 
     # ------------------------------------------------------------ files and media
 
@@ -214,7 +274,8 @@ class Run:
 
         Raises:
             InvalidInput: the path cannot be read, or ``name`` breaks the artifact path rule.
-            UploadError: an earlier upload failed. WriterError / NoActiveRun as ``log()``.
+            UploadError: strict only: an earlier upload failed. WriterError / NoActiveRun as
+                ``log()``.
         """
         from tracker.client.files import prepare_files
 
@@ -244,15 +305,16 @@ class Run:
         ``image``: a numpy array (HW, HWC or CHW; floats in [0, 1], integers in 0..255), a
         batch (NCHW/NHWC, or a list of images) laid out as a grid, a torch tensor (detached
         now, moved and encoded in the encoder thread; a tensor that requires grad is copied on
-        its device now, another tensor changed in place before it is encoded is reported by an
-        ``UploadError``, not stored), a PIL image or an image file's path. ``step``
+        its device now, another tensor changed in place before it is encoded is reported as a
+        failed upload, not stored), a PIL image or an image file's path. ``step``
         defaults to the run's current step; ``format`` is ``"png"`` or ``"jpeg"``
         (default: PNG, JPEG for photos of a megapixel or more when Pillow is installed).
 
         Raises:
             InvalidInput: the shape is not an image, or a bad ``format``/file.
             InvalidMetricKey: ``key`` breaks the key rule.
-            UploadError: an earlier upload failed. WriterError / NoActiveRun as ``log()``.
+            UploadError: strict only: an earlier upload failed. WriterError / NoActiveRun as
+                ``log()``.
         """
         from tracker.client.media import prepare_image
 
@@ -283,7 +345,7 @@ class Run:
     def _check_open(self) -> None:
         writer = self._writer
         if writer.error is not None:
-            writer.raise_error()
+            self._writer_failed()
         if self._upload_failures:
             writer.uploads.raise_failures()
         if self.finished:
@@ -301,8 +363,21 @@ class Run:
             put(entry)
 
     def event(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
-        """Record a run event (a diagnosis, a note) synchronously."""
-        self.sink.add_event(self.id, kind, message, data)
+        """Record a run event (a diagnosis, a note) synchronously.
+
+        Raises:
+            StoreUnavailable (or the sink's error): strict only; otherwise the failure is
+                reported once and the event goes to the writer's queue of events (stored
+                later, else spilled).
+        """
+        try:
+            self.sink.add_event(self.id, kind, message, data)
+        except Exception as exc:
+            if self._must_raise(exc):
+                raise
+            kept = "kept and stored once the store takes writes (else spilled at finish)"
+            self._failsafe.report("event", f"storing the run event {kind!r}", exc, kept)
+            self._failsafe.events.append({"kind": kind, "message": message, "data": data})
 
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Replace the run's stored config (an integration learns hyperparameters after the
@@ -310,11 +385,18 @@ class Run:
 
         Raises:
             InvalidInput: a value cannot be stored (the message names its path).
+            StoreUnavailable (or the sink's error): strict only; otherwise the failure is
+                reported once and the run keeps the new config in memory only.
         """
         cfg = normalize_config(dict(config))
         if self.active:
             attrs = {"host": socket.gethostname(), "pid": os.getpid()}
-            self.info = self.sink.start_run(self.id, cfg, **attrs)
+            try:
+                self.info = self.sink.start_run(self.id, cfg, **attrs)
+            except Exception as exc:
+                if self._must_raise(exc):
+                    raise
+                self._failsafe.report("config", "storing the run's config", exc, NOT_STORED)
         self.config = cfg
 
     # --------------------------------------------------------------- checkpoints
@@ -325,38 +407,75 @@ class Run:
         step: int | None = None,
         metrics: Mapping[str, Any] | None = None,
         path: str | os.PathLike[str] | None = None,
-    ) -> CheckpointInfo:
+    ) -> CheckpointInfo | None:
         """Write ``obj`` with torch.save atomically, hash it, and record it on the run.
 
-        The default path is ``<checkpoint_dir>/step-<step>.pt``.
+        The default path is ``<checkpoint_dir>/step-<step>.pt``. Not strict, a write the
+        disk refuses (full, read-only) is reported once and returns None (no file under
+        the final name; training goes on), and a row the store cannot take is reported,
+        kept in the spill file (``tracker db replay`` records it) and returns None.
 
         Raises:
-            CheckpointError: torch is missing or the write failed (no file under the final name).
+            CheckpointError: torch is missing, ``obj`` cannot be saved, or (strict) the
+                write failed (no file under the final name).
             InvalidMetricType / InvalidMetricKey: a metric at save is not a number.
+            StoreUnavailable: strict only: the store cannot record it.
         """
         step = self._checkpoint_step(step)
         saved_metrics = _checkpoint_metrics(metrics)
         target = Path(path) if path is not None else self.checkpoint_dir / f"step-{step}.pt"
-        size, digest = ckpt.atomic_save(obj, target)
-        return self.sink.add_checkpoint(
-            self.id, step, str(target.resolve()), size, digest, saved_metrics
-        )
+        try:
+            size, digest = ckpt.atomic_save(obj, target)
+        except CheckpointError as exc:
+            if self.strict or isinstance(exc.__cause__, _CALLERS_SAVE_ERRORS):
+                raise  # torch missing, an object torch cannot save: the caller's to fix
+            # The write failed (a full disk: torch's zip writer says RuntimeError for a short
+            # write, the file system OSError); the temporary file is removed.
+            cause = exc.__cause__ or exc
+            self._failsafe.report("checkpoint", f"saving checkpoint {target}", cause, NOT_STORED)
+            return None
+        return self._record(step, target.resolve(), size, digest, saved_metrics)
+
+    def _record(
+        self, step: int, target: Path, size: int, digest: str, metrics: dict[str, float]
+    ) -> CheckpointInfo | None:
+        """The checkpoint's row; not strict, a store that fails gets it in the spill file
+        (at once while the writer finds the store unavailable: no wait in the loop)."""
+        try:
+            outage = self._writer.outage if not self.strict else None
+            if outage is not None:
+                raise outage
+            return self.sink.add_checkpoint(self.id, step, str(target), size, digest, metrics)
+        except Exception as exc:
+            if self._must_raise(exc):
+                raise
+            row = {"step": step, "path": str(target), "bytes": size, "sha256": digest,
+                   "metrics": metrics}  # fmt: skip
+            kept = self._writer.spill_line({"run_id": self.id, "checkpoint": row})
+            self._failsafe.report(
+                "checkpoint_row", f"recording checkpoint {target} (the file is saved)", exc, kept
+            )
+            return None
 
     def record_checkpoint(
         self,
         path: str | os.PathLike[str],
         step: int | None = None,
         metrics: Mapping[str, Any] | None = None,
-    ) -> CheckpointInfo:
+    ) -> CheckpointInfo | None:
         """Record a checkpoint file something else wrote (Lightning's ``ModelCheckpoint``, the
         Hugging Face ``Trainer``): hash it and store its row exactly as :meth:`save_checkpoint`
         does, so ``latest_checkpoint()`` and a retried job's resume verify it the same way.
         A directory (a Hugging Face checkpoint) is hashed as a whole: see
         :mod:`tracker.filedigest`.
 
+        Returns None when the store could not record it and the run is not strict (the
+        row is then in the spill file, see :meth:`save_checkpoint`).
+
         Raises:
             CheckpointError: ``path`` does not exist.
             InvalidMetricType / InvalidMetricKey: a metric at save is not a number.
+            StoreUnavailable: strict only: the store cannot record it.
         """
         step = self._checkpoint_step(step)
         saved_metrics = _checkpoint_metrics(metrics)
@@ -365,7 +484,7 @@ class Run:
             size, digest = filedigest.path_digest(target)
         except OSError as exc:
             raise CheckpointError(f"checkpoint {target} cannot be read: {exc}") from exc
-        return self.sink.add_checkpoint(self.id, step, str(target), size, digest, saved_metrics)
+        return self._record(step, target, size, digest, saved_metrics)
 
     def _checkpoint_step(self, step: int | None) -> int:
         return max(self._step - 1 if step is None else _check_step(step), 0)
@@ -391,12 +510,18 @@ class Run:
         which nothing is stored (``None``: no bound). ``report`` gets a progress line
         ("N points still being written, M points/s") every 10 s of waiting.
 
+        Not strict (the default), the failures below are reported once on stderr instead
+        (naming the spill file and its ``tracker db replay`` command) and ``finish()``
+        returns; the run's data is kept the same way.
+
         Raises:
-            StoreUnavailable: nothing could be stored for ``timeout`` seconds, or the final
-                status could not be written: the points not stored and the final status are
-                in the spill file the message names; ``tracker db replay FILE`` stores the
-                points, then applies the status.
-            WriterError: the writer failed earlier (the final status is still written).
+            StoreUnavailable: strict only: nothing could be stored for ``timeout`` seconds,
+                or the final status could not be written: the points not stored and the
+                final status are in the spill file the message names; ``tracker db replay
+                FILE`` stores the points, then applies the status.
+            WriterError: strict only: the writer failed earlier (the final status is still
+                written); always: this job attempt was superseded.
+            UploadError: strict only: an upload failed.
             InheritedRunError: called in a forked child on its parent's run.
         """
         if self.inherited_from is not None:
@@ -414,42 +539,79 @@ class Run:
             watch.remove()
         if self._writer.error is None:
             self._put_memory(max(self._step - 1, 0))
+        stored = False
+        try:
+            stored = self._close(final, timeout, report)
+        except Exception as exc:
+            if self._must_raise(exc):
+                raise
+            self._failsafe.report("finish", f"finishing run {self.id}", exc, NOT_STORED)
+        finally:
+            if not self.strict:  # failure events reported meanwhile: stored, else spilled
+                try:
+                    self._writer.store_events(store=stored)
+                except OSError as exc:
+                    self._failsafe.report("events", "spilling the run events", exc, NOT_STORED)
+
+    def _close(
+        self, final: FinalStatus, timeout: float | None, report: Callable[[str], None] | None
+    ) -> bool:
+        """Store what is held, then the final status; False when the store failed (not
+        strict: reported)."""
         try:
             self._writer.close(timeout, report=report)
         except StoreUnavailable as exc:  # nothing stored for `timeout`: skip the store
-            self._stop_console(status, error, exit_code, send=False)
-            if not self.active:
+            self._stop_console(final.status, final.error, final.exit_code, send=False)
+            if not self.active and self.strict:
                 raise
             spill = self._writer.exit_spill_path or self._writer.spill_path
             final_status.append(spill, final)
-            raise StoreUnavailable(
-                f"run {self.id} ended {final.describe()}: {exc}; its final status is kept in "
-                f"{spill} too and applied by the replay"
-            ) from exc
+            if self.strict:
+                raise StoreUnavailable(
+                    f"run {self.id} ended {final.describe()}: {exc}; its final status is "
+                    f"kept in {spill} too and applied by the replay"
+                ) from exc
+            self._failsafe.report(
+                "store", "storing the run's data", exc,
+                f"its final status ({final.describe()}) is kept in {spill} too and applied "
+                f"by the replay",
+            )  # fmt: skip
+            return False
         except BaseException:
             # The final status is written even when the writer failed: the run must not
             # stay "running" forever. If this fails too, the writer's error is the context.
             self._store_final_status(final)
             raise
-        self._store_final_status(final)
+        stored = self._store_final_status(final)
         self._writer.uploads.raise_failures()
+        return stored and self._writer.error is None
 
-    def _store_final_status(self, final: FinalStatus) -> None:
+    def _store_final_status(self, final: FinalStatus) -> bool:
+        """Write the final status; False when it went to the spill file (not strict)."""
         failure = self._stop_console(final.status, final.error, final.exit_code)
         if not self.active:
-            return
+            return True
         try:
             self.sink.finish_run(
                 self.id, final.status, error=final.error, exit_code=final.exit_code, **failure
             )
-        except StoreUnavailable as exc:
+        except Exception as exc:
+            if _superseded(exc) or (self.strict and not isinstance(exc, StoreUnavailable)):
+                raise
             spill = self._writer.exit_spill_path or self._writer.spill_path
             final_status.append(spill, final)
-            raise StoreUnavailable(
-                f"run {self.id} ended {final.describe()} but the store is unavailable "
-                f"({exc}): its final status is kept in {spill}; apply it with "
-                f"`tracker db replay {spill}` once the store is back"
-            ) from exc
+            if self.strict:
+                raise StoreUnavailable(
+                    f"run {self.id} ended {final.describe()} but the store is unavailable "
+                    f"({exc}): its final status is kept in {spill}; apply it with "
+                    f"`tracker db replay {spill}` once the store is back"
+                ) from exc
+            self._failsafe.report(
+                "final_status", f"storing the final status ({final.describe()})", exc,
+                kept_in(spill),
+            )  # fmt: skip
+            return False
+        return True
 
     def _stop_console(
         self, status: str, error: str | None, exit_code: int | None, *, send: bool = True
@@ -480,6 +642,13 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.project}/{self.name} {self.status}>"
+
+
+def _superseded(exc: BaseException | None) -> bool:
+    """This job attempt was taken over (directly, or as the writer's ``WriterError``)."""
+    return isinstance(exc, AttemptSuperseded) or (
+        isinstance(exc, WriterError) and isinstance(exc.__cause__, AttemptSuperseded)
+    )
 
 
 def latest_verified_checkpoint(sink: Sink, run_id: int) -> CheckpointInfo | None:

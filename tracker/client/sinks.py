@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,6 +69,9 @@ class SqlSink:
         self.settle_chunk_points: int | None = None  # None: the store's default
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
         self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
+        # Gets a failure of the doctor (tracker.client.failsafe); None: logged with its
+        # traceback (strict runs, and tools that use a sink without a run)
+        self.on_doctor_failure: Callable[[BaseException], None] | None = None
 
     @classmethod
     def from_uri(cls, uri: str | None = None) -> SqlSink:
@@ -162,14 +165,18 @@ class SqlSink:
 
     def _diagnose(self, run_id: int, *, final: bool) -> None:
         """Run the doctor over the stored run (tracker.store.diagnoses); a failure of the
-        doctor is logged and never fails the training script."""
+        doctor goes to ``on_doctor_failure`` (else it is logged) and never fails the
+        training script."""
         from tracker.errors import StoreUnavailable
 
         try:
             self.store.diagnose(run_id, final=final)
         except StoreUnavailable:
             raise
-        except Exception:
+        except Exception as exc:
+            if self.on_doctor_failure is not None:
+                self.on_doctor_failure(exc)
+                return
             _log.exception("run %s: the doctor failed; `tracker doctor %s` retries", run_id, run_id)
 
     def add_event(

@@ -14,8 +14,12 @@
   encodes slows down briefly, and an outage never grows memory.
 * ``StoreUnavailable`` from the sink (a passing outage) is retried with the writer's
   backoff, the entry staying first (storing an artifact is idempotent: same path, same
-  bytes). Any other error fails that entry only: it is recorded in ``failures`` and the
-  next call on the run raises ``UploadError`` naming it; later entries go on.
+  bytes). Any other error fails that entry only; later entries go on. With ``on_failure``
+  (the run is not strict, see :mod:`tracker.client.failsafe`) the failure is reported
+  there, and the files an upload could not store are written to ``<spill>.media/`` with a
+  line each in the spill file (``tracker db replay`` uploads them once the cause is fixed;
+  an entry that could not be built is not stored). Without it (strict) the failure is
+  recorded in ``failures`` and the next call on the run raises ``UploadError`` naming it.
 * ``flush()``/``finish()`` wait for the entries logged before them (a marker, as for
   points); meanwhile the writer builds, at the normal priority, the entries the encoder has
   not started, and one it has not finished within ``HANDOFF_S`` (the encoder's result is
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.client.encoder import Encoder, encoder_nice
+from tracker.client.failsafe import NOT_STORED, kept_in
 from tracker.client.media import Artifact, Pending
 from tracker.errors import AttemptSuperseded, InvalidInput, StoreUnavailable, UploadError
 
@@ -70,10 +75,14 @@ class Uploads:
     def __init__(
         self, sink: Any, run_id: int, spill_path: Path, budget_bytes: int,
         wait_s: float = MEDIA_WAIT_S, on_built: Callable[[], None] | None = None,
+        on_failure: Callable[[str, str], None] | None = None,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.run_id = run_id
+        self.spill_file = spill_path
         self.spill_dir = spill_path.with_suffix(".media")
+        # (what failed and why, where its data went); None: strict, raised by the next call
+        self.on_failure = on_failure
         self.budget_bytes = budget_bytes
         self.wait_s = wait_s
         self.held_bytes = 0
@@ -124,7 +133,13 @@ class Uploads:
                 if self._encoder is None:
                     self._encoder = Encoder(self, self._entry_built, self._nice)
                 return
-        entry = self._to_disk(entry)  # encoded here, outside the lock the writer needs
+        try:
+            entry = self._to_disk(entry)  # encoded here, outside the lock the writer needs
+        except Exception as exc:  # a full disk, an encoding error: not the caller's input
+            if self.on_failure is None:
+                raise
+            self.on_failure(f"{entry.what}: {type(exc).__name__}: {exc}", NOT_STORED)
+            return
         with self._cond:
             self._queue.append(entry)
             if self._encoder_waiting:
@@ -232,7 +247,8 @@ class Uploads:
                 except (StoreUnavailable, AttemptSuperseded):
                     raise
                 except Exception as exc:
-                    self._done(head, failure=exc, artifact=art)
+                    kept = self._keep(self._built) if self.on_failure is not None else ""
+                    self._done(head, failure=exc, artifact=art, kept=kept)
                     break
                 if not self._queue or self._queue[0] is not head:
                     return bool(self._queue)  # spilled meanwhile (finish() gave up)
@@ -275,17 +291,34 @@ class Uploads:
 
     def _done(
         self, entry: Pending, *, failure: BaseException | None = None,
-        artifact: Artifact | None = None,
+        artifact: Artifact | None = None, kept: str = NOT_STORED,
     ) -> None:  # fmt: skip
+        text = ""
+        if failure is not None:
+            where = f" ({artifact.path})" if artifact is not None else ""
+            text = f"{entry.what}{where}: {type(failure).__name__}: {failure}"
         with self._cond:
             if self._queue and self._queue[0] is entry:
                 self._queue.popleft()
                 self.held_bytes -= entry.nbytes
             self._built = None
-            if failure is not None:
-                where = f" ({artifact.path})" if artifact is not None else ""
-                self.failures.append(f"{entry.what}{where}: {type(failure).__name__}: {failure}")
+            if text and self.on_failure is None:
+                self.failures.append(text)
             self._cond.notify_all()
+        if text and self.on_failure is not None:
+            self.on_failure(text, kept)
+
+    def _keep(self, arts: list[Artifact] | None) -> str:
+        """Write the files an upload could not store to the spill file; where they went."""
+        try:
+            self.spill_file.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.spill_file, "a", encoding="utf-8") as fh:
+                self._write_lines(fh, arts or [])
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:  # the disk refuses them too
+            return NOT_STORED
+        return kept_in(self.spill_file)
 
     def close(self) -> None:
         """The writer stopped: wake a ``put()`` waiting for room, and flush markers."""
@@ -346,26 +379,34 @@ class Uploads:
                     else:
                         arts = entry.built if entry.built is not None else entry.build()
                 except Exception as exc:
-                    self.failures.append(f"{entry.what}: {type(exc).__name__}: {exc}")
+                    text = f"{entry.what}: {type(exc).__name__}: {exc}"
+                    if self.on_failure is None:
+                        self.failures.append(text)
+                    else:
+                        self.on_failure(text, NOT_STORED)
                     continue
-                for art in arts:
-                    kept = self._file_of(art)
-                    doc = {
-                        "run_id": self.run_id,
-                        "artifact": {
-                            "path": kept.path,
-                            "file": str(kept.data),
-                            "temporary": kept.temporary,
-                            "media_type": kept.media_type,
-                            "step": kept.step,
-                            "meta": kept.meta,
-                        },
-                    }
-                    fh.write(json.dumps(doc) + "\n")
-                    count += 1
+                count += self._write_lines(fh, arts)
             fh.flush()
             os.fsync(fh.fileno())
         return count
+
+    def _write_lines(self, fh: Any, arts: list[Artifact]) -> int:
+        """A spill line for each of ``arts``, its bytes kept under ``<spill>.media/``."""
+        for art in arts:
+            kept = self._file_of(art)
+            doc = {
+                "run_id": self.run_id,
+                "artifact": {
+                    "path": kept.path,
+                    "file": str(kept.data),
+                    "temporary": kept.temporary,
+                    "media_type": kept.media_type,
+                    "step": kept.step,
+                    "meta": kept.meta,
+                },
+            }
+            fh.write(json.dumps(doc) + "\n")
+        return len(arts)
 
 
 def replay_artifact(sink: Any, doc: dict[str, Any]) -> None:

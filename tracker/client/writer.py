@@ -19,8 +19,11 @@
   poison record from a broken sink then) or more than ``MAX_REJECTED`` of them is fatal: the
   writer stops, every point it holds (kept batches, overflow segments and the queue, in
   the order logged) goes to the spill file,
-  and the next ``log()``/``flush()``/``finish()`` raises ``WriterError`` naming that file
-  (``tracker db replay FILE`` stores it once the cause is fixed). Accepted points are never
+  and (strict, see :mod:`tracker.client.failsafe`) the next ``log()``/``flush()``/``finish()``
+  raises ``WriterError`` naming that file (``tracker db replay FILE`` stores it once the cause
+  is fixed). Not strict (the default), the failure is reported once (a line on stderr, a run
+  event) and the run goes on: what ``log()`` accepts from then on is held (past the memory
+  cap, on disk) and goes to the same spill file at ``close()``. Accepted points are never
   discarded.
 * A write the store refuses as ``AttemptSuperseded`` (this job attempt was taken over: see
   ``tracker.store.fencing``) stops the writer at once; nothing is spilled, since the store
@@ -50,6 +53,9 @@
   ``UPLOAD_SLICE_S`` at a time, so points and heartbeats keep flowing): encoded here,
   retried with the same backoff on ``StoreUnavailable``, flushed by ``flush()``/``close()``
   and spilled with the points when ``close()`` gives up or the writer fails.
+* The run events of the tracker's own failures (:class:`~tracker.client.failsafe.Failsafe`)
+  are stored by this thread while the store takes writes, else spilled with the points
+  (``tracker db replay`` stores them).
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, spill_events, strict_mode
 from tracker.client.media import Pending
 from tracker.client.overflow import (
     ENTRY_BYTES,
@@ -110,8 +117,11 @@ class Writer:
         max_backoff: float = 5.0,
         on_error: Callable[[BaseException], None] | None = None,
         max_media_mb: float | None = None,
+        failsafe: Failsafe | None = None,
     ) -> None:
         self.sink = sink
+        self.failsafe = failsafe or Failsafe(run_id, strict=strict_mode())
+        self._events_refused = False  # the sink refused an event: the rest are spilled
         self.run_id = run_id
         self.flush_interval = flush_interval
         self.spill_path = Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
@@ -153,6 +163,7 @@ class Writer:
         self.uploads = Uploads(
             sink, run_id, self.spill_path, media_budget_bytes(max_media_mb),
             on_built=self._wake.set,
+            on_failure=None if self.failsafe.strict else self._upload_failed,
         )  # fmt: skip
         self.upload_failures = self.uploads.failures  # the same list: a cheap check in log()
         self._thread = threading.Thread(target=self._loop, name="tracker-writer", daemon=True)
@@ -178,13 +189,19 @@ class Writer:
         encoder thread wakes the writer once the entry is built."""
         self.uploads.put(entry, outage=self.outage is not None)
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self, timeout: float | None = None, *, stall: float | None = None) -> None:
         """Wait until everything put before this call is stored (points and uploads).
+
+        ``stall`` (with no ``timeout``): give up once nothing was stored for that many
+        seconds, as ``close()`` does (a run that is not strict: a store that is down must
+        not hold the training loop forever).
 
         Raises:
             WriterError: the writer failed (the original error is the cause).
-            StoreUnavailable: the sink stayed unavailable for ``timeout`` seconds; the
-                points are kept (in memory or in the spill file) and retried.
+            StoreUnavailable: the sink stayed unavailable for ``timeout`` seconds (or
+                ``stall`` seconds without progress); the points are kept (in memory or in
+                the spill file) and retried.
+            FlushTimeout: the same while the store is up (the points are being written).
         """
         self.raise_error()
         if not self._thread.is_alive():
@@ -196,7 +213,15 @@ class Writer:
         self._queue.append(marker)
         self._wake.set()
         start = time.monotonic()
-        if not marker.done.wait(timeout) or not uploaded.done.wait(
+        if timeout is None and stall is not None:
+            if not self._wait_stored(marker, stall, None) or not self._wait_stored(
+                uploaded, stall, None
+            ):
+                what = f"flush gave up after {stall}s without progress"
+                if self.outage is not None:
+                    raise StoreUnavailable(f"{what}: {self._state(0.0)}")
+                raise FlushTimeout(f"{what}: {self._state(0.0)}")
+        elif not marker.done.wait(timeout) or not uploaded.done.wait(
             None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
         ):
             what = f"flush timed out after {timeout}s"
@@ -219,8 +244,11 @@ class Writer:
             StoreUnavailable: nothing was stored for ``timeout`` seconds; every point the
                 writer held is in the spill file(s) the message names (``exit_spill_path``).
             WriterError: the writer failed (its points are in the spill file it names).
+            Not strict, neither is raised for a failure of the tracker: it was reported
+            (:mod:`tracker.client.failsafe`) and what is held goes to the spill file; a
+            spill that fails raises ``OSError``.
         """
-        self.raise_error()
+        self._raise_if_strict()
         if self._thread.is_alive():
             marker = _Marker()
             uploaded = _Marker()
@@ -231,7 +259,7 @@ class Writer:
                 uploaded, timeout, report
             ):
                 raise StoreUnavailable(self._abandon(timeout))
-            self.raise_error()
+            self._raise_if_strict()
         self._stop = True
         self._wake.set()
         self._thread.join(timeout=5.0)
@@ -254,6 +282,43 @@ class Writer:
             self._spill(everything=True)
         elif self.error is None and not self._thread.is_alive():
             self._settle()
+        self.store_events(store=self.error is None and not self._thread.is_alive())
+
+    def spill_line(self, doc: dict[str, Any]) -> str:
+        """Append ``doc`` to the spill file (a row the replay stores); where it went, in
+        the words of :mod:`tracker.client.failsafe`. Never raises."""
+        path = self.exit_spill_path or self.spill_path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(doc) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            return f"{NOT_STORED} ({type(exc).__name__}: {exc})"
+        return kept_in(path)
+
+    def _raise_if_strict(self) -> None:
+        """``raise_error()`` when strict, or when this attempt was superseded (always)."""
+        if self.failsafe.strict or isinstance(self.error, AttemptSuperseded):
+            self.raise_error()
+
+    def store_events(self, *, store: bool) -> None:
+        """Store the failure events still queued (``store``: try the sink first, while the
+        writer thread is not running); what is not stored goes to the spill file.
+
+        Raises:
+            OSError: the spill file cannot be written.
+        """
+        events = self.failsafe.take_events()
+        if not events:
+            return
+        if store and not self._events_refused and self.outage is None:
+            self.failsafe.give_back(events)
+            with contextlib.suppress(Exception):  # best effort: the rest is spilled below
+                self._send_events()
+            events = self.failsafe.take_events()
+        spill_events(self.exit_spill_path or self.spill_path, self.run_id, events)
 
     def _wait_stored(
         self, marker: _Marker, timeout: float | None, report: Callable[[str], None] | None
@@ -306,6 +371,7 @@ class Writer:
             # overflow segments and the queue, in the order logged.
             count = self._spill_all(target)
             files = self.uploads.spill(target)
+            spill_events(target, self.run_id, self.failsafe.take_events())
         self.uploads.close()
         for marker in self._markers:
             marker.done.set()
@@ -392,6 +458,8 @@ class Writer:
             self._send_kept()
         if self.uploads.has_work() and time.monotonic() >= self._retry_at:
             self._send_uploads()
+        if self.failsafe.events and self.outage is None and not self._events_refused:
+            self._send_events()
         if not self._kept and not self._spilled:
             for marker in self._markers:
                 marker.done.set()
@@ -464,6 +532,23 @@ class Writer:
             self._backoff = 0.0
         if more:
             self._wake.set()
+
+    def _send_events(self) -> None:
+        """Store the queued failure events; kept on an outage, spilled at close if refused."""
+        events = self.failsafe.take_events()
+        for index, event in enumerate(events):
+            try:
+                self.sink.add_event(self.run_id, event["kind"], event["message"], event["data"])
+            except AttemptSuperseded:
+                raise
+            except Exception as exc:  # StoreUnavailable: retried; another error: spilled
+                self.failsafe.give_back(events[index:])
+                if not isinstance(exc, StoreUnavailable):
+                    self._events_refused = True
+                return
+
+    def _upload_failed(self, message: str, kept: str) -> None:
+        self.failsafe.report("upload", "an upload", message, kept)
 
     def _store_head(self) -> None:
         """Store the overflow segment the writer has reached, a few batches per cycle."""
@@ -593,6 +678,8 @@ class Writer:
                 self.uploads.spill(self.spill_path)
         except Exception as spill_exc:
             self._spill_failure = spill_exc
+        if not superseded and not self.failsafe.strict:
+            self._report_failure(exc)
         self.uploads.close()
         for marker in markers:
             marker.done.set()
@@ -602,6 +689,20 @@ class Writer:
                 item.done.set()
         if self._on_error is not None:
             self._on_error(exc)
+
+    def _report_failure(self, exc: BaseException) -> None:
+        """Not strict: say once that the writer stopped and where the points go."""
+        if self._spill_failure is None:
+            kept = kept_in(self.spill_path) + " (the points logged from now on go there too)"
+        else:
+            kept = f"{NOT_STORED} ({type(self._spill_failure).__name__}: {self._spill_failure})"
+        self.failsafe.report("writer", "the tracker's writer thread", exc, kept)
+        if self._spill_failure is None:
+            events = self.failsafe.take_events()
+            try:
+                spill_events(self.spill_path, self.run_id, events)
+            except OSError:  # kept: close() tries again
+                self.failsafe.give_back(events)
 
 
 def replay_spill_file(
@@ -629,6 +730,16 @@ def replay_spill_file(
             doc = json.loads(line)
             if "artifact" in doc:  # an upload not stored (tracker.client.uploads)
                 replay_artifact(sink, doc)
+                continue
+            if "event" in doc:  # a failure of the tracker (tracker.client.failsafe)
+                event = doc["event"]
+                sink.add_event(int(doc["run_id"]), event["kind"], event["message"], event["data"])
+                continue
+            if "checkpoint" in doc:  # a checkpoint saved while the store was away
+                c = doc["checkpoint"]
+                sink.add_checkpoint(
+                    int(doc["run_id"]), c["step"], c["path"], c["bytes"], c["sha256"], c["metrics"]
+                )
                 continue
             if "records" not in doc:  # a run's final status (tracker.client.final_status)
                 continue
