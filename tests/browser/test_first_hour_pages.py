@@ -29,6 +29,9 @@ from tracker.web.app import create_app
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 
+CHART = '.chart-card[data-key="train/loss"] .chart'
+
+
 @dataclass
 class Served:
     url: str
@@ -101,15 +104,18 @@ def test_the_wall_time_axis_never_runs_backwards(page: Any, fresh: Callable[...,
     served.store.write_points(rows)
     served.store.finish_run(run.id, "finished", now=start + 700)
     page.goto(f"{served.url}/runs/{run.id}")
-    chart = page.locator('.chart-card[data-key="train/loss"] .chart')
+    chart = page.locator(CHART)
     chart.locator(".main-svg").first.wait_for()
     for axis in ("wall", "relative"):
         page.select_option("#x-axis", axis)
-        page.wait_for_function(
-            "(axis) => { const el = document.querySelector('.chart-card[data-key=\"train/loss\"] "
-            ".chart'); return el.layout && el.layout.xaxis.type === (axis === 'wall' ? 'date' : "
-            "'linear') && el.layout.xaxis.title.text !== 'step'; }",
-            arg=axis,
+        title = "wall time" if axis == "wall" else "time since start"
+        page.wait_for_function(  # plotly has redrawn on this axis (bounded by WAIT_MS)
+            "([sel, title]) => { const el = document.querySelector(sel);"
+            " return Boolean(el.layout && el.layout.xaxis.title.text.startsWith(title)); }",
+            arg=[CHART, title],
+        )
+        assert chart.evaluate("(el) => el.layout.xaxis.type") == (
+            "date" if axis == "wall" else "linear"
         )
         for role in ("last", "band-min", "band-max"):
             xs = chart.evaluate(
