@@ -192,6 +192,8 @@ def test_sign_in_page_is_styled_and_sign_out_lands_on_it(
     page.fill('input[name="token"]', TOKEN)
     page.click('button[type="submit"]')
     page.wait_for_url(re.compile(r"/jobs$"))
+    page.locator("#jobs-empty").wait_for()
+    screenshot(page, "signed-in-queue")
     page.locator("#sign-out").click()
     page.wait_for_url(re.compile(r"/login\?signed_out=1$"))
     assert page.locator(".login-note").inner_text() == "Signed out."
