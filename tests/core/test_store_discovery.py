@@ -119,3 +119,28 @@ def test_files_a_dead_dashboard_left_are_ignored(demo: Path, tmp_path: Path, why
     line = line_of(train(sibling, "third", env))  # no live server: nothing to adopt
     assert "logging to a NEW store .tracker/tracker.db (no .tracker/ here or above)" in line
     assert run_names(sibling / ".tracker" / "tracker.db") == ["third"]
+
+
+def test_the_line_names_the_dashboard_of_a_store_named_by_url(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite and PostgreSQL: a dashboard registered for the store (here by this test process,
+    which is alive) is found by the store's URL; a password is shown as ***."""
+    from tracker import servers
+    from tracker.rules.store_uri import redact
+
+    registry = tmp_path / "registry"
+    if "://postgres@" in store_url:  # the test server trusts local connections
+        store_url = store_url.replace("://postgres@", "://postgres:s3cret@", 1)
+    with monkeypatch.context() as patched:
+        patched.setenv(servers.ENV_REGISTRY, str(registry))
+        unregister = servers.register(store_url, "http://127.0.0.1:5998/")
+    try:
+        line = line_of(train(tmp_path, "named", env_for(registry, TRACKER_URI=store_url)))
+    finally:
+        unregister()
+    rid = int(line.split()[2])
+    assert line.endswith(f"; view it at http://127.0.0.1:5998/runs/{rid}")
+    assert "s3cret" not in line
+    if store_url.startswith("postgresql"):
+        assert f"logging to {redact(store_url)} (TRACKER_URI);" in line

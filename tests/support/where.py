@@ -42,7 +42,10 @@ def train(cwd: Path, name: str, env: dict[str, str], *args: str) -> str:
 
 
 def line_of(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("tracker: run ")]
+    """The one line ``tracker.init`` printed (not the tracker's warnings, which start alike)."""
+    lines = [
+        s for s in stderr.splitlines() if s.startswith("tracker: run ") and " logging to " in s
+    ]
     assert len(lines) == 1, stderr
     return lines[0]
 
