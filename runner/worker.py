@@ -8,7 +8,8 @@ write matched no row) make the loop SIGKILL that job's process group and write n
 more about it.
 
 Signals: the first SIGTERM/SIGINT stops claiming, forwards SIGTERM to every job's process
-group and gives them ``grace_s`` before SIGKILL; a second one kills them at once.
+group and gives them ``grace_s`` before SIGKILL; a second one kills them at once. A signal
+ignored when the worker started (SIGINT under ``tracker up``) stays ignored.
 """
 
 from __future__ import annotations
@@ -169,7 +170,10 @@ class Worker:
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
+            # A signal ignored since start stays ignored (as a shell ignores SIGINT for
+            # `worker &`): `tracker up` starts its worker so, to stop it with one SIGTERM.
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals += 1

@@ -346,8 +346,13 @@ def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: i
         from tracker.web.app import create_app
 
         server = make_server(host, port, create_app(config), threaded=True)
-        on_ready()
-        server.serve_forever()
+        try:
+            on_ready()
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass  # Ctrl-C is how it stops (as under gunicorn): no "Aborted!", exit status 0
+        finally:
+            server.server_close()
         return
     _gunicorn(config, host, port, workers, threads, on_ready)
 
@@ -356,6 +361,8 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
               on_ready: Callable[[], None]) -> None:  # fmt: skip
     from gunicorn.app.base import BaseApplication
 
+    from tracker.cli.dashboard_worker import DashboardWorker
+
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     class Dashboard(BaseApplication):  # type: ignore[misc]
@@ -363,7 +370,7 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
             settings = {
                 "bind": bind,
                 "workers": workers,
-                "worker_class": "gthread",
+                "worker_class": DashboardWorker,  # gthread whose Ctrl-C is never a SIGKILL
                 "threads": threads,
                 "timeout": 120,
                 "graceful_timeout": 10,
@@ -471,12 +478,25 @@ def _start_worker(uri: str, artifact_root: str | None = None) -> subprocess.Pope
         env["TRACKER_ARTIFACT_ROOT"] = artifact_root
     argv = [sys.executable, "-c", "from tracker.cli import main; main()", "worker",
             "--max-jobs", "2"]  # fmt: skip
-    return subprocess.Popen(argv, env=env)
+    # Started with SIGINT ignored (which it keeps): a Ctrl-C reaches the whole process group,
+    # and the worker must hear it once, from _stop, not also from the terminal; that would
+    # be its second signal, which kills its jobs at once. It stays in this process group,
+    # so whoever kills the group kills it too.
+    return subprocess.Popen(argv, env=env, preexec_fn=_ignore_sigint)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the embedded worker as ``tracker worker`` documents: one SIGTERM, and it stops
+    claiming, sends SIGTERM to its jobs and records how they end (retried by their policy;
+    it SIGKILLs a job still running after its grace period). A Ctrl-C while waiting is
+    passed on as its second signal, which kills its jobs at once. Killed after 30 s."""
     if proc.poll() is not None:
         return
+    signal.signal(signal.SIGINT, lambda *_: proc.send_signal(signal.SIGTERM))
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=30)
