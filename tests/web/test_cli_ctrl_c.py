@@ -25,7 +25,7 @@ from tests.support.polling import wait_for
 from tests.support.web import TRACKER, Proc, free_port
 from tracker.entities import JobSpec
 from tracker.store import Store
-from tracker.store.jobs import get_job
+from tracker.store.jobs import get_job, list_jobs
 from tracker.store.queue import enqueue
 
 ALARMS = ("SIGKILL", "Traceback", "Aborted!", "out of memory")
@@ -148,3 +148,29 @@ def test_ctrl_c_stops_up_and_its_job_gets_one_sigterm_and_is_requeued(tmp_path: 
         store.close()
     # ... and, stopped by its worker's shutdown, it is queued again by its retry policy.
     assert (after.status, after.attempt) == ("queued", 1), (after, output)
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_the_demo_requeues_its_running_jobs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    port = free_port()
+    up = Proc([*TRACKER, "up", "--demo", "--no-auth", "--port", str(port), "--uri", url],
+              _env(), tmp_path)  # fmt: skip
+    try:
+        up.wait_for_line("tracker is up", 120)
+        wait_for(lambda: _statuses(url).count("running") == 2, 180, "two demo jobs to run")
+        status, took, output = _ctrl_c(up)
+    finally:
+        if up.popen.poll() is None:
+            up.kill()
+    assert status == 0 and _alarms(output) == [], f"took {took:.1f} s:\n{output}"
+    # The jobs Ctrl-C stopped wait for the next `tracker up`; none is red.
+    assert "failed" not in _statuses(url) and _statuses(url).count("queued") >= 2, output
+
+
+def _statuses(url: str) -> list[str]:
+    store = Store(url)
+    try:
+        return [job.status for job in list_jobs(store)]
+    finally:
+        store.close()

@@ -46,6 +46,7 @@ DEMO_GRID = {"lr": [3e-3, 1e-3], "model.width": [16, 32]}
 DEMO_CONFIG = {"epochs": 8}
 DEMO_PROJECT = "digits"
 DEMO_TAG = "demo"
+DEMO_RETRIES = 1  # a demo job stopped by Ctrl-C of `up` is requeued, not failed
 
 
 def _split_hosts(values: Sequence[str]) -> list[str]:
@@ -444,14 +445,18 @@ def demo_script() -> Path:
 
 
 def enqueue_demo(store: Store, script: Path) -> list[int]:
-    """Queue a small sweep of the example, the same way the dashboard's clone does."""
+    """Queue a small sweep of the example, the same way the dashboard's clone does.
+
+    Each job may be retried once (``--retries 1``): a demo job stopped by Ctrl-C of ``up``
+    (killed_by_signal) is queued again and resumes at the next ``up``, instead of failing.
+    """
     from tracker.entities import JobSpec
     from tracker.store.clone import clone_specs
     from tracker.store.queue import enqueue_many
 
     template = JobSpec(
         argv=[sys.executable, str(script)], project=DEMO_PROJECT, cwd=str(Path.cwd()),
-        config=dict(DEMO_CONFIG), tags=(DEMO_TAG,),
+        config=dict(DEMO_CONFIG), tags=(DEMO_TAG,), max_retries=DEMO_RETRIES,
     )  # fmt: skip
     return [job.id for job in enqueue_many(store, clone_specs(template, grid=DEMO_GRID))]
 
