@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from tracker.cli.suggest import SuggestingGroup
 from tracker.errors import TrackerError
 
 # extra -> the top-level modules it installs that the commands import. Keep in step with
@@ -91,7 +92,7 @@ def load_command(name: str) -> click.Command:
     return command
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

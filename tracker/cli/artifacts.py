@@ -30,6 +30,7 @@ from tracker.cli.common import (
     store_label,
 )
 from tracker.cli.reading import open_reader, reader_options
+from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import ArtifactInfo
 from tracker.errors import ArtifactCorrupt
 from tracker.rules.units import format_bytes
@@ -45,7 +46,7 @@ artifact_root_option = click.option(
 )
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def artifacts() -> None:
     """List and download the files of a run."""
 

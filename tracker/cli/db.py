@@ -9,9 +9,10 @@ import click
 
 from tracker.cli.common import say_store, uri_option
 from tracker.cli.remote import refuse_http
+from tracker.cli.suggest import SuggestingGroup
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def db() -> None:
     """Manage the store's schema (Alembic migrations) and replay spilled points."""
 

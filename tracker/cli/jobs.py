@@ -27,6 +27,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.reading import Reader, open_reader, reader_options
 from tracker.cli.script_args import ScriptCommand
+from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import JOB_STATUSES, JobInfo, WorkerInfo
 from tracker.errors import InvalidInput
 from tracker.rules.sweep import DISTRIBUTIONS_HELP
@@ -229,7 +230,7 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
 # --------------------------------------------------------------------------- jobs
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def jobs() -> None:
     """List, inspect, follow and cancel queued and running jobs."""
 
@@ -462,7 +463,7 @@ def jobs_requeue(job_id: int, uri: str | None, as_json: bool) -> None:
 # ------------------------------------------------------------------------ workers
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def workers() -> None:
     """Workers registered in the store."""
 

@@ -21,13 +21,14 @@ from tracker.cli.common import (
     uri_option,
 )
 from tracker.cli.reading import open_reader, reader_options
+from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import RUN_STATUSES, RunInfo
 from tracker.errors import InvalidInput
 from tracker.rules.display import format_metric
 from tracker.rules.units import format_bytes
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def runs() -> None:
     """List, inspect and export runs."""
 

@@ -12,6 +12,7 @@ import click
 from tracker.cli.common import echo_json, fmt_time, json_option, open_store, print_table, uri_option
 from tracker.cli.jobs import _job_kwargs, job_options, single_overrides, spec_from_options
 from tracker.cli.script_args import ScriptCommand
+from tracker.cli.suggest import SuggestingGroup
 from tracker.cli.worker import LOG_FORMAT, housekeeping_options, make_housekeeping_options
 
 
@@ -24,7 +25,7 @@ def _local_timezone() -> str:
         return "UTC"
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def schedule() -> None:
     """Cron schedules that queue a job at each fire time (exactly once, however many
     schedulers or workers run)."""

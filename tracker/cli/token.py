@@ -11,9 +11,10 @@ from __future__ import annotations
 import click
 
 from tracker.cli.common import echo_json, fmt_time, json_option, open_store, print_table, uri_option
+from tracker.cli.suggest import SuggestingGroup
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def token() -> None:
     """Access tokens for the dashboard and its API (scopes: log, admin)."""
 
