@@ -14,6 +14,11 @@ Keys (the contract the health detectors and the dashboard read):
   attached to that call's step; plus one sample at ``init()`` (step 0) and one at
   ``finish()`` (the last step), so even a short run has a memory series. The system sampler
   thread (``tracker.system``) keeps writing it too, every ``system_interval``.
+* ``sys/step_wait_s`` -- seconds per step the training thread was ready to run but waited
+  for a CPU that other processes held (Linux: the run-queue delay of ``/proc/thread-self/
+  schedstat``, read with the RSS sample and averaged over the steps since the previous
+  one). It tells contention from a stall: a loop slowed by other processes waits in the run
+  queue, a loop that sleeps or blocks on I/O does not. Absent where the kernel does not say.
 * ``sys/gpu{i}/...`` -- the CUDA allocator counters of ``tracker.system.allocator_stats``
   (allocated, reserved, peak, retries, OOMs), read with the RSS sample when torch has
   initialised CUDA; ``sys/step/gpu_allocated_bytes`` and ``..._peak_...`` stay on every call.
@@ -24,7 +29,8 @@ that asked for no system metrics holds exactly the points it logged.
 
 Cost: one ``time.time()`` comparison and a float subtraction per ``log()`` call; the RSS read
 (``/proc/self/statm`` through a kept file descriptor, about 2 µs; psutil elsewhere) happens
-once a second. ``bench/bench_log.py --signals both`` measures it against signals off.
+once a second, and so does the run-queue read (one ``pread``). ``bench/bench_log.py
+--signals both`` measures it against signals off.
 
 Failure modes: an unreadable ``/proc`` falls back to psutil; if that fails too, RSS is simply
 not recorded (the step time still is). Nothing here raises into ``log()``.
@@ -38,6 +44,28 @@ from typing import Any
 
 STEP_TIME_KEY = "sys/step_time_s"
 RSS_KEY = "sys/rss_bytes"
+WAIT_KEY = "sys/step_wait_s"
+
+
+def run_queue_reader() -> Callable[[], float] | None:
+    """A reader of the calling thread's total run-queue wait in seconds (Linux), or None.
+
+    The file is opened for the thread that calls this (the training loop's, at init)."""
+    try:
+        fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+    pread = os.pread
+
+    def read_wait() -> float:
+        return int(pread(fd, 128, 0).split()[1]) / 1e9
+
+    try:
+        read_wait()
+    except (OSError, ValueError, IndexError):
+        os.close(fd)
+        return None
+    return read_wait
 
 
 def rss_reader() -> Callable[[], float] | None:
@@ -74,7 +102,16 @@ class StepSignals:
     ``observe`` is called by ``Run.log`` for every stored call, with the call's wall time.
     """
 
-    __slots__ = ("_allocator", "_interval", "_last_step", "_last_time", "_next_sample", "_rss")
+    __slots__ = (
+        "_allocator",
+        "_interval",
+        "_last_step",
+        "_last_time",
+        "_next_sample",
+        "_rss",
+        "_wait",
+        "_wait_at",
+    )
 
     def __init__(
         self,
@@ -88,6 +125,8 @@ class StepSignals:
         self._last_step = -1
         self._last_time = 0.0
         self._next_sample = now + rss_interval
+        self._wait = run_queue_reader()
+        self._wait_at: tuple[int, float] | None = None  # (step, total wait) at the last sample
 
     def observe(self, step: int, now: float, items: dict[str, Any]) -> None:
         last = self._last_step
@@ -102,6 +141,19 @@ class StepSignals:
         if now >= self._next_sample:
             self._next_sample = now + self._interval
             items.update(self.memory())
+            self._sample_wait(step, items)
+
+    def _sample_wait(self, step: int, items: dict[str, Any]) -> None:
+        if self._wait is None:
+            return
+        try:
+            total = self._wait()
+        except (OSError, ValueError, IndexError):
+            self._wait = None
+            return
+        before, self._wait_at = self._wait_at, (step, total)
+        if before is not None and step > before[0]:
+            items[WAIT_KEY] = max(0.0, total - before[1]) / (step - before[0])
 
     def memory(self) -> dict[str, float]:
         """RSS and the allocator counters now (empty when neither can be read)."""
@@ -119,4 +171,4 @@ class StepSignals:
         return out
 
 
-__all__ = ["RSS_KEY", "STEP_TIME_KEY", "StepSignals", "rss_reader"]
+__all__ = ["RSS_KEY", "STEP_TIME_KEY", "WAIT_KEY", "StepSignals", "rss_reader", "run_queue_reader"]

@@ -20,6 +20,7 @@ series (unsorted steps, repeated steps) are tolerated -- points are sorted by st
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -116,6 +117,7 @@ class HealthLimits:
     slow_factor: float = 2.0  # step time this many times the baseline is slow
     slow_points: int = 10  # a slow stretch shorter than this is a pause, not a drop
     slow_min_lost_s: float = 1.0  # ... and one that cost less time than this is noise
+    slow_min_share: float = 0.1  # ... or less than this share of the run's step time
     explode_factor: float = 10.0
     vanish_ratio: float = 1e-4  # grad norm below this share of its early median
     vanish_floor: float = 1e-8  # or below this absolute value
@@ -129,6 +131,8 @@ class HealthLimits:
                 raise HealthError(f"{name} must be >= 1", field=name)
         if self.slow_factor <= 1 or self.explode_factor <= 1:
             raise HealthError("slow_factor and explode_factor must be > 1", field="factor")
+        if not 0 <= self.slow_min_share < 1:
+            raise HealthError("slow_min_share must be in [0, 1)", field="slow_min_share")
         if not 0 < self.vanish_ratio < 1:
             raise HealthError("vanish_ratio must be in (0, 1)", field="vanish_ratio")
 
@@ -520,21 +524,36 @@ def memory_growth(
 
 
 def throughput_drop(
-    points: Iterable[Point], metric: str = "sys/step_time_s", *, limits: HealthLimits | None = None
+    points: Iterable[Point],
+    metric: str = "sys/step_time_s",
+    *,
+    wait: Iterable[Point] = (),
+    limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
     """A lasting slowdown of step time: a change point that persists.
+
+    ``wait`` is ``sys/step_wait_s``, the seconds per step the loop waited for a CPU that
+    other processes held (sampled about once a second; each sample covers the steps since
+    the one before). Where it is known, that wait is taken out of each step's time first:
+    a loop slowed by other processes on a shared CPU is not a throughput problem of the run,
+    while a stall in the loop itself (a slow input pipeline, a sleep, I/O) does not wait in
+    the run queue and still counts.
 
     The baseline is the median step time of the first fifth of the run (at least 10
     points); a point is slow when the median of it and its 4 neighbours is over
     ``slow_factor`` x baseline, so one long step (an evaluation, a checkpoint save) never
     is. A slow stretch must last ``slow_points`` points or more and cost ``slow_min_lost_s``
-    seconds over the baseline (scheduling noise of millisecond steps does not); the first
-    such stretch is reported, whether it recovered or not.
+    seconds over the baseline and ``slow_min_share`` of the run's step time (a few slow
+    windows of scheduling noise do not); the first such stretch is reported, whether it
+    recovered or not.
     """
     limits = limits or HealthLimits()
     pts = [(s, v) for s, v in _finite(_sorted(points)) if v >= 0]
     if len(pts) < 10 + limits.slow_points:
         return None
+    waits = [(s, v) for s, v in _finite(_sorted(wait)) if v >= 0]
+    if waits:
+        pts = _without_wait(pts, waits)
     vals = [v for _, v in pts]
     head = max(10, len(vals) // 5)
     base = statistics.median(vals[:head])
@@ -542,6 +561,7 @@ def throughput_drop(
         return None
     smooth = [statistics.median(vals[max(0, k - 2) : k + 3]) for k in range(len(vals))]
     slow = [s > limits.slow_factor * base for s in smooth]
+    total = math.fsum(vals)
     k = 0
     while k < len(slow):
         if not slow[k]:
@@ -551,24 +571,56 @@ def throughput_drop(
         while j < len(slow) and slow[j]:
             j += 1
         lost = math.fsum(max(0.0, v - base) for v in vals[k:j])
-        if j - k >= limits.slow_points and lost >= limits.slow_min_lost_s:
-            return _throughput_diagnosis(metric, pts, base, k, j)
+        if (
+            j - k >= limits.slow_points
+            and lost >= limits.slow_min_lost_s
+            and lost >= limits.slow_min_share * total
+        ):
+            return _throughput_diagnosis(metric, pts, base, k, j, bool(waits))
         k = j
     return None
 
 
+def _without_wait(
+    pts: list[tuple[int, float]], waits: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """Step times with the run-queue wait taken out, interval by interval.
+
+    A wait sample at step ``S`` is the mean wait per step over the steps since the sample
+    before (``(S', S]``); the steps' times in that interval add up to its wall time. The
+    share of that wall time spent waiting is taken out of each of its steps in proportion, so
+    a slow step stays slow relative to its neighbours (subtracting the mean from every step
+    would zero the fast ones). Steps past the last sample take the last share."""
+    bounds = [s for s, _ in waits]
+    shares: list[float] = []
+    lo = -math.inf
+    for hi, per_step in waits:
+        covered = [v for s, v in pts if lo < s <= hi]
+        wall = math.fsum(covered)
+        steps = len(covered)  # logged steps (the wait is per step of the loop)
+        shares.append(min(1.0, per_step * steps / wall) if wall > 0 else 0.0)
+        lo = hi
+    out = []
+    for step, value in pts:
+        i = min(bisect.bisect_left(bounds, step), len(bounds) - 1)
+        out.append((step, value * (1.0 - shares[i])))
+    return out
+
+
 def _throughput_diagnosis(
-    metric: str, pts: list[tuple[int, float]], base: float, k: int, j: int
+    metric: str, pts: list[tuple[int, float]], base: float, k: int, j: int, less_wait: bool
 ) -> Diagnosis:
     slow = statistics.median(v for _, v in pts[k:j])
     recovered = j < len(pts)
     until = f"until step {pts[j][0]}" if recovered else "to the last step"
+    own = " (not counting time spent waiting for a CPU held by other processes)"
     return Diagnosis(
         THROUGHPUT_DROP,
         "warning",
         pts[k][0],
         f"Steps slowed from {_fmt(base)} s to {_fmt(slow)} s each ({base / slow:.0%} of the "
-        f"throughput) from step {pts[k][0]} {until} ({j - k} points).",
+        f"throughput) from step {pts[k][0]} {until} ({j - k} points)"
+        f"{own if less_wait else ''}.",
         "Check data loading (DataLoader num_workers, pin_memory, a slow disk or network "
         "mount), other processes on the machine or GPU, thermal throttling, and work that "
         "grows with the step (logging, evaluation or saving every step).",
@@ -811,7 +863,8 @@ def diagnose(
     Which detector reads which metric: every metric for non-finite values; loss-like keys
     (``is_loss_key``) for spikes and divergence; ``sys/rss_bytes`` and
     ``sys/gpu<i>/allocated_bytes`` -- and any key ``is_memory_key`` accepts, such as a
-    script's own ``mem/rss_bytes`` -- for memory growth; ``sys/step_time_s`` for throughput;
+    script's own ``mem/rss_bytes`` -- for memory growth; ``sys/step_time_s`` (less
+    ``sys/step_wait_s``) for throughput;
     ``grad/global_norm`` (and ``grad/norm/<param>`` for vanishing) for gradients;
     ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles``.
     """
@@ -828,7 +881,8 @@ def diagnose(
         elif is_memory_key(key):
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
-            found.append(throughput_drop(points, key, limits=limits))
+            wait = series.get("sys/step_wait_s", ())
+            found.append(throughput_drop(points, key, wait=wait, limits=limits))
         elif key == "grad/global_norm":
             found.append(grad_explosion(points, key, limits=limits))
             found.append(grad_vanishing(points, key, limits=limits))
