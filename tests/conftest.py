@@ -22,6 +22,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+# The project's own tests run strict: a failure inside the tracker raises instead of warning
+# once (tracker.client.failsafe). Set at import, so the processes the tests start inherit it.
+os.environ.setdefault("TRACKER_STRICT", "1")
+
 PG_ENV = "TRACKER_TEST_PG_URL"
 # Fixtures that are the PostgreSQL server itself: a test that asks for one by name runs
 # against it (every fixture on top of store_url has it in its closure, SQLite half included,
