@@ -562,8 +562,11 @@ class Run:
             self._writer.close(timeout, report=report)
         except StoreUnavailable as exc:  # nothing stored for `timeout`: skip the store
             self._stop_console(final.status, final.error, final.exit_code, send=False)
-            if not self.active and self.strict:
-                raise
+            if not self.active:  # a follower rank: the run's status is the main rank's
+                if self.strict:
+                    raise
+                self._failsafe.report("store", "storing the run's data", exc, "(as it says)")
+                return False
             spill = self._writer.exit_spill_path or self._writer.spill_path
             final_status.append(spill, final)
             if self.strict:
