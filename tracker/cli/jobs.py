@@ -19,12 +19,12 @@ from tracker.cli.common import (
     echo_json,
     fmt_duration,
     fmt_time,
-    fmt_value,
     json_option,
     open_store,
     print_table,
     uri_option,
 )
+from tracker.cli.listing import config_cells, limit_option
 from tracker.cli.reading import Reader, open_reader, reader_options
 from tracker.cli.script_args import ScriptCommand
 from tracker.cli.suggest import SuggestingGroup
@@ -251,26 +251,19 @@ def _note(job: Any) -> str:
     return job.failure_class or ""
 
 
-def _config_text(config: dict[str, Any]) -> str:
-    """A job's config overrides, flattened: ``lr=0.001 model.width=64`` (``-`` for none)."""
-    from tracker.rules.config import flatten
-
-    return " ".join(f"{k}={fmt_value(v)}" for k, v in flatten(config).items()) or "-"
-
-
 @jobs.command("ls")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(JOB_STATUSES),
               help="Only jobs in this state; repeat for several (--status failed "
                    "--status crashed).")  # fmt: skip
 @click.option("--project", help="Only jobs of this project.")
-@click.option("--limit", type=click.IntRange(1, 100_000), default=50, show_default=True,
-              help="At most this many jobs, newest first.")  # fmt: skip
+@limit_option("jobs")
 @reader_options
 @json_option
 def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str | None,
             token: str | None, as_json: bool) -> None:  # fmt: skip
-    """List jobs, newest first. POS is a queued job's place in the claim order; CONFIG its
-    config overrides (what tells the jobs of a sweep apart).
+    """List jobs, newest first. POS is a queued job's place in the claim order; CONFIG the
+    config overrides whose values differ between the listed jobs (what tells the jobs of a
+    sweep apart; every override when none differs); --json prints whole configs.
 
     --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
     """
@@ -279,12 +272,13 @@ def jobs_ls(statuses: tuple[str, ...], project: str | None, limit: int, uri: str
         echo_json(found)
         return
     now = time.time()
+    configs = config_cells([j.config for j in found])
     rows = [
         (j.id, j.status, j.position or "-", j.priority, j.project, _command_text(j.argv),
-         _config_text(j.config), j.gpus, j.attempt, j.run_id or "-", j.lease_owner or "-",
+         config, j.gpus, j.attempt, j.run_id or "-", j.lease_owner or "-",
          fmt_time(j.created_at),
          fmt_duration(((j.ended_at or now) - j.started_at) if j.started_at else None), _note(j))
-        for j in found
+        for j, config in zip(found, configs, strict=True)
     ]  # fmt: skip
     headers = ("ID", "STATUS", "POS", "PRI", "PROJECT", "COMMAND", "CONFIG", "GPUS", "TRY", "RUN",
                "WORKER", "CREATED", "TOOK", "NOTE")  # fmt: skip

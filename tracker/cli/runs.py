@@ -13,13 +13,13 @@ from tracker.cli.common import (
     echo_json,
     fmt_duration,
     fmt_time,
-    fmt_value,
     json_option,
     open_store,
     print_table,
     store_label,
     uri_option,
 )
+from tracker.cli.listing import config_cells, limit_option
 from tracker.cli.reading import open_reader, reader_options
 from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import RUN_STATUSES, RunInfo
@@ -46,7 +46,7 @@ def runs() -> None:
 @click.option("--project", "-p", help="Only runs of this project.")
 @click.option("--status", "-s", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
 @click.option("--tag", "-t", help="Only runs with this tag.")
-@click.option("--limit", "-n", default=50, show_default=True, help="At most this many runs.")
+@limit_option("runs")
 @click.option(
     "--deleted",
     is_flag=True,
@@ -58,6 +58,9 @@ def ls(
     tag: str | None, limit: int, deleted: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """List runs, newest first, with their config and last metric values.
+
+    The config column shows the keys whose values differ between the listed runs (every key
+    when none differs); --json prints whole configs.
 
     Deleted runs are left out unless --deleted (or a filter naming deleted) asks for them.
     --uri may be a dashboard's http://host:port (with --token or TRACKER_TOKEN).
@@ -73,13 +76,14 @@ def ls(
     if not found:
         click.echo(f"no runs match in {store_label(reader.where)}", err=True)
         return
+    configs = config_cells([r.config for r in found])
     print_table(
         ["id", "project", "name", "status", "started", "duration", "config", "last metrics"],
-        [_row(r) for r in found],
+        [_row(r, config) for r, config in zip(found, configs, strict=True)],
     )
 
 
-def _row(run: RunInfo) -> list[Any]:
+def _row(run: RunInfo, config: str) -> list[Any]:
     status = run.status + (f" ({run.failure_class})" if run.failure_class else "")
     return [
         run.id,
@@ -88,15 +92,9 @@ def _row(run: RunInfo) -> list[Any]:
         status,
         fmt_time(run.started_at),
         fmt_duration(run.duration),
-        _flat_summary(run.config),
+        config,
         _metrics_summary(run.last_metrics),
     ]
-
-
-def _flat_summary(config: dict[str, Any]) -> str:
-    from tracker.rules.config import flatten
-
-    return " ".join(f"{k}={fmt_value(v)}" for k, v in flatten(config).items())
 
 
 def _metrics_summary(metrics: dict[str, float]) -> str:
