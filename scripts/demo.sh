@@ -9,6 +9,7 @@ cd "$root"
 
 # Only what the demo needs: the dashboard (server) and the worker (runner) extras, and torch
 # (the CPU wheel of the version pinned in constraints.txt; install.sh installs it first).
-# scripts/test.sh installs the dev extra instead.
-TRACKER_EXTRAS=server,runner ./scripts/install.sh
+# scripts/test.sh installs the dev extra instead. Not editable: the demo runs the tracker as
+# a user installs it (and setuptools prints no editable-install warning).
+TRACKER_EXTRAS=server,runner TRACKER_EDITABLE=0 ./scripts/install.sh
 exec .venv/bin/tracker up --demo "$@"

@@ -15,6 +15,13 @@
 #        asks for server,runner only (no pytest, mypy, playwright or mlflow).
 #      TORCH_INDEX_URL (default https://download.pytorch.org/whl/cpu): where torch comes
 #        from first; e.g. https://download.pytorch.org/whl/cu124 for a CUDA build.
+#      TRACKER_EDITABLE (default 1): 1 installs the project editable (`pip install -e`, for
+#        working on it: scripts/test.sh); 0 builds and installs it as a user gets it, from
+#        its wheel (scripts/demo.sh). setuptools warns about every editable install of this
+#        layout ("Editable installation ... folders with the same name as your package"):
+#        an install that is not for development should not print that. Installed so, the
+#        project is reinstalled whenever a file of the package (tracker/, with web/,
+#        runner/, migrations/ and the demo script it links to) changes.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +29,11 @@ cd "$root"
 
 constraints="constraints.txt"
 extras="${TRACKER_EXTRAS:-dev}"
+editable="${TRACKER_EDITABLE:-1}"
+if [[ "$editable" != 0 && "$editable" != 1 ]]; then
+    echo "error: TRACKER_EDITABLE must be 0 or 1, not '$editable'" >&2
+    exit 1
+fi
 torch_index="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
 TORCH_VERSION="$(sed -n 's/^torch==\([^[:space:]#;]*\).*/\1/p' "$constraints")"
 if [[ -z "$TORCH_VERSION" ]]; then
@@ -49,6 +61,12 @@ if [[ ! -x "$py" ]]; then
 fi
 
 want="$(sha256sum pyproject.toml "$constraints" | cut -d' ' -f1 | tr '\n' ' ')$("$py" -c 'import sys; print(sys.version.split()[0])') [$extras] $torch_index"
+if [[ "$editable" == 1 ]]; then
+    want+=" editable"
+else  # a copy in site-packages: the content of every file it is built from
+    want+=" wheel $(find -L tracker -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z |
+        xargs -0 sha256sum | sha256sum | cut -d' ' -f1)"
+fi
 
 installed_ok() {
     [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
@@ -63,7 +81,7 @@ PY
 }
 
 if installed_ok; then
-    echo "==> $venv is up to date (pyproject.toml and $constraints unchanged), skipping install"
+    echo "==> $venv is up to date (pyproject.toml, $constraints, extras unchanged), skipping install"
     exit 0
 fi
 
@@ -77,7 +95,12 @@ if ! "$py" -m pip install --quiet --retries 0 --timeout 15 -c "$constraints" \
     echo "==> $torch_index cannot be reached: torch $TORCH_VERSION from the package index"
     "$py" -m pip install --quiet -c "$constraints" torch
 fi
-echo "==> installing the project: pip install -c $constraints -e '.[$extras]'"
-"$py" -m pip install --quiet -c "$constraints" -e ".[$extras]"
+if [[ "$editable" == 1 ]]; then
+    echo "==> installing the project: pip install -c $constraints -e '.[$extras]'"
+    "$py" -m pip install --quiet -c "$constraints" -e ".[$extras]"
+else
+    echo "==> installing the project: pip install -c $constraints '.[$extras]'"
+    "$py" -m pip install --quiet -c "$constraints" ".[$extras]"
+fi
 echo "$want" >"$stamp"
 echo "==> install done"

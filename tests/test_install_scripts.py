@@ -67,6 +67,20 @@ def test_install_defaults_to_dev_and_puts_the_extras_in_its_stamp() -> None:
     assert "[$extras]" in re.search(r"^want=.*$", text, re.M).group(0)  # another set reinstalls
 
 
+def test_the_demo_installs_the_project_as_a_user_does_not_editable() -> None:
+    """An editable install of this layout makes setuptools print "Editable installation ...
+    Please be careful with folders ..." (issue 24, item 6); the demo is not development."""
+    (call,) = install_calls("demo.sh")
+    assert "TRACKER_EDITABLE=0" in call
+    (test_call,) = install_calls("test.sh")
+    assert "TRACKER_EDITABLE" not in test_call  # the suite keeps the default: editable
+    text = (SCRIPTS / "install.sh").read_text()
+    assert 'editable="${TRACKER_EDITABLE:-1}"' in text
+    assert re.search(r'pip install --quiet -c "\$constraints" "\.\[\$extras\]"$', text, re.M)
+    # installed as a copy, it is reinstalled when a file of the package changes
+    assert 'want+=" wheel $(find -L tracker -type f' in text
+
+
 def test_torch_is_the_pinned_cpu_wheel() -> None:
     text = (SCRIPTS / "install.sh").read_text()
     assert 'torch_index="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"' in text
