@@ -10,6 +10,8 @@ import random
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker.rules.health import HealthError, HealthLimits, diagnose, throughput_drop
 
@@ -131,3 +133,29 @@ def test_unusable_wait_values_are_ignored() -> None:
 def test_share_out_of_range(share: float) -> None:
     with pytest.raises(HealthError):
         HealthLimits(slow_min_share=share)
+
+
+_VALUE = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.none(),
+    st.floats(min_value=0.001, max_value=0.2),
+)
+_SERIES = st.lists(st.tuples(st.integers(-5, 400), _VALUE), max_size=120)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=_SERIES, waits=_SERIES)
+def test_any_stored_series_is_judged_without_error(steps: list, waits: list) -> None:
+    found = throughput_drop(steps, wait=waits)
+    if found is not None:
+        assert found.code == "throughput_drop" and found.step is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps=_SERIES, every=st.integers(1, 50))
+def test_no_wait_at_all_changes_nothing(steps: list, every: int) -> None:
+    zeros = [(s, 0.0) for s in range(0, 401, every)]
+    with_zero, without = throughput_drop(steps, wait=zeros), throughput_drop(steps)
+    assert (with_zero is None) is (without is None)
+    if with_zero is not None and without is not None:
+        assert with_zero.step == without.step
