@@ -7,6 +7,7 @@ the worker/scheduler are extras. A command whose extra is missing names it.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata as md
 import json
 import re
@@ -107,3 +108,69 @@ def test_the_extras_table_matches_pyproject():
     runtime = {n for extra, reqs in optional.items() if extra != "dev" for n in _names(reqs)}
     assert "plotly" not in base | runtime
     assert "plotly" in _names(optional["dev"])
+
+
+# Where each part of the installed package gets its third-party imports from. A part not
+# listed is the base install (client, store, rules, CLI): what `pip install tracker` promises.
+PART_EXTRAS = {
+    "web": {"server"},
+    "runner": {"runner"},
+    "integrations": {"integrations"},
+    "cli": {"server", "runner"},  # each command imports its extra's modules (EXTRAS table)
+}
+# Imported by the base install's modules only behind a check that names what to install, or
+# only when the caller hands over such an object: not base dependencies, but each declared.
+OPTIONAL = {
+    "torch": "torch",  # the caller's own tensors and models; tracker never needs it itself
+    "PIL": "media",
+    "pynvml": "gpu",
+    "boto3": "s3",
+    "botocore": "s3",
+    "psycopg": "postgres",
+    "apscheduler": "runner",  # the cron rules, used by the schedule commands only
+}
+BROUGHT_BY = {"werkzeug": "flask", "botocore": "boto3"}  # their dependencies, used with them
+
+
+def _imports(package: Path) -> dict[str, set[str]]:
+    """Top-level third-party names imported anywhere in ``package`` (lazy imports included,
+    links to web/, runner/ and migrations/ followed) -> the parts that import them."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).parts
+        part = relative[0] if len(relative) > 1 else ""
+        if part == "demo":  # a training script, run by the demo's worker (torch, sklearn)
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "tracker" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, set()).add(part)
+    return found
+
+
+def test_every_imported_module_is_declared_where_its_part_is_installed():
+    """numpy shipped undeclared (issue 24): the client's media paths imported it, the dev
+    extra brought it, and the demo's install line did not."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = {k: _names(v) for k, v in project["optional-dependencies"].items()}
+    base = _names(project["dependencies"])
+    distributions = md.packages_distributions()
+    missing = []
+    for module, parts in sorted(_imports(ROOT / "tracker").items()):
+        (dist,) = {d.lower() for d in distributions[BROUGHT_BY.get(module, module)]}
+        for part in parts:
+            extras = PART_EXTRAS.get(part, set())
+            if module in OPTIONAL and part not in PART_EXTRAS:
+                extras = {OPTIONAL[module]}
+            where = base.union(*(optional[e] for e in extras))
+            if dist not in where:
+                missing.append(f"{module} ({dist}), imported by tracker/{part or '*.py'}, "
+                               f"is in neither the base install nor {sorted(extras)}")  # fmt: skip
+    assert not missing, "\n".join(missing)
