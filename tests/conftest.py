@@ -25,6 +25,10 @@ import sqlalchemy as sa
 # The project's own tests run strict: a failure inside the tracker raises instead of warning
 # once (tracker.client.failsafe). Set at import, so the processes the tests start inherit it.
 os.environ.setdefault("TRACKER_STRICT", "1")
+# Dashboards record themselves in a per-user registry (tracker.servers) that store discovery
+# reads; a test's own registry keeps a dashboard another test (or the user) runs out of tests
+# that expect no store in a fresh folder.
+os.environ.setdefault("TRACKER_SERVER_REGISTRY", tempfile.mkdtemp(prefix="tracker-servers-"))
 
 PG_ENV = "TRACKER_TEST_PG_URL"
 # Fixtures that are the PostgreSQL server itself: a test that asks for one by name runs
