@@ -486,12 +486,14 @@ def _start_worker(uri: str, artifact_root: str | None = None) -> subprocess.Pope
     # Started with SIGINT ignored (which it keeps): a Ctrl-C reaches the whole process group,
     # and the worker must hear it once, from _stop, not also from the terminal; that would
     # be its second signal, which kills its jobs at once. It stays in this process group,
-    # so whoever kills the group kills it too.
-    return subprocess.Popen(argv, env=env, preexec_fn=_ignore_sigint)
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # so whoever kills the group kills it too. (An ignored signal stays ignored across exec;
+    # no preexec_fn, which would run gunicorn's fork hooks. This process ignores SIGINT for
+    # the few milliseconds of the spawn.)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.Popen(argv, env=env)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
