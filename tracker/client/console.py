@@ -25,7 +25,8 @@ the HTTP sink through ``POST /api/v1/runs/<id>/logs``. Not captured: bytes writt
 to file descriptors 1/2 (C/C++ code, child processes) or to ``sys.stdout.buffer``.
 
 Failure modes: a store error other than ``StoreUnavailable`` stops storing (one note on the
-original stderr); the tee itself keeps passing output through. Output still queued when
+original stderr, or the run's failure report: :mod:`tracker.client.failsafe`); the tee
+itself keeps passing output through. Output still queued when
 ``finish()`` cannot reach the store is dropped with a note on stderr (metrics have the spill
 file; console text does not).
 """
@@ -37,6 +38,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from tracker.errors import StoreUnavailable
@@ -78,8 +80,11 @@ class ConsoleCapture:
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
         flush_interval: float = FLUSH_INTERVAL,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._sink = sink
+        # Gets the error that stopped storing (tracker.client.failsafe); None: a line here
+        self._on_failure = on_failure
         self._run_id = run_id
         self.max_chars = max_chars
         self._queue: deque[tuple[str, float, str]] = deque()
@@ -178,6 +183,9 @@ class ConsoleCapture:
                     self._dropped += dropped
             except Exception as exc:  # stop storing, keep teeing; say it once
                 self._failed = True
+                if self._on_failure is not None:
+                    self._on_failure(exc)
+                    return
                 _warn(
                     self._originals[1],
                     f"tracker: console capture of run {self._run_id} stopped: "

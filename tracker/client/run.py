@@ -138,7 +138,8 @@ class Run:
             from tracker.client.console import DEFAULT_MAX_CHARS, ConsoleCapture
 
             limit = console_max_chars or DEFAULT_MAX_CHARS
-            self._console = ConsoleCapture(sink, info.id, max_chars=limit)
+            failed = None if self.strict else self._console_failed
+            self._console = ConsoleCapture(sink, info.id, max_chars=limit, on_failure=failed)
         self._sampler = None
         if system_interval:
             self._sampler = system.SystemSampler(
@@ -227,6 +228,10 @@ class Run:
             "doctor", "the doctor (the run's health detectors)", exc,
             f"the run's data is stored; `tracker doctor {self.id}` runs it again",
         )  # fmt: skip
+
+    def _console_failed(self, exc: BaseException) -> None:
+        what = "storing the console output"
+        self._failsafe.report("console", what, exc, "not stored (still shown here)")
 
     def _writer_failed(self) -> None:
         """The writer thread failed: raise when strict, when this job attempt was superseded
