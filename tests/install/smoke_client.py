@@ -2,9 +2,11 @@
 
     python smoke_client.py STORE_URI
 
-Logs metrics (0-d tensors where torch is installed), images and histograms of a numpy array
-and, with torch, of a tensor, a YAML file and a checkpoint; prints the run id. Exits non-zero on any
-error, including an upload the tracker reports failed.
+Logs metrics (0-d tensors where torch is installed), an image and a histogram of a tensor
+(with torch) and of a numpy array (with numpy), a YAML file and, with torch, a checkpoint;
+prints the run id. It imports torch and numpy only where they are installed, so a tensor
+that the tracker cannot store without numpy shows up as the tracker's failure, not the
+script's. Exits non-zero on any error, including an upload the tracker reports failed.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-import numpy as np
-
 import tracker
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_NUMPY = importlib.util.find_spec("numpy") is not None
 
 
 def main(uri: str) -> int:
@@ -27,7 +28,6 @@ def main(uri: str) -> int:
         tags=["baseline"],
         uri=uri,
     )
-    rng = np.random.default_rng(0)
     for step in range(20):
         loss = 1.0 / (step + 1)
         if HAS_TORCH:
@@ -36,15 +36,19 @@ def main(uri: str) -> int:
             tracker.log({"train/loss": torch.tensor(loss), "lr": 3e-4}, step=step)
         else:
             tracker.log({"train/loss": loss, "lr": 3e-4}, step=step)
-    tracker.log_image("samples/array", rng.random((8, 8, 3)), caption="numpy HWC")
-    tracker.log_histogram("weights/array", rng.standard_normal(256), bins=16)
-    tracker.log_dict("config.yaml", {"lr": 3e-4, "model": {"layers": 4}})
     if HAS_TORCH:
         import torch
 
         tracker.log_image("samples/tensor", torch.rand(4, 1, 8, 8), caption="NCHW tensor")
         tracker.log_histogram("weights/tensor", torch.nn.Linear(8, 8).weight, bins=16)
         tracker.save_checkpoint({"w": torch.zeros(2)}, step=19, metrics={"val/acc": 0.5})
+    if HAS_NUMPY:
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        tracker.log_image("samples/array", rng.random((8, 8, 3)), caption="numpy HWC")
+        tracker.log_histogram("weights/array", rng.standard_normal(256), bins=16)
+    tracker.log_dict("config.yaml", {"lr": 3e-4, "model": {"layers": 4}})
     tracker.flush()
     tracker.finish()
     print(run.id)

@@ -86,7 +86,7 @@ def check_readme_run(venv: Venv, uri: str, run_id: int, tmp_path: Path, *, torch
     arts = venv.json("tracker", "artifacts", "ls", str(run_id), "--uri", uri, cwd=tmp_path)
     paths = {a["path"] for a in arts}
     assert "config.yaml" in paths, paths
-    kinds = ["array", "tensor"] if torch else ["array"]
+    kinds = ["array", "tensor"] if torch else ["array"]  # numpy: the base install's own
     for kind in kinds:  # media/<what>/<key>/<step>.<ext>, the step zero-padded
         assert any(re.fullmatch(rf"media/images/samples/{kind}/0*19\.png", p) for p in paths)
         assert any(re.fullmatch(rf"media/histograms/weights/{kind}/0*19\.json", p) for p in paths)
