@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracker.cli import main
-from tracker.errors import InvalidInput
+from tracker.errors import InvalidInput, StoreUnavailable
 from tracker.store import Store, artifacts
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -65,6 +65,7 @@ def _replay(tmp_path: Path, stderr: str) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *files])
     assert result.exit_code == 0, result.output
+    assert not list((tmp_path / "spill").glob("*.jsonl")), stderr  # every file was named
 
 
 def _events(store: Store, run_id: int) -> list[str]:
@@ -218,12 +219,16 @@ def test_each_kind_is_said_once_on_one_line(capsys: pytest.CaptureFixture[str]) 
     for n in range(3):
         failsafe.report("upload", "an upload", ValueError(f"bad\nimage {n}"), "not stored")
     failsafe.report("writer", "the writer", "x" * 5000, "kept in f")
+    ours = StoreUnavailable("y" * 1000 + ": store them with `tracker db replay f`")
+    failsafe.report("store", "the store", ours, "kept in f")
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
+    assert "`tracker db replay f`" in lines[2]  # the tracker's own message is never cut
     assert lines[0].startswith("tracker: run 7: an upload failed: ValueError: bad image 0;")
     assert len(lines[1]) < 700  # a driver's long message is cut
-    assert failsafe.counts == {"upload": 3, "writer": 1}
-    assert [e["data"]["failure"] for e in failsafe.take_events()] == ["upload", "writer"]
+    assert failsafe.counts == {"upload": 3, "writer": 1, "store": 1}
+    kinds = [e["data"]["failure"] for e in failsafe.take_events()]
+    assert kinds == ["upload", "writer", "store"]
 
 
 @given(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12))

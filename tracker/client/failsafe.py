@@ -34,12 +34,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.errors import InvalidInput, TrackerError
 
 ENV_STRICT = "TRACKER_STRICT"
 EVENT_KIND = "tracker_failure"  # the run event each kind of failure records once
 NOT_STORED = "not stored"
-MAX_DETAIL_CHARS = 400  # of an error's message in the warning line and the event
+MAX_DETAIL_CHARS = 400  # of another library's error message in the line and the event
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -92,10 +92,11 @@ class Failsafe:
         The first failure of each ``kind`` writes one line on stderr and queues one run event;
         later ones are counted only. Never raises.
         """
+        ours = isinstance(error, TrackerError)  # names where the data went: never cut
         if isinstance(error, BaseException):
             error = f"{type(error).__name__}: {error}"
         detail = " ".join(str(error).split())  # one line, whatever the message holds
-        if len(detail) > MAX_DETAIL_CHARS:  # a driver's error may quote its SQL and data
+        if len(detail) > MAX_DETAIL_CHARS and not ours:  # a driver's may quote SQL and data
             detail = detail[: MAX_DETAIL_CHARS - 1] + "…"
         message = f"{what} failed: {detail}; {kept}"
         with self._lock:

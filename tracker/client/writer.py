@@ -285,9 +285,11 @@ class Writer:
         self.store_events(store=self.error is None and not self._thread.is_alive())
 
     def spill_line(self, doc: dict[str, Any]) -> str:
-        """Append ``doc`` to the spill file (a row the replay stores); where it went, in
-        the words of :mod:`tracker.client.failsafe`. Never raises."""
-        path = self.exit_spill_path or self.spill_path
+        """Append ``doc`` (a row the replay stores: a checkpoint's) to ``<spill>.rows.jsonl``,
+        a file of its own: this thread may be replaying the spill file meanwhile, and
+        deletes it once stored. Returns where it went, in the words of
+        :mod:`tracker.client.failsafe`. Never raises."""
+        path = self.spill_path.with_suffix(".rows.jsonl")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a", encoding="utf-8") as fh:
