@@ -249,3 +249,30 @@ def test_tracker_strict_is_true_false_or_refused(raw: str) -> None:
             del os.environ["TRACKER_STRICT"]
         else:
             os.environ["TRACKER_STRICT"] = before
+
+
+def test_an_upload_the_store_refuses_is_reported_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tracker
+    from tracker.client.media import Artifact, Pending
+
+    monkeypatch.setenv("TRACKER_ARTIFACT_ROOT", str(tmp_path / "artifacts"))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run = tracker.init(
+        project="refused", uri=url, system_interval=None, capture_console=False,
+        spill_dir=tmp_path / "spill", strict=False,
+    )  # fmt: skip
+    refused = Artifact("x.bin", b"x", media_type="not a media type")  # InvalidInput
+    run._writer.put_upload(Pending("artifact 'x.bin'", lambda: [refused], 1))
+    run.log_text("after.txt", "the run goes on")
+    run.flush()  # not strict: no UploadError
+    run.log({"loss": 1.0}, step=0)
+    run.finish()
+    lines = WARNING.findall(capsys.readouterr().err)
+    assert lines == ["an upload"]
+    assert not list((tmp_path / "spill").glob("*.jsonl"))  # a replay would be refused too
+    store = Store(url)
+    assert [a.path for a in artifacts.list_artifacts(store, run.id)] == ["after.txt"]
+    assert store.get_run(run.id).status == "finished"
+    assert len(_events(store, run.id)) == 1

@@ -18,7 +18,8 @@
   (the run is not strict, see :mod:`tracker.client.failsafe`) the failure is reported
   there, and the files an upload could not store are written to ``<spill>.media/`` with a
   line each in the spill file (``tracker db replay`` uploads them once the cause is fixed;
-  an entry that could not be built is not stored). Without it (strict) the failure is
+  an entry that could not be built, or that the store refused as ``InvalidInput``, is not
+  stored). Without it (strict) the failure is
   recorded in ``failures`` and the next call on the run raises ``UploadError`` naming it.
 * ``flush()``/``finish()`` wait for the entries logged before them (a marker, as for
   points); meanwhile the writer builds, at the normal priority, the entries the encoder has
@@ -247,7 +248,10 @@ class Uploads:
                 except (StoreUnavailable, AttemptSuperseded):
                     raise
                 except Exception as exc:
-                    kept = self._keep(self._built) if self.on_failure is not None else ""
+                    # Kept for the replay, unless the store refused the file itself (a replay
+                    # would be refused the same way and stop there)
+                    keep = self.on_failure is not None and not isinstance(exc, InvalidInput)
+                    kept = self._keep(self._built) if keep else NOT_STORED
                     self._done(head, failure=exc, artifact=art, kept=kept)
                     break
                 if not self._queue or self._queue[0] is not head:
