@@ -99,6 +99,9 @@ if [[ "$editable" == 1 ]]; then
     echo "==> installing the project: pip install -c $constraints -e '.[$extras]'"
     "$py" -m pip install --quiet -c "$constraints" -e ".[$extras]"
 else
+    # setuptools stages the package in build/lib and never empties it: a file deleted from
+    # tracker/ would stay in the wheel
+    rm -rf build/lib
     echo "==> installing the project: pip install -c $constraints '.[$extras]'"
     "$py" -m pip install --quiet -c "$constraints" ".[$extras]"
 fi

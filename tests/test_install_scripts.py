@@ -79,6 +79,9 @@ def test_the_demo_installs_the_project_as_a_user_does_not_editable() -> None:
     assert re.search(r'pip install --quiet -c "\$constraints" "\.\[\$extras\]"$', text, re.M)
     # installed as a copy, it is reinstalled when a file of the package changes
     assert 'want+=" wheel $(find -L tracker -type f' in text
+    assert text.index("rm -rf build/lib") < text.index(
+        '"$py" -m pip install --quiet -c "$constraints" ".[$extras]"'
+    )
 
 
 def test_torch_is_the_pinned_cpu_wheel() -> None:
