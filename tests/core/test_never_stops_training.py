@@ -173,7 +173,7 @@ def test_an_http_sink_answering_garbage(tmp_path: Path, garbage_server: str) -> 
             points += sum(len(r[2]) for r in doc.get("records", []))
             statuses += [doc["final_status"]["status"]] if "final_status" in doc else []
             events += [doc["event"]["message"]] if "event" in doc else []
-    assert points == POINTS and statuses == ["finished"]
+    assert (points, statuses) == (POINTS, ["finished"]), done.stderr
     assert any("writer thread failed" in e for e in events)
 
 

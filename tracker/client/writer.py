@@ -685,8 +685,8 @@ class Writer:
         self.uploads.close()
         for marker in markers:
             marker.done.set()
-        while self._queue:
-            item = self._queue.popleft()
+        # Points that log() queued meanwhile stay (not strict: for the spill at close())
+        for item in list(self._queue):
             if type(item) is _Marker:
                 item.done.set()
         if self._on_error is not None:
