@@ -38,6 +38,7 @@ TOUR = {
     "run-media.png": "run-media",
     "run-artifacts.png": "run-artifacts",
     "compare-histograms.png": "compare-histograms",
+    "login.png": "login",
 }
 
 

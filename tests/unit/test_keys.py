@@ -4,6 +4,7 @@ written from the rule's words, independently of the code."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +90,12 @@ def test_a_key_that_is_no_string_is_told_so(key: Any) -> None:
     assert f"metric key {key!r} is not a string ({type(key).__name__}): {KEY_RULE}" == (
         info.value.message
     )
+
+
+def test_the_readme_states_the_rule_the_message_states() -> None:
+    """The README's "Keys." paragraph says the rule in KEY_RULE's words (the error message
+    ends with them): the two must not drift apart again."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    stated = readme.split("**Keys.** ", 1)[1].split(". Anything else", 1)[0]
+    words = stated.replace("`", "'").replace("\u2013", "-")
+    assert "keys are " + " ".join(words.split()) == KEY_RULE
