@@ -246,8 +246,8 @@ class Run:
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every point and file logged so far is stored. Not strict, the wait
-        also ends once nothing was stored for the run's ``exit_timeout`` (the store is
-        down: the points are kept and retried, and the loop goes on).
+        also ends once nothing was stored for the run's ``exit_timeout`` while the store is
+        unavailable (the points are kept and retried, and the loop goes on).
 
         Raises (strict only; otherwise each is reported once and the call returns):
             StoreUnavailable / FlushTimeout: ``timeout`` passed first (see Writer.flush).

@@ -193,15 +193,16 @@ class Writer:
         """Wait until everything put before this call is stored (points and uploads).
 
         ``stall`` (with no ``timeout``): give up once nothing was stored for that many
-        seconds, as ``close()`` does (a run that is not strict: a store that is down must
-        not hold the training loop forever).
+        seconds while the store is unavailable (a run that is not strict: a store that is
+        down must not hold the training loop forever; a slow one is waited for).
 
         Raises:
             WriterError: the writer failed (the original error is the cause).
             StoreUnavailable: the sink stayed unavailable for ``timeout`` seconds (or
                 ``stall`` seconds without progress); the points are kept (in memory or in
                 the spill file) and retried.
-            FlushTimeout: the same while the store is up (the points are being written).
+            FlushTimeout: ``timeout`` passed while the store is up (the points are being
+                written).
         """
         self.raise_error()
         if not self._thread.is_alive():
@@ -214,13 +215,13 @@ class Writer:
         self._wake.set()
         start = time.monotonic()
         if timeout is None and stall is not None:
-            if not self._wait_stored(marker, stall, None) or not self._wait_stored(
-                uploaded, stall, None
-            ):
-                what = f"flush gave up after {stall}s without progress"
-                if self.outage is not None:
-                    raise StoreUnavailable(f"{what}: {self._state(0.0)}")
-                raise FlushTimeout(f"{what}: {self._state(0.0)}")
+            for waited in (marker, uploaded):
+                # A store that is up but slow is waited for; one that is away is not
+                while not self._wait_stored(waited, stall, None):
+                    if self.outage is not None:
+                        raise StoreUnavailable(
+                            f"flush gave up after {stall}s without progress: {self._state(0.0)}"
+                        )
         elif not marker.done.wait(timeout) or not uploaded.done.wait(
             None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
         ):
