@@ -54,11 +54,6 @@ def test_worker_job_that_imports_a_missing_module(
     assert "missing_module" in shown and "pip install no_such_dep_pkg" in shown, shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the client classifies its console tail and ignores the exception when the "
-    "script printed anything (tracker/client/run.py _stop_console): the run gets exit_code",
-)
 def test_run_started_by_hand_that_imports_a_missing_module(
     store: Store, store_url: str, tmp_path: Path
 ) -> None:

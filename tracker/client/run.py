@@ -633,7 +633,9 @@ class Run:
             return {}
         from tracker.rules.failure import classify
 
-        found = classify(exit_code, None, console.tail() or error or "")
+        # The traceback is printed after the run ends, so the tail holds only what came
+        # before it: classify the tail followed by the exception's own line.
+        found = classify(exit_code, None, "\n".join(t for t in (console.tail(), error) if t))
         return {} if found is None else {"failure_class": found.cls, "failure_hint": found.hint}
 
     def __enter__(self) -> Run:
