@@ -60,6 +60,8 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
     After a file's points, the run's final status recorded in it (finished, failed with its
     exit code, killed) is applied with its original end time, unless the run already has
     another final status (a run marked crashed meanwhile gets its true status).
+    The file of an offline run (its store was down when the script started) creates the
+    run first, then stores the rest under its new id.
     """
     import warnings
 
@@ -77,10 +79,11 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
         path = Path(name)
         finals = final_status.read(path)
         isolator = Isolator(sink, path.with_suffix(".rejected.jsonl"), trust_after_success=True)
+        run_ids: dict[int, int] = {}  # an offline run's placeholder id -> the run created
         try:
             with warnings.catch_warnings():  # each refused record is reported below
                 warnings.simplefilter("ignore", RuntimeWarning)
-                count = replay_spill_file(sink, path, write=isolator.write)
+                count = replay_spill_file(sink, path, write=isolator.write, run_ids=run_ids)
         except TrackerError:
             raise  # the store is away or refuses: the CLI's error message, exit status 2
         except Exception as exc:  # a batch refused whole: not a poison record
@@ -92,6 +95,8 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
             )
             refused_any = True
             continue
+        for new_id in run_ids.values():
+            click.echo(f"{name}: created run {new_id} (the run was offline: see tracker.init)")
         refused = isolator.points_rejected
         if not refused:
             click.echo(f"{name}: {count} points stored")
@@ -104,6 +109,7 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
                 + (f" (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""),
                 err=True,
             )
+        finals = [_created(final, run_ids) for final in finals]
         try:
             for final in finals:
                 click.echo(f"{name}: {_apply_final_status(sink.store, final)}")
@@ -113,6 +119,15 @@ def replay(uri: str | None, files: tuple[str, ...]) -> None:
             raise
     if refused_any:
         raise SystemExit(1)
+
+
+def _created(final: Any, run_ids: dict[int, int]) -> Any:
+    """``final`` of the run that an offline run's line created, if it is one."""
+    import dataclasses
+
+    if final.run_id not in run_ids:
+        return final
+    return dataclasses.replace(final, run_id=run_ids[final.run_id])
 
 
 def _apply_final_status(store: Any, final: Any) -> str:

@@ -37,6 +37,7 @@ from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import AttemptFence, RunInfo
+from tracker.errors import InvalidInput
 from tracker.rules.config import merge_config, normalize_config
 from tracker.rules.tags import check_tags
 
@@ -85,7 +86,9 @@ def init(
 
     Raises:
         InvalidInput: a config value or tag cannot be stored (the message names it).
-        StoreUnavailable / SchemaError: the store cannot be opened.
+        StoreUnavailable / SchemaError: strict only (else an offline run is returned, see
+            :mod:`tracker.client.offline`): the store cannot be opened or create the run;
+            always: the run of a job a worker started cannot be attached to.
     """
     memory_cap_bytes(options.get("max_memory_mb"))  # a bad cap fails before a run exists
     nonfinite_policy(options.get("on_nonfinite", "record"))  # before any run is created
@@ -99,30 +102,78 @@ def init(
     tag_list = check_tags(tags)
     project = project or os.environ.get(ENV_PROJECT) or "default"
     place = announce.place_before_open(uri, sink is not None)  # before it may be created
-    sink = sink or sink_for_uri(uri)
     rank = int(os.environ.get("RANK", "0") or 0)
     attrs = {"host": socket.gethostname(), "pid": os.getpid(), "git_commit": _git_commit()}
     env_run = os.environ.get(ENV_RUN_ID)
+    command = [sys.executable, *sys.argv]  # shown, never launched
+    try:
+        sink = sink or sink_for_uri(uri)
+        info = _create_or_attach(sink, env_run, rank, project, name, cfg, tag_list, command, attrs)
+    except _CALLERS_ERRORS:
+        raise
+    except Exception as exc:
+        if env_run or rank != 0 or strict_mode(options.get("strict")):
+            raise  # strict, or a worker's job (its run exists; the worker reports it)
+        # The store down at start: an offline run, kept in a spill file (tracker.client.offline)
+        return _start_offline(exc, project, name, cfg, tag_list, command, attrs, options)
+    if rank != 0:
+        options["system_interval"] = None
+    if rank == 0:  # before Run() starts the console capture: the line is for the terminal
+        announce.announce(info.id, info.name, place, quiet)
+    job = os.environ.get(ENV_JOB_ID)
+    run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
+    lifecycle.set_active(run)
+    return run
+
+
+# Raised by init() whatever ``strict`` says: the caller's own input (a config value, a tag, a
+# URI of no known kind, a value the store refuses).
+_CALLERS_ERRORS = (InvalidInput,)
+
+
+def _create_or_attach(
+    sink: Sink, env_run: str | None, rank: int, project: str, name: str | None,
+    cfg: dict[str, Any], tags: list[str], command: list[str], attrs: dict[str, Any],
+) -> RunInfo:  # fmt: skip
+    """The run's info: created in the store (rank 0 of a run started by hand), attached to
+    (a worker's job: its submitted config wins), or a follower rank's copy (stores nothing).
+
+    Raises:
+        whatever the sink raises (StoreUnavailable, SchemaError, a driver's error, ...).
+    """
     if env_run and hasattr(sink, "fence"):  # SqlSink, HttpSink: writes fenced by attempt
         sink.fence = _job_attempt()  # type: ignore[attr-defined]
     if env_run:
         overrides = normalize_config(json.loads(os.environ.get(ENV_CONFIG) or "{}"))
         cfg = merge_config(cfg, overrides)
         if rank == 0:  # the job's run keeps the submitted argv as its command
-            info = sink.start_run(int(env_run), cfg, **attrs)
-        else:
-            info = RunInfo(int(env_run), project, name or "", "running", cfg, tag_list, time.time())
-    else:
-        if rank != 0:
-            options["system_interval"] = None
-            info = RunInfo(-1, project, name or "", "running", cfg, tag_list, time.time())
-        else:
-            command = [sys.executable, *sys.argv]  # shown, never launched
-            info = sink.create_run(project, name, cfg, tag_list, command=command, **attrs)
-    if rank == 0:  # before Run() starts the console capture: the line is for the terminal
-        announce.announce(info.id, info.name, place, quiet)
-    job = os.environ.get(ENV_JOB_ID)
-    run = Run(sink, info, job_id=int(job) if job else None, active=rank == 0, **options)
+            return sink.start_run(int(env_run), cfg, **attrs)
+        return RunInfo(int(env_run), project, name or "", "running", cfg, tags, time.time())
+    if rank != 0:
+        return RunInfo(-1, project, name or "", "running", cfg, tags, time.time())
+    return sink.create_run(project, name, cfg, tags, command=command, **attrs)
+
+
+def _start_offline(
+    exc: Exception, project: str, name: str | None, cfg: dict[str, Any], tags: list[str],
+    command: list[str], attrs: dict[str, Any], options: dict[str, Any],
+) -> Run:  # fmt: skip
+    """The offline run of a store that failed at start (:mod:`tracker.client.offline`).
+
+    Raises:
+        OSError: its spill file cannot be written either (nothing could keep its data).
+    """
+    from tracker.client.failsafe import kept_in
+    from tracker.client.offline import OFFLINE_RUN_ID, OfflineSink, header, spill_file
+
+    path = spill_file(options.get("spill_dir") or ".tracker/spill")
+    sink = OfflineSink(path, header(project, name, cfg, tags, command=command, **attrs))
+    info = RunInfo(OFFLINE_RUN_ID, project, name or "", "running", cfg, tags, time.time())
+    run = Run(sink, info, job_id=None, active=True, **options)
+    run._failsafe.report(
+        "init", "creating the run in the store", exc,
+        kept_in(path) + " (the run is created then; everything it logs goes there)",
+    )  # fmt: skip
     lifecycle.set_active(run)
     return run
 

@@ -15,6 +15,8 @@ Contract:
   store takes it (else it goes to the spill file with the points, and the replay stores it).
   Training goes on: ``log()``, ``log_image()``, ``flush()``, ``finish()``,
   ``save_checkpoint()`` and the exit of the process do not raise for these.
+* A store that cannot be reached when ``tracker.init()`` creates the run gives an *offline*
+  run (id 0) that keeps everything in one spill file: :mod:`tracker.client.offline`.
 * ``tracker.init(..., strict=True)`` or ``TRACKER_STRICT=1`` raises them instead, exactly as
   the calls always did (``UploadError``, ``WriterError``, ``StoreUnavailable``, ...); the
   project's own tests run strict.
@@ -79,8 +81,9 @@ class Failsafe:
     ``strict`` tells callers to raise instead; the callers decide, this class only reports.
     """
 
-    def __init__(self, run_id: int, *, strict: bool) -> None:
+    def __init__(self, run_id: int, *, strict: bool, name: str | None = None) -> None:
         self.run_id = run_id
+        self.name = name or f"run {run_id}"  # as the warning line calls it
         self.strict = strict
         self.counts: dict[str, int] = {}  # kind -> failures reported
         self.events: deque[dict[str, Any]] = deque()  # waiting for the writer to store them
@@ -107,7 +110,7 @@ class Failsafe:
                 self.events.append({"kind": EVENT_KIND, "message": message, "data": data})
         if first:
             _say(
-                f"tracker: run {self.run_id}: {message}. Training goes on (this is said once; "
+                f"tracker: {self.name}: {message}. Training goes on (this is said once; "
                 f"{ENV_STRICT}=1 raises instead)"
             )
 

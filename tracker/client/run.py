@@ -91,7 +91,11 @@ class Run:
         from tracker.client.signals import StepSignals
 
         self._nonfinite = NonFiniteGuard() if nonfinite_policy(on_nonfinite) else None
-        self._failsafe = Failsafe(info.id, strict=strict_mode(strict))
+        # An offline run (the store was down at init, tracker.client.offline): id 0, kept
+        # in its spill file for `tracker db replay`.
+        self.offline: bool = bool(getattr(sink, "offline", False))
+        label = "offline run" if self.offline else None
+        self._failsafe = Failsafe(info.id, strict=strict_mode(strict), name=label)
         self.strict = self._failsafe.strict
 
         self.sink = sink

@@ -124,7 +124,8 @@ class Writer:
         self._events_refused = False  # the sink refused an event: the rest are spilled
         self.run_id = run_id
         self.flush_interval = flush_interval
-        self.spill_path = Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
+        own = getattr(sink, "spill_path", None)  # an offline run's (tracker.client.offline)
+        self.spill_path = own or Path(spill_dir) / f"run-{run_id}-{os.getpid()}.jsonl"
         self._overflow = Overflow(run_id, self.spill_path, memory_cap_bytes(max_memory_mb))
         # Batches kept through an outage count against the cap too: at most half of it.
         room = self._overflow.cap_bytes // (2 * (ENTRY_BYTES + KEY_BYTES))
@@ -709,15 +710,27 @@ class Writer:
 
 
 def replay_spill_file(
-    sink: Sink, path: Path, *, write: Callable[[int, list[Record]], Any] | None = None
+    sink: Sink,
+    path: Path,
+    *,
+    write: Callable[[int, list[Record]], Any] | None = None,
+    run_ids: dict[int, int] | None = None,
 ) -> int:
     """Write every batch of a spill file to the sink (through ``write`` when given), then
     delete the file.
 
-    Returns the number of points replayed. Safe to repeat: writes are idempotent.
+    A line that describes an offline run (:mod:`tracker.client.offline`) creates it; the
+    lines after it that name its placeholder id are stored under the new id, recorded in
+    ``run_ids`` (placeholder -> id) when given.
+
+    Returns the number of points replayed. Safe to repeat: writes are idempotent (an offline
+    run's creation is not: a replay interrupted after it creates the run again).
     """
     if not path.exists():
         return 0
+    from tracker.client.offline import HEADER
+
+    ids = run_ids if run_ids is not None else {}
     total = 0
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -731,6 +744,15 @@ def replay_spill_file(
                 )
                 continue
             doc = json.loads(line)
+            if HEADER in doc:  # an offline run: created now, its lines follow
+                run = doc[HEADER]
+                info = sink.create_run(
+                    run["project"], run["name"], run["config"], run["tags"], **run["attrs"]
+                )
+                ids[int(doc["run_id"])] = info.id
+                continue
+            if int(doc["run_id"]) in ids:
+                doc["run_id"] = ids[int(doc["run_id"])]
             if "artifact" in doc:  # an upload not stored (tracker.client.uploads)
                 replay_artifact(sink, doc)
                 continue
