@@ -97,7 +97,7 @@ class Failsafe:
         """
         ours = isinstance(error, TrackerError)  # names where the data went: never cut
         if isinstance(error, BaseException):
-            error = f"{type(error).__name__}: {error}"
+            error = f"{_public_name(type(error))}: {error}"
         detail = " ".join(str(error).split())  # one line, whatever the message holds
         if len(detail) > MAX_DETAIL_CHARS and not ours:  # a driver's may quote SQL and data
             detail = detail[: MAX_DETAIL_CHARS - 1] + "…"
@@ -141,6 +141,15 @@ def spill_events(path: Path, run_id: int, events: list[dict[str, Any]]) -> None:
             fh.write(json.dumps({"run_id": run_id, "event": event}) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _public_name(cls: type) -> str:
+    """The name of the first public class of ``cls``'s line (a private subclass such as the
+    HTTP sink's refused-connection error is shown as the public error it is)."""
+    for klass in cls.__mro__:
+        if not klass.__name__.startswith("_"):
+            return klass.__name__
+    return cls.__name__
 
 
 def _say(line: str) -> None:
