@@ -15,13 +15,15 @@ Imported only inside the server process (it imports gunicorn: the server extra).
 
 from __future__ import annotations
 
+import contextlib
 import signal
-import sys
 from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
 
 __all__ = ["DashboardWorker"]
+
+QUIT_GRACE_S = 1  # requests in flight when a worker is told to quit get this long
 
 
 class DashboardWorker(ThreadWorker):  # type: ignore[misc]
@@ -46,9 +48,20 @@ class DashboardWorker(ThreadWorker):  # type: ignore[misc]
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def handle_quit(self, sig: int, frame: Any) -> None:
-        if self._quitting:  # already quitting: a second run would deadlock (see above)
+        # No SystemExit from here (gunicorn's own handle_quit raises one): a signal that lands
+        # while Python runs a weakref callback or a __del__ (a garbage collection inside
+        # SQLAlchemy, say) has its exception printed as "Exception ignored ... Traceback" and
+        # swallowed. The run loop ends the worker instead: it sees ``alive`` off as soon as
+        # the wake-up below reaches it (or at once, for a quit while booting), serves what
+        # is in flight for at most QUIT_GRACE_S and returns, and the worker exits.
+        if self._quitting:  # already quitting: once is enough
             return
         self._quitting = True
-        if self.tpool is None:  # still booting: nothing to wind down yet
-            sys.exit(0)
-        super().handle_quit(sig, frame)
+        self.alive = False
+        self.cfg.set("graceful_timeout", QUIT_GRACE_S)  # this process's copy only
+        with contextlib.suppress(AttributeError, OSError):  # booting: no queue made yet
+            self.method_queue.defer(_nothing)
+
+
+def _nothing() -> None:
+    """What the wake-up of a quitting worker's loop runs."""
