@@ -12,8 +12,10 @@ from tracker.entities import JobSpec
 from tracker.store import Store, queue
 from tracker.store import schedules as store_schedules
 
-# 2026-12-04 04:30 UTC: the next "0 6 * * *" in Berlin (UTC+1 in December) is 05:00 UTC.
-NOW = dt.datetime(2026, 12, 4, 4, 30, tzinfo=dt.UTC).timestamp()
+# 2036-12-04 04:30 UTC: the next "0 6 * * *" in Berlin (UTC+1 in December) is 05:00 UTC.
+# Years ahead of the real clock: a schedule whose fire time has passed is fired (and moved on
+# to the next day) by the app's housekeeping, which reads the real clock.
+NOW = dt.datetime(2036, 12, 4, 4, 30, tzinfo=dt.UTC).timestamp()
 
 
 def job(store: Store, config: dict[str, object]) -> int:
@@ -25,9 +27,9 @@ def test_schedule_times_carry_their_zone(client: FlaskClient, store: Store) -> N
     store_schedules.add_schedule(store, "0 6 * * *", spec, timezone="Europe/Berlin", now=NOW)
     store_schedules.add_schedule(store, "0 5 * * *", spec, name="utc", now=NOW)
     berlin, utc = sorted(client.get("/api/v1/schedules").json["schedules"], key=lambda s: s["id"])
-    assert berlin["next_fire"] == "2026-12-04T06:00:00+01:00"
-    assert berlin["created"] == "2026-12-04T05:30:00+01:00" and berlin["last_fire"] is None
-    assert utc["next_fire"] == "2026-12-04T05:00:00+00:00"
+    assert berlin["next_fire"] == "2036-12-04T06:00:00+01:00"
+    assert berlin["created"] == "2036-12-04T05:30:00+01:00" and berlin["last_fire"] is None
+    assert utc["next_fire"] == "2036-12-04T05:00:00+00:00"
     for schedule in (berlin, utc):  # the same instant as the seconds
         parsed = dt.datetime.fromisoformat(schedule["next_fire"])
         assert parsed.timestamp() == schedule["next_fire_at"]
