@@ -5,7 +5,7 @@ doctor --json``.
 A healthy example whose CPU is taken by other processes from the middle of the run is slowed
 several times over (checked: its raw step times alone would read as a drop), yet it gets no
 ``throughput_drop``: the client's ``sys/step_wait_s`` says the time went to waiting for a CPU.
-A loop that really stalls (a 40 ms wait for input from step 200) gets it at that step, beside
+A loop that really stalls (a 100 ms wait for input from step 200) gets it at that step, beside
 the same busy processes."""
 
 from __future__ import annotations
