@@ -4,7 +4,8 @@ doctor --json``.
 
 A healthy example whose CPU is taken by other processes from the middle of the run is slowed
 several times over (checked: its raw step times alone would read as a drop), yet it gets no
-``throughput_drop``: the client's ``sys/step_wait_s`` says the time went to waiting for a CPU.
+``throughput_drop``: the client's ``sys/step_wait_s`` and ``sys/step_cpu_s`` say the time went
+to waiting for a CPU (the loop's own, and that of its threads it blocked on).
 A loop that really stalls (a 100 ms wait for input from step 200) gets it at that step, beside
 the same busy processes."""
 
@@ -122,10 +123,12 @@ def test_real_stall_beside_busy_processes_is_a_throughput_drop(tmp_path: Path) -
 
 
 def test_the_client_samples_the_run_queue_wait_per_step() -> None:
-    from tracker.client.signals import WAIT_KEY, StepSignals, run_queue_reader
+    from tracker.client.signals import CPU_KEY, WAIT_KEY, StepSignals, run_queue_reader
 
     read = run_queue_reader()
-    assert read is not None and read() >= 0
+    assert read is not None
+    cpu, wait = read()
+    assert cpu > 0 and wait >= 0
     signals = StepSignals(0.0, rss_interval=1.0)
     first: dict[str, float] = {}
     signals.observe(10, 1.0, first)  # the first sample only sets the baseline
@@ -133,6 +136,7 @@ def test_the_client_samples_the_run_queue_wait_per_step() -> None:
     later: dict[str, float] = {}
     signals.observe(20, 2.5, later)
     assert later[WAIT_KEY] >= 0  # seconds per step over steps 11..20
+    assert later[CPU_KEY] >= 0
     same_step: dict[str, float] = {}
     signals.observe(20, 4.0, same_step)  # no step advanced: nothing to average over
-    assert WAIT_KEY not in same_step
+    assert WAIT_KEY not in same_step and CPU_KEY not in same_step

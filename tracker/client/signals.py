@@ -19,6 +19,12 @@ Keys (the contract the health detectors and the dashboard read):
   schedstat``, read with the RSS sample and averaged over the steps since the previous
   one). It tells contention from a stall: a loop slowed by other processes waits in the run
   queue, a loop that sleeps or blocks on I/O does not. Absent where the kernel does not say.
+* ``sys/step_cpu_s`` -- CPU seconds per step the training thread ran, from the same read and
+  over the same steps. With the wait it gives the share of the thread's demand for a CPU
+  that went to waiting, which the doctor applies to the whole step: a loop on a shared CPU
+  also blocks on work of its own other threads (the GIL handed to a background thread that
+  then waits for a CPU, an intra-op worker) that waited as long, and that time shows in
+  neither counter of the training thread.
 * ``sys/gpu{i}/...`` -- the CUDA allocator counters of ``tracker.system.allocator_stats``
   (allocated, reserved, peak, retries, OOMs), read with the RSS sample when torch has
   initialised CUDA; ``sys/step/gpu_allocated_bytes`` and ``..._peak_...`` stay on every call.
@@ -45,10 +51,12 @@ from typing import Any
 STEP_TIME_KEY = "sys/step_time_s"
 RSS_KEY = "sys/rss_bytes"
 WAIT_KEY = "sys/step_wait_s"
+CPU_KEY = "sys/step_cpu_s"
 
 
-def run_queue_reader() -> Callable[[], float] | None:
-    """A reader of the calling thread's total run-queue wait in seconds (Linux), or None.
+def run_queue_reader() -> Callable[[], tuple[float, float]] | None:
+    """A reader of the calling thread's total ``(cpu, run-queue wait)`` in seconds (Linux),
+    or None.
 
     The file is opened for the thread that calls this (the training loop's, at init)."""
     try:
@@ -57,8 +65,9 @@ def run_queue_reader() -> Callable[[], float] | None:
         return None
     pread = os.pread
 
-    def read_wait() -> float:
-        return int(pread(fd, 128, 0).split()[1]) / 1e9
+    def read_wait() -> tuple[float, float]:
+        fields = pread(fd, 128, 0).split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
 
     try:
         read_wait()
@@ -126,7 +135,8 @@ class StepSignals:
         self._last_time = 0.0
         self._next_sample = now + rss_interval
         self._wait = run_queue_reader()
-        self._wait_at: tuple[int, float] | None = None  # (step, total wait) at the last sample
+        # (step, total cpu, total wait) at the last sample
+        self._wait_at: tuple[int, float, float] | None = None
 
     def observe(self, step: int, now: float, items: dict[str, Any]) -> None:
         last = self._last_step
@@ -147,13 +157,15 @@ class StepSignals:
         if self._wait is None:
             return
         try:
-            total = self._wait()
+            cpu, wait = self._wait()
         except (OSError, ValueError, IndexError):
             self._wait = None
             return
-        before, self._wait_at = self._wait_at, (step, total)
+        before, self._wait_at = self._wait_at, (step, cpu, wait)
         if before is not None and step > before[0]:
-            items[WAIT_KEY] = max(0.0, total - before[1]) / (step - before[0])
+            steps = step - before[0]
+            items[WAIT_KEY] = max(0.0, wait - before[2]) / steps
+            items[CPU_KEY] = max(0.0, cpu - before[1]) / steps
 
     def memory(self) -> dict[str, float]:
         """RSS and the allocator counters now (empty when neither can be read)."""
@@ -171,4 +183,12 @@ class StepSignals:
         return out
 
 
-__all__ = ["RSS_KEY", "STEP_TIME_KEY", "WAIT_KEY", "StepSignals", "rss_reader", "run_queue_reader"]
+__all__ = [
+    "CPU_KEY",
+    "RSS_KEY",
+    "STEP_TIME_KEY",
+    "WAIT_KEY",
+    "StepSignals",
+    "rss_reader",
+    "run_queue_reader",
+]

@@ -528,16 +528,21 @@ def throughput_drop(
     metric: str = "sys/step_time_s",
     *,
     wait: Iterable[Point] = (),
+    cpu: Iterable[Point] = (),
     limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
     """A lasting slowdown of step time: a change point that persists.
 
     ``wait`` is ``sys/step_wait_s``, the seconds per step the loop waited for a CPU that
     other processes held (sampled about once a second; each sample covers the steps since
-    the one before). Where it is known, that wait is taken out of each step's time first:
-    a loop slowed by other processes on a shared CPU is not a throughput problem of the run,
-    while a stall in the loop itself (a slow input pipeline, a sleep, I/O) does not wait in
-    the run queue and still counts.
+    the one before), and ``cpu`` is ``sys/step_cpu_s``, the CPU seconds per step the loop
+    ran, sampled with it. Where they are known, the time lost to waiting is taken out of each
+    step's time first: a loop slowed by other processes on a shared CPU is not a throughput
+    problem of the run, while a stall in the loop itself (a slow input pipeline, a sleep,
+    I/O) does not wait in the run queue and still counts. With both, the share of the loop's
+    demand for a CPU that went to waiting (``wait / (wait + cpu)``) is the share of its wall
+    time taken out: a loop on a shared CPU also blocks on its own other threads (the GIL, an
+    intra-op worker) that wait as long; with the wait alone, only the wait itself is.
 
     The baseline is the median step time of the first fifth of the run (at least 10
     points); a point is slow when the median of it and its 4 neighbours is over
@@ -553,7 +558,7 @@ def throughput_drop(
         return None
     waits = [(s, v) for s, v in _finite(_sorted(wait)) if v >= 0]
     if waits:
-        pts = _without_wait(pts, waits)
+        pts = _without_wait(pts, waits, dict(_finite(_sorted(cpu))))
     vals = [v for _, v in pts]
     head = max(10, len(vals) // 5)
     base = statistics.median(vals[:head])
@@ -582,19 +587,26 @@ def throughput_drop(
 
 
 def _without_wait(
-    pts: list[tuple[int, float]], waits: list[tuple[int, float]]
+    pts: list[tuple[int, float]], waits: list[tuple[int, float]], cpu: dict[int, float]
 ) -> list[tuple[int, float]]:
-    """Step times with the run-queue wait taken out, interval by interval.
+    """Step times with the time lost to run-queue waits taken out, interval by interval.
 
     A wait sample at step ``S`` is the mean wait per step over the steps since the sample
     before (``(S', S]``); the steps' times in that interval add up to its wall time. The
-    share of that wall time spent waiting is taken out of each of its steps in proportion, so
-    a slow step stays slow relative to its neighbours (subtracting the mean from every step
-    would zero the fast ones). Steps past the last sample take the last share."""
+    share of that wall time lost to waiting is taken out of each of its steps in proportion,
+    so a slow step stays slow relative to its neighbours (subtracting the mean from every
+    step would zero the fast ones). The share is the waited share of the loop's demand
+    (``wait / (wait + cpu)``) where the CPU sample at ``S`` is known, else the wait's share
+    of the wall time. Steps past the last sample take the last share."""
     bounds = [s for s, _ in waits]
     shares: list[float] = []
     lo = -math.inf
     for hi, per_step in waits:
+        ran = cpu.get(hi)
+        if ran is not None and ran >= 0 and per_step + ran > 0:
+            shares.append(min(1.0, per_step / (per_step + ran)))
+            lo = hi
+            continue
         covered = [v for s, v in pts if lo < s <= hi]
         wall = math.fsum(covered)
         steps = len(covered)  # logged steps (the wait is per step of the loop)
@@ -864,7 +876,7 @@ def diagnose(
     (``is_loss_key``) for spikes and divergence; ``sys/rss_bytes`` and
     ``sys/gpu<i>/allocated_bytes`` -- and any key ``is_memory_key`` accepts, such as a
     script's own ``mem/rss_bytes`` -- for memory growth; ``sys/step_time_s`` (less
-    ``sys/step_wait_s``) for throughput;
+    ``sys/step_wait_s`` and ``sys/step_cpu_s``) for throughput;
     ``grad/global_norm`` (and ``grad/norm/<param>`` for vanishing) for gradients;
     ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles``.
     """
@@ -882,7 +894,8 @@ def diagnose(
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
             wait = series.get("sys/step_wait_s", ())
-            found.append(throughput_drop(points, key, wait=wait, limits=limits))
+            cpu = series.get("sys/step_cpu_s", ())
+            found.append(throughput_drop(points, key, wait=wait, cpu=cpu, limits=limits))
         elif key == "grad/global_norm":
             found.append(grad_explosion(points, key, limits=limits))
             found.append(grad_vanishing(points, key, limits=limits))
