@@ -38,13 +38,13 @@ def upgrade(uri: str | None, revision: str) -> None:
 @uri_option
 def current(uri: str | None) -> None:
     """Print the database's schema revision and the one this code expects."""
-    from tracker.store import SCHEMA_HEAD, Store, resolve_uri
+    from tracker.store import Store, resolve_uri, schema_head
 
     refuse_http(uri)
     say_store(resolve_uri(uri))
     store = Store(uri, upgrade=False, create=False)
     rev = store.schema_revision()
-    click.echo(f"database: {rev or '(empty)'}  code: {SCHEMA_HEAD}")
+    click.echo(f"database: {rev or '(empty)'}  code: {schema_head()}")
 
 
 @db.command()

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from tracker.store.engine import SCHEMA_HEAD, resolve_uri
+from tracker.store.engine import resolve_uri, schema_head
 from tracker.store.store import Store
 
-__all__ = ["SCHEMA_HEAD", "Store", "resolve_uri"]
+__all__ = ["Store", "resolve_uri", "schema_head"]

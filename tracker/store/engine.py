@@ -16,6 +16,7 @@ implicit transactions turned off so that write transactions can begin with
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sqlite3
@@ -34,9 +35,6 @@ from tracker.rules import store_uri
 DEFAULT_DIR = ".tracker"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 BEGIN_OPTION = "tracker_begin"
-
-# The newest Alembic revision this code knows; tests check it equals the migrations' head.
-SCHEMA_HEAD = "0014_worker_executor"
 
 
 def resolve_uri(uri: str | None = None) -> str:
@@ -245,6 +243,35 @@ def _migrations_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@functools.cache
+def schema_revisions() -> tuple[str, ...]:
+    """Every Alembic revision this code knows, oldest first, read from the migrations' script
+    directory (never from a constant, and never ordered by name: revision ids are not in
+    chain order, ``0013_logged_models`` comes before ``0012_metric_seq``).
+
+    Raises:
+        SchemaError: the migrations are missing or do not form one chain.
+    """
+    from alembic.script import ScriptDirectory
+
+    try:
+        script = ScriptDirectory(str(_migrations_dir()))
+        heads = script.get_heads()
+        walked = [rev.revision for rev in script.walk_revisions()]
+    except SchemaError:
+        raise
+    except Exception as exc:
+        raise SchemaError(f"the tracker's migrations cannot be read: {exc}") from exc
+    if len(heads) != 1:
+        raise SchemaError(f"the tracker's migrations have {len(heads)} heads, not one: {heads}")
+    return tuple(reversed(walked))
+
+
+def schema_head() -> str:
+    """The newest Alembic revision this code knows (the migrations' one head)."""
+    return schema_revisions()[-1]
+
+
 def current_revision(engine: sa.Engine) -> str | None:
     """The database's Alembic revision, or None for a database with no schema.
 
@@ -295,12 +322,13 @@ def ensure_schema(engine: sa.Engine) -> None:
     """
     with unavailable_as_error(f"opening {engine.url!r}", opening=True), engine.connect() as conn:
         current = _current_revision(conn)
-    if current == SCHEMA_HEAD:
+    known = schema_revisions()
+    if current == known[-1]:
         return
-    if current is not None and current > SCHEMA_HEAD:
+    if current is not None and current not in known:
         raise SchemaError(
-            f"the database schema is at revision {current}, newer than this tracker "
-            f"({SCHEMA_HEAD}): upgrade the tracker package"
+            f"the database schema is at revision {current}, which this tracker does not know "
+            f"(its newest is {known[-1]}): a newer tracker wrote it; upgrade the tracker package"
         )
     upgrade(engine)
 

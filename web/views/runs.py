@@ -24,7 +24,7 @@ from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
 from tracker.rules.secrets import env_keys_only
-from tracker.store import SCHEMA_HEAD, diagnoses, lifecycle, run_reads, run_search
+from tracker.store import diagnoses, lifecycle, run_reads, run_search, schema_head
 from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
 from tracker.store.clone import clone
@@ -126,7 +126,7 @@ def _asdicts(items: list[Any]) -> list[dict[str, Any]]:
 
 @bp.get("/health")
 def health() -> Any:
-    return {"ok": True, "schema": SCHEMA_HEAD, "auth": not current_app.config["NO_AUTH"]}
+    return {"ok": True, "schema": schema_head(), "auth": not current_app.config["NO_AUTH"]}
 
 
 @bp.get("/projects")
