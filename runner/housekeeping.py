@@ -1,5 +1,7 @@
-"""Housekeeping on an APScheduler ``BackgroundScheduler``: the lease reaper, silent runs,
-pending reasons, cron schedules and the live doctor (diagnoses of running runs).
+"""The runner's housekeeping: which periodic tasks (:mod:`tracker.periodic`) a worker,
+``tracker scheduler`` and a dispatcher run -- the lease reaper, silent runs, pending
+reasons, cron schedules and the live doctor (diagnoses of running runs) -- with the
+decisions they need from the runner (retry policy, pending reasons).
 
 The same tasks run inside every ``tracker worker`` and in ``tracker scheduler``; running
 them in many processes at once is safe because every step is fenced in the database
@@ -11,7 +13,6 @@ The SQL of each step is in the store (:mod:`tracker.store.queue`, ``.workers``,
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -20,14 +21,13 @@ from dataclasses import dataclass, field
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from tracker import periodic
 from tracker.errors import StoreUnavailable
 from tracker.rules.liveness import RUN_STALE_S
 from tracker.runner.pending import explain_pending
 from tracker.runner.retry import RetryPolicy
 from tracker.store import Store
-from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
-from tracker.store.schedules import fire_due
 from tracker.store.workers import update_pending_reasons
 
 log = logging.getLogger(__name__)
@@ -55,27 +55,43 @@ class HousekeepingReport:
 def housekeeping_once(
     store: Store, options: HousekeepingOptions, *, now: float | None = None
 ) -> HousekeepingReport:
-    """One housekeeping pass: expired leases, silent runs, pending reasons, due schedules."""
+    """One housekeeping pass: expired leases, silent runs, pending reasons, due schedules
+    (each step the task of :mod:`tracker.periodic` that the loop runs on its own period)."""
     # The reaper reads the clock itself when not given a time: it stamps the attempts' end
     # once it holds their rows, after any write that committed before the takeover.
     jobs = reap_expired_leases(store, retry=options.policy.next_retry, now=now)
     now = time.time() if now is None else now
-    runs = store.mark_stale_runs_crashed(older_than=now - options.run_stale_s, now=now)
+    runs = periodic.crash_silent_runs_once(store, options.run_stale_s, now=now)
     if options.pending_reasons:
         update_pending_reasons(store, explain_pending, now=now)
-    fired = fire_schedules(store, now=now) if options.schedules else []
+    fired = periodic.fire_schedules_once(store, now=now) if options.schedules else []
     for job_id, status in jobs:
         log.warning("job %s: lease expired -> %s", job_id, status)
     return HousekeepingReport(jobs, runs, fired)
 
 
-def fire_schedules(store: Store, *, now: float | None = None) -> list[tuple[int, float, int]]:
-    """Enqueue the jobs of due cron schedules (see :func:`tracker.store.schedules.fire_due`)."""
-    fired = fire_due(store, now=now)
-    for schedule_id, fire_at, job_id in fired:
-        when = dt.datetime.fromtimestamp(fire_at).isoformat(timespec="seconds")
-        log.info("schedule %s fired for %s: job %s", schedule_id, when, job_id)
-    return fired
+def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[periodic.Task]:
+    """The runner's periodic tasks: the reaper, the crash watch, pending reasons every
+    ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); due cron
+    schedules every second (unless ``options.schedules`` is off)."""
+    every = options.interval_s
+    tasks = [
+        periodic.reap_leases(store, options.policy.next_retry, every),
+        periodic.crash_silent_runs(store, options.run_stale_s, every),
+    ]
+    if options.pending_reasons:
+        tasks.append(
+            periodic.Task(
+                "pending reasons",
+                every,
+                lambda: update_pending_reasons(store, explain_pending, now=time.time()),
+            )
+        )
+    if options.doctor_s > 0:
+        tasks.append(periodic.live_doctor(store, options.doctor_s))
+    if options.schedules:
+        tasks.append(periodic.fire_schedules(store))
+    return tasks
 
 
 def _guarded(name: str, task: Callable[[], object]) -> Callable[[], None]:
@@ -91,11 +107,15 @@ def _guarded(name: str, task: Callable[[], object]) -> Callable[[], None]:
 
 
 class Housekeeper:
-    """A BackgroundScheduler with interval tasks; ``start``/``shutdown`` bracket its life."""
+    """The job loop's timers (lease renewal, heartbeats: ``every``, on an APScheduler
+    thread pool so a slow task never delays a renewal) and the process's periodic loop
+    (``add_housekeeping``: :class:`tracker.periodic.PeriodicLoop`); ``start``/``shutdown``
+    bracket both."""
 
     def __init__(self) -> None:
         logging.getLogger("apscheduler").setLevel(logging.ERROR)
         self._scheduler = BackgroundScheduler(timezone="UTC")
+        self._loop = periodic.PeriodicLoop(name="tracker-housekeeping")
 
     def every(self, seconds: float, name: str, task: Callable[[], object]) -> None:
         """Run ``task`` now and then every ``seconds`` (never two at once, late runs merged)."""
@@ -111,19 +131,16 @@ class Housekeeper:
         )
 
     def add_housekeeping(self, store: Store, options: HousekeepingOptions) -> None:
-        """The reaper's pass every ``options.interval_s``; due cron schedules every second."""
-        reap = dataclasses.replace(options, schedules=False)
-        self.every(options.interval_s, "housekeeping", lambda: housekeeping_once(store, reap))
-        if options.doctor_s > 0:  # live diagnoses of running runs whose points moved
-            sweep = LiveSweep(store)
-            self.every(options.doctor_s, "doctor", sweep.once)
-        if options.schedules:
-            self.every(1.0, "schedules", lambda: fire_schedules(store))
+        """The periodic tasks of :func:`housekeeping_tasks`, on the periodic loop."""
+        for task in housekeeping_tasks(store, options):
+            self._loop.add(task)
 
     def start(self) -> None:
         self._scheduler.start()
+        self._loop.start()
 
     def shutdown(self, wait: bool = True) -> None:
+        self._loop.stop(wait=wait)
         if self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
 

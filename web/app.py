@@ -22,14 +22,17 @@ Config keys (all optional):
                      never derived from a token)
 ``SESSION_LIFETIME_S`` how long a sign-in lasts (default 7 days; signing out ends it)
 ``RUN_STALE_S``      mark a ``running`` run without heartbeats this long ``crashed`` (ended at
-                     its last heartbeat), from a background thread of each server process
-                     (:mod:`tracker.web.core.crash_watch`). Default ``None``: off for a bare
+                     its last heartbeat), by the periodic loop of each server process
+                     (:mod:`tracker.periodic`). Default ``None``: off for a bare
                      ``create_app``; ``tracker ui`` turns it on (``--run-stale-seconds``,
                      default 20 s)
 ``CRASH_SWEEP_S``    seconds between the crash watch's passes (default 5)
+``LIVE_DOCTOR_S``    seconds between the live doctor's passes over running runs whose points
+                     moved (diagnoses while a run logs, e.g. over HTTP). Default ``None``: off
+                     for a bare ``create_app``; ``tracker ui`` runs it every 5 s
 ``MLFLOW_IDLE_S``    mark a ``running`` run created through the MLflow API (no heartbeats)
                      with no writes this long ``crashed`` (failure class ``idle``; a later
-                     write sets it running again), by the crash watch. Default ``None``:
+                     write sets it running again), by the periodic loop. Default ``None``:
                      off; ``tracker ui`` turns it on (``--mlflow-idle-timeout``, 30 min)
 ``ARTIFACT_ROOT``    where artifact bytes live: a directory or ``s3://bucket/prefix``
                      (``--artifact-root``; default ``TRACKER_ARTIFACT_ROOT``, else ``artifacts/``
@@ -51,10 +54,10 @@ from typing import Any
 
 from flask import Flask
 
+from tracker import periodic
 from tracker.errors import InvalidInput
 from tracker.rules.liveness import SWEEP_S
 from tracker.store import Store, artifacts, tokens
-from tracker.web.core.crash_watch import CrashWatch
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.core.mlflow_idle import IdleRuns
 from tracker.web.plumbing import files, security
@@ -88,6 +91,7 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_LIFETIME_S": 7 * 86_400.0,
     "RUN_STALE_S": None,  # the crash watch: off unless set (``tracker ui`` sets it)
     "CRASH_SWEEP_S": SWEEP_S,
+    "LIVE_DOCTOR_S": None,  # the live doctor: off unless set (``tracker ui`` sets it)
     # Reverse proxies whose X-Forwarded-* headers are trusted (``tracker ui --proxy-hops``);
     # 0: ignored, so the client address (login limit) and scheme cannot be faked.
     "PROXY_HOPS": 0,
@@ -160,16 +164,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     idle = IdleRuns(store, idle_s=cfg["MLFLOW_IDLE_S"]) if cfg["MLFLOW_IDLE_S"] else None
     if idle is not None:
         app.extensions["tracker_mlflow_idle"] = idle
-    if cfg["RUN_STALE_S"] or idle is not None:
-        watch = CrashWatch(
-            store,
-            stale_s=cfg["RUN_STALE_S"] or None,
-            interval_s=cfg["CRASH_SWEEP_S"],
-            idle=idle,
-        )
-        watch.ensure_running()
-        app.before_request(watch.ensure_running)  # again after a fork (gunicorn --preload)
-        app.extensions["tracker_crash_watch"] = watch
+    loop = periodic.PeriodicLoop(_periodic_tasks(store, cfg, idle), name="tracker-dashboard")
+    if loop.tasks:
+        loop.ensure_running()
+        app.before_request(loop.ensure_running)  # again after a fork (gunicorn --preload)
+        app.extensions["tracker_periodic"] = loop
     from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import (
         mlflow,
@@ -191,3 +190,25 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(mlflow_artifacts.info_bp)
     app.register_blueprint(pages.bp)
     return app
+
+
+def _periodic_tasks(
+    store: Store, cfg: Mapping[str, Any], idle: IdleRuns | None
+) -> list[periodic.Task]:
+    """The dashboard's periodic tasks (:mod:`tracker.periodic`), as its config asks."""
+    every = cfg["CRASH_SWEEP_S"]
+    for key in ("RUN_STALE_S", "CRASH_SWEEP_S", "LIVE_DOCTOR_S"):  # None or 0: off (not CRASH_)
+        value = cfg[key]
+        off = not value and key != "CRASH_SWEEP_S"
+        if not off and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ):
+            raise ValueError(f"{key} ({value!r}) must be seconds > 0")
+    tasks = []
+    if cfg["RUN_STALE_S"]:
+        tasks.append(periodic.crash_silent_runs(store, cfg["RUN_STALE_S"], every))
+    if idle is not None:
+        tasks.append(periodic.Task("mlflow idle", every, idle.sweep_once))
+    if cfg["LIVE_DOCTOR_S"]:
+        tasks.append(periodic.live_doctor(store, cfg["LIVE_DOCTOR_S"]))
+    return tasks

@@ -14,10 +14,10 @@ import pytest
 from tests.support.polling import wait_for
 from tests.support.runner import Procs, alive
 from tracker.entities import JobSpec
+from tracker.periodic import PeriodicLoop, crash_silent_runs, crash_silent_runs_once
 from tracker.rules import liveness
 from tracker.store import Store, queue
 from tracker.web.app import create_app
-from tracker.web.core.crash_watch import CrashWatch
 
 TRAIN = """
 import sys, time, tracker
@@ -38,35 +38,37 @@ def test_a_crashed_run_ends_at_its_last_heartbeat(store: Store) -> None:
     old = store.create_run("p", now=1000.0)
     store.heartbeat(old.id, now=1500.0)
     fresh = store.create_run("p", now=5000.0)
-    watch = CrashWatch(store, stale_s=20.0, interval_s=5.0)
-    assert watch.sweep_once(now=5010.0) == [old.id]
+    assert crash_silent_runs_once(store, 20.0, now=5010.0) == [old.id]
     run = store.get_run(old.id)
     assert (run.status, run.ended_at, run.failure_class) == ("crashed", 1500.0, "crashed")
     assert store.get_run(fresh.id).status == "running"
-    assert watch.sweep_once(now=5010.0) == []  # a second sweeper changes nothing
+    assert crash_silent_runs_once(store, 20.0, now=5010.0) == []  # a second sweeper: nothing
 
 
 def test_a_run_held_by_a_live_job_lease_is_left_to_the_reaper(store: Store) -> None:
     job = queue.enqueue(store, JobSpec(argv=["true"]), now=1000.0)
     claimed, _ = queue.claim(store, "w1", lease_s=60.0, now=1000.0) or (None, None)
     assert claimed is not None and claimed.run_id == job.run_id
-    watch = CrashWatch(store, stale_s=20.0, interval_s=5.0)
-    assert watch.sweep_once(now=1030.0) == []  # silent, but its lease holds until 1060
+    assert crash_silent_runs_once(store, 20.0, now=1030.0) == []  # its lease holds to 1060
     assert store.get_run(job.run_id).status == "running"
-    assert watch.sweep_once(now=1061.0) == [job.run_id]  # the lease expired too
+    assert crash_silent_runs_once(store, 20.0, now=1061.0) == [job.run_id]  # expired too
 
 
 def test_create_app_runs_a_crash_watch_only_when_asked(store_url: str) -> None:
     quiet = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True})
-    assert "tracker_crash_watch" not in quiet.extensions
+    assert "tracker_periodic" not in quiet.extensions
     app = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "RUN_STALE_S": 2.0})
-    watch = app.extensions["tracker_crash_watch"]
+    loop: PeriodicLoop = app.extensions["tracker_periodic"]
     try:
-        assert watch.stale_s == 2.0 and watch.interval_s == liveness.SWEEP_S
+        assert [(t.name, t.every_s) for t in loop.tasks] == [("crash watch", liveness.SWEEP_S)]
+        assert loop.running()
         with pytest.raises(ValueError, match="RUN_STALE_S"):
-            CrashWatch(watch.store, stale_s=0, interval_s=1)
+            create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True,
+                        "RUN_STALE_S": -1.0})  # fmt: skip
+        with pytest.raises(ValueError, match="stale_s"):
+            crash_silent_runs(app.extensions["tracker"].store, 0)
     finally:
-        watch.stop()
+        loop.stop()
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from tests.support.web import envelope
 from tracker.store import Store
-from tracker.store.diagnoses import diagnose_run
+from tracker.store.diagnoses import LiveSweep, diagnose_run
 
 
 def _create(client: FlaskClient, name: str) -> int:
@@ -35,9 +35,16 @@ def _nan_run(client: FlaskClient) -> int:
     return run_id
 
 
-def test_live_after_ingest_then_final_at_finish(client: FlaskClient) -> None:
+def _live_pass(store: Store) -> None:
+    """One pass of the dashboard's live doctor (``tracker ui`` runs it every 5 s; never
+    inside the ingest request)."""
+    LiveSweep(store).once()
+
+
+def test_live_after_ingest_then_final_at_finish(client: FlaskClient, store: Store) -> None:
     run_id = _nan_run(client)
-    # the live pass ran after the batch: 10 NaN points in a row are persistent already
+    assert client.get(f"/api/v1/runs/{run_id}/diagnoses").json["diagnoses"] == []  # no pass yet
+    _live_pass(store)  # 10 NaN points in a row are persistent already
     live = client.get(f"/api/v1/runs/{run_id}/diagnoses").json["diagnoses"]
     assert [(d["code"], d["metric"], d["step"]) for d in live] == [("nonfinite", "loss", 30)]
     assert live[0]["severity"] == "error" and "learning rate" in live[0]["hint"]
@@ -76,6 +83,7 @@ def test_unknown_run_is_a_404_envelope(client: FlaskClient) -> None:
 
 def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
     nan_id = _nan_run(client)
+    _live_pass(store)
     leak = store.create_run("p", "leak")
     store.log_metrics(leak.id, 0, {"loss": 1.0})
     for s in range(1, 50):
@@ -103,17 +111,3 @@ def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
     assert nan_id
     bad = client.get("/api/v1/runs", query_string={"q": "metrics.loss > nan"})
     assert bad.status_code == 400 and "only works with == and !=" in envelope(bad)["message"]
-
-
-def test_live_doctor_runs_at_most_once_per_interval(store: Store) -> None:
-    from tracker.web.core.live_doctor import LiveDoctor
-
-    now = [1000.0]
-    doctor = LiveDoctor(store, every_s=5.0, clock=lambda: now[0])
-    run = store.create_run("p", "live")
-    store.log_metrics(run.id, 0, {"loss": 1.0})
-    assert doctor.after_write(run.id) is True
-    now[0] += 4.9
-    assert doctor.after_write(run.id) is False  # within the interval: skipped
-    now[0] += 0.2
-    assert doctor.after_write(run.id) is True

@@ -50,7 +50,7 @@ def test_every_sink_call_round_trips(make_app, serve, tmp_path: Path) -> None:
     sink.heartbeat(run.id)
     sink.add_event(run.id, "note", "hello", {"k": 1})
     notes = [e.message for e in store.list_events(run.id) if e.kind != "diagnosis"]
-    assert notes == ["hello"]  # beside the live doctor's diagnosis of "b" (all -Inf)
+    assert notes == ["hello"]
     path = str(tmp_path / "ckpts" / "c.pt")
     ckpt = sink.add_checkpoint(run.id, 5, path, 9, "f" * 64, {"acc": 0.5})
     assert sink.list_checkpoints(run.id) == [ckpt]

@@ -36,7 +36,7 @@ import click
 
 from tracker.cli.common import Duration, say_store, uri_option
 from tracker.errors import InvalidInput
-from tracker.rules.liveness import RUN_STALE_S
+from tracker.rules.liveness import LIVE_DOCTOR_S, RUN_STALE_S
 from tracker.rules.units import parse_size
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ def app_config(
         "LOG_ROOT": log_root,
         "SESSION_COOKIE_SECURE": secure_cookie,
         "RUN_STALE_S": run_stale_s,
+        "LIVE_DOCTOR_S": LIVE_DOCTOR_S,
         "ARTIFACT_ROOT": artifact_root,
         "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
         "PROXY_HOPS": proxy_hops,

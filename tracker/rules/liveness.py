@@ -18,4 +18,5 @@ from __future__ import annotations
 HEARTBEAT_S = 5.0
 RUN_STALE_S = 20.0
 SWEEP_S = 5.0
+LIVE_DOCTOR_S = 5.0  # between the live doctor's passes over running runs (tracker ui)
 DETECTED_WITHIN_S = RUN_STALE_S + SWEEP_S

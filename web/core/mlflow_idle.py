@@ -1,9 +1,9 @@
 """Runs created through the MLflow API send no heartbeats: a dead MLflow client would leave
 its run ``running`` forever. Every write to such a run is recorded (``runs.written_at``,
 at most once per ``touch_every_s`` per run and process, so a busy run costs one small
-UPDATE every few seconds, not one per request); the crash watch
-(:mod:`tracker.web.core.crash_watch`) marks a run silent for ``idle_s`` seconds ``crashed``
-with failure class ``idle`` (:func:`tracker.store.mlflow.mark_idle_runs_stale`). A later
+UPDATE every few seconds, not one per request); the dashboard's periodic loop
+(:mod:`tracker.periodic`, task ``mlflow idle``) marks a run silent for ``idle_s`` seconds
+``crashed`` with failure class ``idle`` (:func:`tracker.store.mlflow.mark_idle_runs_stale`). A later
 write sets it running again. ``tracker ui --mlflow-idle-timeout`` sets ``idle_s``.
 
 No Flask here; the MLflow views call :meth:`IdleRuns.touch`.
@@ -11,6 +11,7 @@ No Flask here; the MLflow views call :meth:`IdleRuns.touch`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -18,6 +19,8 @@ from tracker.store import Store
 from tracker.store.mlflow import mark_idle_runs_stale, touch_run
 
 __all__ = ["IdleRuns"]
+
+log = logging.getLogger(__name__)
 
 MAX_TOUCH_EVERY_S = 30.0
 MAX_REMEMBERED = 100_000  # runs whose last touch is remembered; the oldest are forgotten
@@ -56,4 +59,7 @@ class IdleRuns:
             )
             for run_id in stale:
                 self._touched.pop(run_id, None)
+        for run_id in stale:
+            log.warning("MLflow run %s: no writes for %.0f s, marked stale (crashed, failure "
+                        "class idle)", run_id, self.idle_s)  # fmt: skip
         return stale

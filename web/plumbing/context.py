@@ -9,7 +9,6 @@ from flask import current_app
 
 from tracker.store import Store
 from tracker.web.core.ingest import MetricIngest
-from tracker.web.core.live_doctor import LiveDoctor
 from tracker.web.core.log_ingest import LogIngest
 
 __all__ = ["AppState", "state"]
@@ -21,11 +20,9 @@ class AppState:
     ingest: MetricIngest
     checkpoint_roots: list[Path] = field(default_factory=list)
     file_roots: dict[str, list[Path]] = field(default_factory=dict)
-    live_doctor: LiveDoctor = field(init=False)
     log_ingest: LogIngest = field(init=False)
 
     def __post_init__(self) -> None:
-        self.live_doctor = LiveDoctor(self.store)
         self.log_ingest = LogIngest(self.store)
 
 

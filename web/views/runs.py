@@ -386,7 +386,6 @@ def heartbeat(run_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/metrics")
 def write_metrics(run_id: int) -> Any:
     points = state().ingest.write(run_id, json_body(), _fence())
-    state().live_doctor.after_write(run_id)
     return {"run_id": run_id, "points": points}
 
 

@@ -1,0 +1,234 @@
+"""Periodic work: the one module of background tasks, one throttle, one thread loop.
+
+Every process that is up -- ``tracker ui``, ``tracker worker``, ``tracker scheduler``,
+``tracker dispatcher`` -- runs a :class:`PeriodicLoop` with the tasks it owns:
+
+=====================  ====================================================  ==============
+task                   what one pass does                                    run by
+=====================  ====================================================  ==============
+``reap leases``        expired job leases: crashed, or queued for a retry     worker, scheduler,
+                       (:func:`tracker.store.queue.reap_expired_leases`)     dispatcher
+``crash watch``        ``running`` runs without heartbeats for ``stale_s``:   all
+                       crashed at their last heartbeat, their chart rollups
+                       repaired (``Store.mark_stale_runs_crashed``)
+``pending reasons``    why each queued job waits (worker, scheduler)          worker, scheduler
+``schedules``          due cron schedules enqueue their jobs                  worker, scheduler,
+                                                                             dispatcher
+``live doctor``        diagnoses of running runs whose points moved           all
+                       (:class:`tracker.store.diagnoses.LiveSweep`)
+``mlflow idle``        silent MLflow-created runs marked stale                ``tracker ui``
+=====================  ====================================================  ==============
+
+Never inside a request: a view only writes rows; this loop reads them later.
+
+Every task is idempotent and fenced in the database, so any number of processes may run
+the same tasks at once. A task that fails is logged (a ``StoreUnavailable`` as one warning
+line) and runs again at its next period: the loop never dies of an error.
+
+**One throttle** (:class:`Throttle`): a task runs again ``every_s`` after it started, and
+never sooner than ``slowdown`` (10) times its last pass's duration after it, so a pass over
+a huge store costs at most ~10% of the loop's thread however short the period.
+
+**Fork-safe**: :meth:`PeriodicLoop.ensure_running` starts the thread in a process that does
+not run it yet -- a gunicorn worker forked after the app was built (``--preload``) inherits
+the loop but not its thread; the dashboard calls it before each request (one pid compare).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+
+from tracker.errors import StoreUnavailable
+from tracker.store import Store
+from tracker.store.diagnoses import LiveSweep
+from tracker.store.queue import reap_expired_leases
+from tracker.store.schedules import fire_due
+
+log = logging.getLogger(__name__)
+
+SLOWDOWN = 10.0  # a pass that took t seconds runs again no sooner than 10 t after it began
+
+
+@dataclass
+class Throttle:
+    """When each key (a task) may run next: ``every_s`` after its last start, and no sooner
+    than ``slowdown`` x its last duration after it."""
+
+    slowdown: float = SLOWDOWN
+    _next: dict[Hashable, float] = field(default_factory=dict, init=False)
+
+    def due(self, key: Hashable, now: float) -> bool:
+        return now >= self._next.get(key, -float("inf"))
+
+    def ran(self, key: Hashable, started: float, took: float, every_s: float) -> None:
+        self._next[key] = started + max(every_s, self.slowdown * max(0.0, took))
+
+    def next_at(self) -> float:
+        """The earliest time any key is due (``inf`` with none)."""
+        return min(self._next.values(), default=float("inf"))
+
+
+@dataclass(frozen=True)
+class Task:
+    """``run`` every ``every_s`` seconds (subject to the throttle); ``name`` is what its log
+    lines say."""
+
+    name: str
+    every_s: float
+    run: Callable[[], object]
+
+    def __post_init__(self) -> None:
+        if not self.every_s > 0:
+            raise ValueError(
+                f"periodic task {self.name!r}: every_s must be > 0, not {self.every_s!r}"
+            )
+
+
+class PeriodicLoop:
+    """One daemon thread running its tasks when due; ``start``/``stop`` bracket its life.
+
+    ``run_due`` runs every due task once on the caller's thread (what the thread does each
+    tick; tests call it with their own clock)."""
+
+    def __init__(
+        self,
+        tasks: Iterable[Task] = (),
+        *,
+        name: str = "tracker-periodic",
+        clock: Callable[[], float] = time.monotonic,
+        throttle: Throttle | None = None,
+    ) -> None:
+        self.name = name
+        self.tasks: list[Task] = list(tasks)
+        self.throttle = throttle or Throttle()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, task: Task) -> None:
+        if any(t.name == task.name for t in self.tasks):
+            raise ValueError(f"periodic task {task.name!r} is already in this loop")
+        self.tasks.append(task)
+
+    def run_due(self) -> list[str]:
+        """Run each due task once, in order; the names of those that ran."""
+        ran = []
+        for task in list(self.tasks):
+            if self._stop.is_set():
+                break
+            started = self._clock()
+            if not self.throttle.due(task.name, started):
+                continue
+            _guarded(task)
+            self.throttle.ran(task.name, started, self._clock() - started, task.every_s)
+            ran.append(task.name)
+        return ran
+
+    def start(self) -> None:
+        self.ensure_running()
+
+    def ensure_running(self) -> None:
+        """Start the thread unless it runs in this process (cheap: one pid compare)."""
+        if self._pid == os.getpid() or self._stop.is_set() or not self.tasks:
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+            self._thread.start()
+            self._pid = os.getpid()
+
+    def stop(self, wait: bool = True) -> None:
+        self._stop.set()
+        thread = self._thread
+        if wait and thread is not None and self._pid == os.getpid():
+            thread.join()
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self._pid == os.getpid()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.run_due()
+            wait = self.throttle.next_at() - self._clock()
+            self._stop.wait(min(1.0, max(0.01, wait)))
+
+
+def _guarded(task: Task) -> None:
+    try:
+        task.run()
+    except StoreUnavailable as exc:
+        log.warning("%s: the store is unavailable, will retry: %s", task.name, exc.message)
+    except Exception:
+        log.exception("%s failed; it runs again in %.0f s", task.name, task.every_s)
+
+
+# ---------------------------------------------------------------- the tasks
+
+
+def reap_leases(store: Store, retry: Callable[..., float | None], every_s: float = 5.0) -> Task:
+    """Expired job leases: crashed, or queued again by ``retry`` (the retry policy)."""
+
+    def run() -> list[tuple[int, str]]:
+        jobs = reap_expired_leases(store, retry=retry)
+        for job_id, status in jobs:
+            log.warning("job %s: lease expired -> %s", job_id, status)
+        return jobs
+
+    return Task("reap leases", every_s, run)
+
+
+def crash_silent_runs(store: Store, stale_s: float, every_s: float = 5.0) -> Task:
+    """``running`` runs without heartbeats for ``stale_s`` seconds: crashed."""
+    if not stale_s > 0:
+        raise ValueError(f"crash watch: stale_s must be seconds > 0, not {stale_s!r}")
+    return Task("crash watch", every_s, lambda: crash_silent_runs_once(store, stale_s))
+
+
+def crash_silent_runs_once(store: Store, stale_s: float, now: float | None = None) -> list[int]:
+    now = time.time() if now is None else now
+    crashed = store.mark_stale_runs_crashed(older_than=now - stale_s, now=now)
+    for run_id in crashed:
+        log.warning("run %s: no heartbeat for %.0f s, marked crashed", run_id, stale_s)
+    return crashed
+
+
+def fire_schedules(store: Store, every_s: float = 1.0) -> Task:
+    """Due cron schedules enqueue their jobs (once per fire time, whoever runs it)."""
+    return Task("schedules", every_s, lambda: fire_schedules_once(store))
+
+
+def fire_schedules_once(store: Store, now: float | None = None) -> list[tuple[int, float, int]]:
+    import datetime as dt
+
+    fired = fire_due(store, now=now)
+    for schedule_id, fire_at, job_id in fired:
+        when = dt.datetime.fromtimestamp(fire_at).isoformat(timespec="seconds")
+        log.info("schedule %s fired for %s: job %s", schedule_id, when, job_id)
+    return fired
+
+
+def live_doctor(store: Store, every_s: float = 5.0) -> Task:
+    """Diagnoses of running runs whose points moved since the previous pass."""
+    return Task("live doctor", every_s, LiveSweep(store).once)
+
+
+__all__ = [
+    "SLOWDOWN",
+    "PeriodicLoop",
+    "Task",
+    "Throttle",
+    "crash_silent_runs",
+    "crash_silent_runs_once",
+    "fire_schedules",
+    "fire_schedules_once",
+    "live_doctor",
+    "reap_leases",
+]
