@@ -48,7 +48,12 @@ Fenced = tuple[int, AttemptFence] | None  # (run id, fence) of a fenced write
 # the Store's ChunkSizer shrinks it where the database is slower.
 REFRESH_CHUNK_POINTS = 200_000
 SQLITE_REFRESH_PAUSE_S = 0.12  # longer than the busy handler's longest sleep (100 ms)
-SQLITE_CHUNK = 2_000  # rows per statement: 10,000 bound parameters, under SQLite's 32,766
+SQLITE_CHUNK = 2_048  # rows per statement: 10,240 bound parameters, under SQLite's 32,766
+# Statements come in these row counts only (powers of two up to SQLITE_CHUNK): a batch of n
+# rows is split by n's binary digits. One statement per distinct count would fill sqlite3's
+# statement cache and the SQL memo with up to 2,000 large statements over a long run (RSS
+# grew ~10 MiB over 100k steps); this way there are 12, and at most 12 per chunk.
+SQLITE_SHAPES = tuple(1 << i for i in range(SQLITE_CHUNK.bit_length() - 1, -1, -1))
 _POINTS_COLUMNS = "INSERT INTO metric_points (run_id, key_id, step, wall_ms, value) "
 _ON_CONFLICT_POINTS = (
     " ON CONFLICT (run_id, key_id, step, seq) DO UPDATE "
@@ -71,6 +76,12 @@ _PG_MERGE = (
     _POINTS_COLUMNS + "SELECT DISTINCT ON (run_id, key_id, step) run_id, key_id, step, "
     "wall_ms, value FROM tmp_points ORDER BY run_id, key_id, step, ord DESC" + _ON_CONFLICT_POINTS
 )
+
+
+def _sqlite_shapes(n: int) -> list[int]:
+    """Statement sizes (each in ``SQLITE_SHAPES``) that add up to ``n`` rows."""
+    full, rest = divmod(n, SQLITE_CHUNK)
+    return [SQLITE_CHUNK] * full + [size for size in SQLITE_SHAPES if rest & size]
 
 
 def _sqlite_insert(n: int, cache: dict[int, str] = {}) -> str:  # noqa: B006 - a memo
@@ -329,9 +340,11 @@ def _write_sqlite(
     if fenced is not None:
         fencing.check_raw(cur, False, *fenced)
     flat = itertools.chain.from_iterable
-    for start in range(0, len(rows), SQLITE_CHUNK):
-        chunk = rows[start : start + SQLITE_CHUNK]
-        cur.execute(_sqlite_insert(len(chunk)), list(flat(chunk)))  # NaN binds as NULL
+    start = 0
+    for size in _sqlite_shapes(len(rows)):
+        chunk = rows[start : start + size]
+        cur.execute(_sqlite_insert(size), list(flat(chunk)))  # NaN binds as NULL
+        start += size
     cur.executemany(_UPSERT_SUMMARY.format(p="?"), summary)
     if bounds:
         rollups.refresh(cur, "sqlite", bounds)
