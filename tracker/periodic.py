@@ -25,9 +25,10 @@ Every task is idempotent and fenced in the database, so any number of processes 
 the same tasks at once. A task that fails is logged (a ``StoreUnavailable`` as one warning
 line) and runs again at its next period: the loop never dies of an error.
 
-**One throttle** (:class:`Throttle`): a task runs again ``every_s`` after it started, and
-never sooner than ``slowdown`` (10) times its last pass's duration after it, so a pass over
-a huge store costs at most ~10% of the loop's thread however short the period.
+**One throttle** (:class:`tracker.rules.throttle.Throttle`, also the SQL sink's for its live
+doctor): a task runs again ``every_s`` after it started, and never sooner than 10 times its
+last pass's duration after it, so a pass over a huge store costs at most ~10% of the loop's
+thread however short the period.
 
 **Fork-safe**: :meth:`PeriodicLoop.ensure_running` starts the thread in a process that does
 not run it yet -- a gunicorn worker forked after the app was built (``--preload``) inherits
@@ -40,37 +41,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from tracker.errors import StoreUnavailable
+from tracker.rules.throttle import SLOWDOWN, Throttle
 from tracker.store import Store
 from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
 from tracker.store.schedules import fire_due
 
 log = logging.getLogger(__name__)
-
-SLOWDOWN = 10.0  # a pass that took t seconds runs again no sooner than 10 t after it began
-
-
-@dataclass
-class Throttle:
-    """When each key (a task) may run next: ``every_s`` after its last start, and no sooner
-    than ``slowdown`` x its last duration after it."""
-
-    slowdown: float = SLOWDOWN
-    _next: dict[Hashable, float] = field(default_factory=dict, init=False)
-
-    def due(self, key: Hashable, now: float) -> bool:
-        return now >= self._next.get(key, -float("inf"))
-
-    def ran(self, key: Hashable, started: float, took: float, every_s: float) -> None:
-        self._next[key] = started + max(every_s, self.slowdown * max(0.0, took))
-
-    def next_at(self) -> float:
-        """The earliest time any key is due (``inf`` with none)."""
-        return min(self._next.values(), default=float("inf"))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
+from tracker.rules.throttle import Throttle
 
 _log = logging.getLogger(__name__)
 DIAGNOSE_EVERY_S = 10.0  # live diagnoses of a run written through the SQL sink
@@ -68,7 +69,8 @@ class SqlSink:
         self.settle_budget_s = SETTLE_BUDGET_S
         self.settle_chunk_points: int | None = None  # None: the store's default
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
-        self._next_diagnosis = time.monotonic() + DIAGNOSE_EVERY_S
+        self._doctor = Throttle()
+        self._doctor.wait("doctor", time.monotonic() + DIAGNOSE_EVERY_S)
         # Gets a failure of the doctor (tracker.client.failsafe); None: logged with its
         # traceback (strict runs, and tools that use a sink without a run)
         self.on_doctor_failure: Callable[[BaseException], None] | None = None
@@ -154,10 +156,10 @@ class SqlSink:
     def heartbeat(self, run_id: int) -> None:
         self.store.heartbeat(run_id, fence=self.fence)
         now = time.monotonic()
-        if now >= self._next_diagnosis:  # live doctor, off the training thread
+        if self._doctor.due("doctor", now):  # live doctor, off the training thread
             self._diagnose(run_id, final=False)
-            took = time.monotonic() - now  # at most ~10% of the writer's time for a big run
-            self._next_diagnosis = now + max(DIAGNOSE_EVERY_S, 10 * took)
+            # at most ~10% of the writer's time for a big run (the one throttle)
+            self._doctor.ran("doctor", now, time.monotonic() - now, DIAGNOSE_EVERY_S)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         self.store.finish_run(run_id, status, fence=self.fence, **attrs)
