@@ -123,7 +123,7 @@ class HealthLimits:
     vanish_floor: float = 1e-8  # or below this absolute value
     scale_floor: float = 1.0  # GradScaler's scale at or below this has collapsed
     skipped_points: int = 5  # logged points in a row that all skipped their steps
-    recompile_limit: int = 8  # torch._dynamo's default cache_size_limit
+    recompile_limit: int = 8  # torch._dynamo's default recompile_limit (compiles per frame)
 
     def __post_init__(self) -> None:
         for name in ("persist", "history", "diverge_points", "memory_min_points"):
@@ -797,8 +797,11 @@ def recompiles(
     *,
     limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
-    """torch.compile recompiled more than ``recompile_limit`` times (a cumulative count;
-    per-interval counts are summed). The onset is the step the limit was passed."""
+    """torch.compile reached its recompile limit: ``recompile_limit`` (torch's
+    ``recompile_limit``, 8) compiles of a frame are 1 compile and ``recompile_limit - 1``
+    recompiles, after which Dynamo stops compiling the frame and runs it eagerly ("hit
+    config.recompile_limit (8)"). ``compile/recompiles`` is a cumulative count (per-interval
+    counts are summed); the onset is the step it reached ``recompile_limit - 1``."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     vals = [v for _, v in pts]
@@ -806,13 +809,15 @@ def recompiles(
     total = 0.0
     for step, value in pts:
         total = value if cumulative else total + value
-        if total > limits.recompile_limit:
+        if total >= max(1, limits.recompile_limit - 1):
             return Diagnosis(
                 RECOMPILES,
                 "warning",
                 step,
-                f"torch.compile recompiled {int(total)} times by step {step} (limit "
-                f"{limits.recompile_limit}); each recompile stalls training for seconds.",
+                f"torch.compile recompiled {int(total)} times by step {step}: a frame "
+                f"compiled {int(total) + 1} times reaches torch's recompile limit "
+                f"({limits.recompile_limit}), after which it runs without compiling; each "
+                "recompile also stalls training for seconds.",
                 "Recompiles come from changing shapes, dtypes or Python values the graph "
                 "depends on: pad to fixed shapes (drop_last=True), mark dynamic dimensions "
                 "(torch._dynamo.mark_dynamic or dynamic=True), keep scalars as tensors; "

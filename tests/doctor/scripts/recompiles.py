@@ -1,7 +1,8 @@
 """torch.compile recompiling: the batch size changes every 10 steps, and each new shape
 recompiles (torch.compile is too slow on CPU for a test, so the script counts the shapes it
 would have compiled and logs ``compile/recompiles`` as ``tracker.watch`` does). Expected:
-``recompiles`` when the count passes 8, at step 90."""
+``recompiles`` when the count reaches 7 (the 8th compile: torch's recompile limit), at step
+70."""
 
 from __future__ import annotations
 
