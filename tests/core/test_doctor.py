@@ -101,6 +101,34 @@ def test_doctor_and_runs_show_cli(store_url: str, store: Store, tmp_path: Path) 
     assert len(list_diagnoses(store, run_id)) == 1
 
 
+def test_doctor_reports_how_a_failed_run_ended(
+    store_url: str, store: Store, tmp_path: Path
+) -> None:
+    """A run whose series look fine but that failed (a collective error, a crash) is not
+    "no problems found", exit 0: the doctor says how it ended, with the hint, and exits 1."""
+    run = store.create_run("p", "gloo")
+    store.log_metrics(run.id, 0, {"loss": 1.0})
+    hint = "a rank lost its peer: check the other ranks' logs"
+    store.finish_run(run.id, "failed", failure_class="gloo", failure_hint=hint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
+    env["TRACKER_URI"] = store_url
+    done = subprocess.run([*CLI, "doctor", str(run.id)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:3] == [
+        f"run {run.id} failed (gloo)",
+        f"  {hint}",
+        f"run {run.id}: no problems found in its series",
+    ]
+    as_json = subprocess.run(
+        [*CLI, "doctor", str(run.id), "--json"], capture_output=True, text=True, env=env,
+        cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    doc = json.loads(as_json.stdout)
+    assert as_json.returncode == 1
+    assert (doc["status"], doc["failure_class"], doc["failure_hint"]) == ("failed", "gloo", hint)
+
+
 def test_direct_run_is_diagnosed_at_finish(store_url: str, store: Store) -> None:
     with tracker.init(project="p", uri=store_url, system_interval=None) as run:
         for s in range(20):

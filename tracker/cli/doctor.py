@@ -24,19 +24,36 @@ def doctor(uri: str | None, run_id: int, verify_checkpoints: bool, as_json: bool
 
     The result is stored with the run (the dashboard's Health panel, `tracker runs show`,
     the search `diagnosis == "CODE"`); running it again updates, never duplicates. A run
-    still running is judged on the points so far. Exit status 0 when healthy, 1 when
-    something was diagnosed, 2 for an unknown run.
+    still running is judged on the points so far. A run that failed or crashed is reported
+    with how it ended first (its failure class and hint: `nonfinite_loss`, `cuda_oom`,
+    `gloo`, ...). Exit status 0 when healthy, 1 when something was diagnosed or the run
+    failed or crashed, 2 for an unknown run.
     """
     from tracker.store.diagnoses import diagnose_run
 
     store = open_store(uri)
+    run = store.get_run(run_id)
     found = diagnose_run(store, run_id, verify_checkpoints=verify_checkpoints)
+    ended_badly = run.status in ("failed", "crashed")
     if as_json:
-        echo_json({"run_id": run_id, "diagnoses": [d.as_dict() for d in found]})
-    elif not found:
-        click.echo(f"run {run_id}: no problems found")
+        echo_json({
+            "run_id": run_id,
+            "status": run.status,
+            "failure_class": run.failure_class if ended_badly else None,
+            "failure_hint": run.failure_hint if ended_badly else None,
+            "diagnoses": [d.as_dict() for d in found],
+        })  # fmt: skip
     else:
-        click.echo(f"run {run_id}: {len(found)} problem(s)")
+        if ended_badly:
+            how = f" ({run.failure_class})" if run.failure_class else ""
+            click.echo(f"run {run_id} {run.status}{how}")
+            if run.failure_hint:
+                click.echo(f"  {run.failure_hint}")
+        if not found:
+            tail = " in its series" if ended_badly else ""
+            click.echo(f"run {run_id}: no problems found{tail}")
+        else:
+            click.echo(f"run {run_id}: {len(found)} problem(s)")
         for d in found:
             where = f"step {d.step}" if d.step is not None else "-"
             click.echo(
@@ -44,5 +61,5 @@ def doctor(uri: str | None, run_id: int, verify_checkpoints: bool, as_json: bool
             )
             click.echo(f"  {d.message}")
             click.echo(f"  try: {d.hint}")
-    if found:
+    if found or ended_badly:
         raise SystemExit(1)
