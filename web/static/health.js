@@ -34,10 +34,12 @@ const Health = (() => {
     for (const d of found) {
       if (!d.metric || d.step === null || d.step === undefined || !keys.includes(d.metric)) continue;
       const end = d.evidence && d.evidence.window ? d.evidence.window[1] : d.step;
+      const warn = d.severity !== "error";
       out.push({ type: "rect", name: "health", xref: "x", yref: "paper", x0: d.step, x1: Math.max(end, d.step),
-        y0: 0, y1: 1, fillcolor: "rgba(220, 38, 38, 0.08)", line: { width: 0 }, layer: "below" });
+        y0: 0, y1: 1, fillcolor: warn ? "rgba(245, 158, 11, 0.10)" : "rgba(220, 38, 38, 0.08)",
+        line: { width: 0 }, layer: "below" });
       out.push({ type: "line", name: "health", xref: "x", yref: "paper", x0: d.step, x1: d.step, y0: 0, y1: 1,
-        line: { color: "#dc2626", width: 1.5, dash: "dash" } });
+        line: { color: warn ? "#f59e0b" : "#dc2626", width: 1.5, dash: "dash" } });
     }
     return out;
   }
@@ -70,6 +72,7 @@ const Health = (() => {
 
   function renderPanel(panel) {
     panel.hidden = found.length === 0;
+    panel.classList.toggle("warning", found.length > 0 && found.every((d) => d.severity !== "error"));
     clear(panel).append(
       h("h2", {}, "Health"),
       h("ul", { class: "health-list" }, found.map((d) => h("li", { class: `health-item ${d.severity}`, dataset: { code: d.code } },
