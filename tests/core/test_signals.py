@@ -15,6 +15,7 @@ import pytest
 
 from tracker.store import Store
 from tracker.store import logs as store_logs
+from tracker.store.diagnoses import diagnose_run
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "signals_script.py")
 pytestmark = pytest.mark.slow
@@ -191,6 +192,21 @@ def test_watch_counts_amp_skipped_steps(store_url: str) -> None:
     scale = series(store, run_id, "amp/loss_scale")
     assert max(skipped.values()) == 1.0
     assert min(scale.values()) == 32768.0  # halved by the skipped step
+
+
+def test_watch_follows_the_amp_scale_when_every_step_is_skipped(store_url: str) -> None:
+    """GradScaler never calls optimizer.step() on a skipped step: the scale is read after
+    scaler.update(), so the series keeps going through a collapse (it went silent before)."""
+    run_id, done = run_script(store_url, "watch", "nan_from_5")
+    assert done.returncode == 0, done.stderr
+    store = Store(store_url)
+    skipped = series(store, run_id, "amp/skipped_steps")
+    scale = series(store, run_id, "amp/loss_scale")
+    assert sorted(skipped) == list(range(4, 20)), skipped  # step 4 (every 5th), then each skip
+    assert skipped[19] == 15.0
+    assert scale[19] == 65536.0 / 2**15  # halved by each of the 15 skipped steps
+    found = {d.code for d in diagnose_run(store, run_id)}
+    assert "amp_scale_collapse" in found, found
 
 
 def test_watch_under_torch_compile_counts_graph_breaks_and_recompiles(store_url: str) -> None:

@@ -14,7 +14,10 @@ after ``optimizer.step()`` is on):
 * ``update/ratio`` -- ||parameters after - before|| / ||parameters before|| over the step
   (needs the optimizer; the parameters are copied once on watched steps only).
 * ``amp/loss_scale`` and ``amp/skipped_steps`` (cumulative steps a GradScaler skipped for
-  inf/NaN gradients) when ``scaler`` is given and enabled.
+  inf/NaN gradients) when ``scaler`` is given and enabled: read after ``scaler.update()``,
+  every ``every``-th update and after every update that followed a skipped step, so the
+  series keeps going when every step is skipped (GradScaler then never calls
+  ``optimizer.step()``, the other series' clock).
 * With ``histograms=True`` (off by default): the distribution of every parameter
   (``weights/<param name>``) and of its gradient (``grads/<param name>``) as histograms
   (``Run.log_histogram``, 64 bins) on watched steps; on a GPU reduced on the device without
@@ -47,6 +50,7 @@ import sys
 import time
 from typing import Any
 
+from tracker.client.values import convert_value, is_tensor
 from tracker.errors import InvalidInput
 from tracker.rules.keys import MAX_KEY_LENGTH, check_key
 
@@ -85,6 +89,7 @@ class _Watcher(Watch):
         self._optimizer = optimizer
         self._scaler = scaler if scaler is not None and _scaler_enabled(scaler) else None
         self._scaler_steps = 0
+        self._skipped_logged = 0
         self._optimizer_steps = 0
         self._before: Any = None  # (param norms, grad stuff) of a watched step in progress
         self._recompiles = 0
@@ -183,8 +188,6 @@ class _Watcher(Watch):
                 norms = torch._foreach_norm([g for _, g in grads])
                 out["grad_names"] = [name for name, _ in grads]
                 out["grad_norms"] = torch.stack([n.to(norms[0].device) for n in norms])
-            if self._scaler is not None and getattr(self._scaler, "_scale", None) is not None:
-                out["scale"] = self._scaler._scale.detach()
         return out
 
     def _emit(self, measured: dict[str, Any], update: Any) -> None:
@@ -192,8 +195,6 @@ class _Watcher(Watch):
         tensors = [measured["param"].float().reshape(1)]
         if update is not None:
             tensors.append(update.float().reshape(1).to(tensors[0].device))
-        if "scale" in measured:
-            tensors.append(measured["scale"].float().reshape(1).to(tensors[0].device))
         if "grad_norms" in measured:
             tensors.append(measured["grad_norms"].float().to(tensors[0].device))
         values = torch.cat(tensors).tolist()  # the one device sync of a watched step
@@ -202,9 +203,6 @@ class _Watcher(Watch):
         if update is not None:
             norm = values.pop(0)
             items["update/ratio"] = norm / param_norm if param_norm else math.inf
-        if "scale" in measured:
-            items["amp/loss_scale"] = values.pop(0)
-            items["amp/skipped_steps"] = float(max(self._scaler_steps - self._optimizer_steps, 0))
         if "grad_norms" in measured:
             items.update(_grad_items(measured["grad_names"], values, self._top))
         items.update(self._compile_counters())
@@ -214,20 +212,46 @@ class _Watcher(Watch):
     # ------------------------------------------------------------------ AMP, compile
 
     def _wrap_scaler(self, scaler: Any) -> None:
-        """Count ``scaler.step()`` calls (an instance attribute, removed by ``remove()``)."""
-        original = scaler.step
+        """Count ``scaler.step()`` calls and read the scale after ``scaler.update()``
+        (instance attributes, removed by ``remove()``)."""
+        original_step, original_update = scaler.step, scaler.update
 
         def step(*args: Any, **kwargs: Any) -> Any:
             self._scaler_steps += 1
-            return original(*args, **kwargs)
+            return original_step(*args, **kwargs)
+
+        def update(*args: Any, **kwargs: Any) -> Any:
+            out = original_update(*args, **kwargs)
+            if self._ok():
+                self._guarded(self._after_update)
+            return out
 
         scaler.step = step
+        scaler.update = update
 
         def unwrap() -> None:
-            if scaler.__dict__.get("step") is step:
-                del scaler.step
+            for name, ours in (("step", step), ("update", update)):
+                if scaler.__dict__.get(name) is ours:
+                    delattr(scaler, name)
 
         self._handles.append(_Undo(unwrap))
+
+    def _after_update(self) -> None:
+        """The scale and the skipped steps, every ``every``-th update and after each skip.
+
+        Skips are host counts (GradScaler's own check of the gradients already synced); the
+        scale stays a device tensor until the writer reads it (no sync here)."""
+        skipped = max(self._scaler_steps - self._optimizer_steps, 0)
+        if skipped == self._skipped_logged and self._scaler_steps % self._every:
+            return
+        scale = getattr(self._scaler, "_scale", None)
+        if scale is None:
+            return
+        self._skipped_logged = skipped
+        value = convert_value("amp/loss_scale", scale.detach().clone().reshape(()))
+        items = {"amp/loss_scale": value, "amp/skipped_steps": float(skipped)}
+        run = self._run
+        run._put((run._step, time.time(), items, is_tensor(value)))
 
     def _watch_dynamo(self) -> None:
         if "torch._dynamo" not in sys.modules:

@@ -110,7 +110,7 @@ elif mode in ("watch", "compile"):
         optimizer.zero_grad()
         batch = 8 + (step % 4) if mode == "compile" else 8  # new shapes: recompiles
         x = torch.randn(batch, 1, 8, 8)
-        if arg == "nan" and step == 14:
+        if (arg == "nan" and step == 14) or (arg == "nan_from_5" and step >= 5):
             x[0, 0, 0, 0] = float("nan")
         loss = stepped(x).pow(2).mean()
         scaler.scale(loss).backward()
