@@ -196,3 +196,22 @@ def test_a_stall_beside_the_same_contention_is_still_a_drop() -> None:
     series = _blocked_on_its_own_threads(stall_from=700)
     found = [d for d in diagnose(series, final=True) if d.code == "throughput_drop"]
     assert len(found) == 1 and abs((found[0].step or 0) - 700) <= 3, found
+
+
+def test_a_stall_that_never_recovers_is_reported_to_the_last_step() -> None:
+    # 10 ms steps; from step 300 on 60 ms, with two short fast blips (4 steps each)
+    def own(s: int) -> float:
+        if s < 300 or 500 <= s < 504 or 700 <= s < 704:
+            return 0.010
+        return 0.060
+
+    series = _run(1000, own)
+    [found] = [d for d in diagnose(series, final=True) if d.code == "throughput_drop"]
+    assert abs((found.step or 0) - 300) <= 3
+    assert "to the last step" in found.message, found.message
+
+
+def test_a_stall_that_recovers_says_until_when() -> None:
+    series = _run(1000, lambda s: 0.060 if 300 <= s < 500 else 0.010)
+    [found] = [d for d in diagnose(series, final=True) if d.code == "throughput_drop"]
+    assert "until step" in found.message and "to the last step" not in found.message

@@ -550,7 +550,7 @@ def throughput_drop(
     is. A slow stretch must last ``slow_points`` points or more and cost ``slow_min_lost_s``
     seconds over the baseline and ``slow_min_share`` of the run's step time (a few slow
     windows of scheduling noise do not); the first such stretch is reported, whether it
-    recovered or not.
+    recovered or not, and it recovered only when ``slow_points`` fast points in a row follow.
     """
     limits = limits or HealthLimits()
     pts = [(s, v) for s, v in _finite(_sorted(points)) if v >= 0]
@@ -581,9 +581,27 @@ def throughput_drop(
             and lost >= limits.slow_min_lost_s
             and lost >= limits.slow_min_share * total
         ):
-            return _throughput_diagnosis(metric, pts, base, k, j, bool(waits))
+            end = _slow_until(slow, j, limits.slow_points)
+            return _throughput_diagnosis(metric, pts, base, k, end, bool(waits))
         k = j
     return None
+
+
+def _slow_until(slow: list[bool], j: int, gap: int) -> int:
+    """Where a slow stretch ending at ``j`` really ends: later slow stretches separated by
+    fewer than ``gap`` fast points are the same slowdown (a stall that never recovered is
+    not "until" a brief fast blip)."""
+    end = m = j
+    while m < len(slow):
+        n = m
+        while n < len(slow) and not slow[n]:
+            n += 1
+        if n >= len(slow) or n - m >= gap:
+            break
+        while n < len(slow) and slow[n]:
+            n += 1
+        end = m = n
+    return end
 
 
 def _without_wait(
