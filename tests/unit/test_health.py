@@ -20,6 +20,7 @@ from tracker.rules.health import (
     diagnose,
     is_loss_key,
     memory_growth,
+    loss_spike,
     nonfinite,
     throughput_drop,
 )
@@ -443,3 +444,15 @@ def test_limits_are_checked(kwargs: dict) -> None:
     with pytest.raises(HealthError) as info:
         HealthLimits(**kwargs)
     assert isinstance(info.value, InvalidInput) and info.value.code == "invalid_health_input"
+
+
+def test_a_jump_on_a_loss_converged_near_zero_is_not_a_spike() -> None:
+    """0.007 -> 0.09 is 12x the median, but 3.6% of the way the loss came down from 2.3."""
+    rng = random.Random(5)
+    pts = [(s, 2.3 * math.exp(-s / 60) + 0.005 + 0.002 * rng.random()) for s in range(600)]
+    pts[500] = (500, 0.09)
+    assert loss_spike(pts, "train/loss") is None
+    flat = [(s, 1.0 + 0.01 * rng.random()) for s in range(200)]
+    flat[150] = (150, 3.0)  # a flat loss keeps its real spike
+    found = loss_spike(flat, "train/loss")
+    assert found is not None and found.step == 150

@@ -107,6 +107,7 @@ class HealthLimits:
     history: int = 20  # points of history before a spike/explosion can be judged
     spike_sigmas: float = 10.0  # robust z of a loss spike over its trailing window
     spike_ratio: float = 0.5  # ... and at least this fraction above the trailing median
+    spike_range: float = 0.1  # ... and this fraction of the range the series covered before
     diverge_sigmas: float = 8.0
     diverge_progress: float = 0.5  # rise back by this share of the progress made, or
     diverge_ratio: float = 1.0  # by this share of the best level (doubled), to diverge
@@ -133,6 +134,8 @@ class HealthLimits:
             raise HealthError("slow_factor and explode_factor must be > 1", field="factor")
         if not 0 <= self.slow_min_share < 1:
             raise HealthError("slow_min_share must be in [0, 1)", field="slow_min_share")
+        if not 0 <= self.spike_range < 1:
+            raise HealthError("spike_range must be in [0, 1)", field="spike_range")
         if not 0 < self.vanish_ratio < 1:
             raise HealthError("vanish_ratio must be in (0, 1)", field="vanish_ratio")
 
@@ -326,15 +329,28 @@ def loss_spike(
     points: Iterable[Point], metric: str = "loss", *, limits: HealthLimits | None = None
 ) -> Diagnosis | None:
     """The first finite value far above its trailing window (median + ``spike_sigmas``
-    robust standard deviations, and ``spike_ratio`` above the median) that recovers."""
+    robust standard deviations, and ``spike_ratio`` above the median) that recovers.
+
+    On the series' own scale too: the jump must also be at least ``spike_range`` of the
+    range the series covered before it (its highest minus its lowest value so far), so a
+    loss that has converged near zero (0.007 jumping to 0.09, after starting at 2.3) has no
+    "spike" of 12x; a flat series (small range) still has its real spikes."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
     spikes: list[int] = []
+    lo = hi = pts[0][1] if pts else 0.0
+    for k in range(1, min(w, len(pts))):
+        lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
     for k in range(w, len(pts)):
         med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
         sigma = max(sigma, 1e-3 * abs(med), 1e-12)
-        bar = med + max(limits.spike_sigmas * sigma, limits.spike_ratio * abs(med))
+        bar = med + max(
+            limits.spike_sigmas * sigma,
+            limits.spike_ratio * abs(med),
+            limits.spike_range * (hi - lo),
+        )
+        lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
         if pts[k][1] > bar:
             after = [v for _, v in pts[k + 1 : k + 1 + limits.persist * 2]]
             if after and min(after) <= bar:  # it came back: a spike, not a divergence
