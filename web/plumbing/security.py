@@ -152,13 +152,21 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "mlflow_lifecycle.set_experiment_tag": LOG,
     "mlflow_lifecycle.delete_experiment_tag": LOG,
     "artifacts.delete_artifact": ADMIN,
+    # the MLflow routes' deletes of stored data: admin as on /api/v1 (a log token must not
+    # delete another run's files or models); deleting a tag is what training code does
+    "mlflow_artifacts.delete": ADMIN,
+    "mlflow_models.delete_model": ADMIN,
+    "mlflow.delete_tag": LOG,
+    "mlflow_models.delete_tag": LOG,
 }
 # Whole blueprints under one rule: the MLflow-compatible API (/api/2.0/mlflow/...) is what
-# training code logs through; it reads and writes runs, never launches.
+# training code logs through; it reads and writes runs, never launches. The rule covers
+# reads and writes only: a DELETE, or an endpoint named for deleting, that the table does
+# not name needs admin (see required_scope).
 BLUEPRINT_SCOPES: dict[str, str] = {
     "mlflow": LOG,
     "mlflow_models": LOG,
-    "mlflow_artifacts": LOG,  # its DELETE too: MLflow clients delete their own run's files
+    "mlflow_artifacts": LOG,
     "mlflow_info": LOG,
 }
 # State-changing endpoints that take an HTML form body instead of JSON.
@@ -179,15 +187,17 @@ RAW_BODY_ENDPOINTS = frozenset(
 
 
 def required_scope(endpoint: str | None, method: str) -> str:
-    """The scope a request needs: the table's entry, its blueprint's rule, else ``admin``
-    for a state change and ``log`` for a read (no route is left open by forgetting it).
+    """The scope a request needs: the table's entry, its blueprint's rule (never for a
+    delete), else ``admin`` for a state change and ``log`` for a read (no route is left open
+    by forgetting it).
     No endpoint (no such URL or method): ``log``, then 404/405."""
     if endpoint is None:
         return LOG
     if endpoint in ENDPOINT_SCOPES:
         return ENDPOINT_SCOPES[endpoint]
-    blueprint, dot, _ = endpoint.partition(".")
-    if dot and blueprint in BLUEPRINT_SCOPES:
+    blueprint, dot, name = endpoint.partition(".")
+    deletes = method == "DELETE" or "delete" in name
+    if dot and blueprint in BLUEPRINT_SCOPES and not deletes:
         return BLUEPRINT_SCOPES[blueprint]
     return ADMIN if method in MUTATING else LOG
 
