@@ -144,3 +144,43 @@ def _apply_final_status(store: Any, final: Any) -> str:
         now=final.ended_at,
     )  # fmt: skip
     return f"run {final.run_id} is now {final.describe()} (was {current})"
+
+
+@db.command()
+@uri_option
+@click.option("--fix", is_flag=True, help="Make the store private: directory 0700, files 0600.")
+def permissions(uri: str | None, fix: bool) -> None:
+    """Show who may read the SQLite store: only its owner should (it holds job environments
+    and the installation secret). A store this tracker creates is private; one made by an
+    older version may not be: --fix takes every group and other permission off. Exit status
+    1 when the store is readable by others and --fix was not given."""
+    from tracker.errors import InvalidInput
+    from tracker.rules.store_uri import sqlite_path
+    from tracker.store import permissions as perms
+    from tracker.store import resolve_uri
+
+    refuse_http(uri)
+    resolved = resolve_uri(uri)
+    say_store(resolved)
+    path = sqlite_path(resolved)
+    if path is None:
+        raise InvalidInput(
+            "tracker db permissions: only a SQLite store has files on this host; a "
+            "PostgreSQL store's access is the database server's (roles, pg_hba.conf)",
+            field="uri",
+        )
+    database = Path(path)
+    if not database.exists():
+        raise click.ClickException(f"no store at {database}")
+    entries = perms.modes(database)
+    for entry in entries:
+        click.echo(f"{'ok  ' if entry.private else 'OPEN'} {entry}")
+    if fix:
+        changed = perms.make_private(database)
+        for entry in changed:
+            click.echo(f"fixed {entry.path}: {entry.mode:04o} -> private")
+        if not changed:
+            click.echo("already private")
+    elif not all(e.private for e in entries):
+        click.echo("other accounts on this host can reach the store: run with --fix", err=True)
+        raise SystemExit(1)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import logging
 import os
 import sqlite3
 import time
@@ -31,6 +32,9 @@ from sqlalchemy import event
 from tracker import discovery
 from tracker.errors import InvalidInput, NotFound, SchemaError, StoreUnavailable
 from tracker.rules import store_uri
+from tracker.store import permissions
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DIR = ".tracker"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -86,9 +90,15 @@ def create_engine(uri: str) -> sa.Engine:
 
 
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
-    if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    database = url.database if url.database and url.database != ":memory:" else None
+    if database:
+        permissions.private_dir(Path(database).parent)
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "do_connect")
+    def _private_file(*_: Any) -> None:
+        if database:
+            permissions.private_sqlite_file(Path(database))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
