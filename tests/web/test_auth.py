@@ -133,6 +133,45 @@ def test_the_sign_in_link_signs_in_and_drops_the_token_from_the_url(make_app) ->
     assert wrong.status_code == 401 and "Wrong access token" in wrong.text
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [{"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+     {"Referer": "http://evil.example/page"}, {"Referer": "http://localhost:8000/x"}],
+    ids=["cross-site", "same-site", "foreign-referer", "other-port-referer"],
+)  # fmt: skip
+def test_a_sign_in_link_from_another_site_asks_first(make_app, headers: dict[str, str]) -> None:
+    """Login CSRF: a page elsewhere navigating to /login?token=<attacker's token> must not
+    sign the browser in as the attacker; the link's page asks, and only its form (with the
+    CSRF field another site cannot read) signs in."""
+    app = make_app(NO_AUTH=False)
+    _, attacker = create_token(_store(app), "log", "attacker")
+    client = app.test_client()
+    page = client.get(f"/login?token={attacker}", headers=headers)
+    assert page.status_code == 200 and 'id="login-confirm"' in page.text
+    assert client.get("/api/v1/runs").status_code == 401  # not signed in
+    confirmed = client.post(
+        "/login", data={"csrf": _csrf(client), "token": attacker, "next": "/"},
+        headers={"Origin": "http://localhost"},
+    )  # fmt: skip
+    assert confirmed.status_code == 302  # the user's own click signs in
+    assert client.get("/api/v1/runs").status_code == 200
+
+
+def test_a_sign_in_link_never_replaces_a_session_without_asking(make_app) -> None:
+    app = make_app(NO_AUTH=False)
+    _, admin = create_token(_store(app), "admin", "me")
+    _, attacker = create_token(_store(app), "log", "attacker")
+    client = app.test_client()
+    assert (
+        client.get(f"/login?token={admin}", headers={"Sec-Fetch-Site": "none"}).status_code == 302
+    )
+    page = client.get(f"/login?token={attacker}", headers={"Sec-Fetch-Site": "none"})
+    assert page.status_code == 200 and "You are signed in already." in page.text
+    assert client.post("/api/v1/jobs/1/cancel", json={}).status_code == 404  # still admin
+    fresh = app.test_client()  # opened from the terminal, not signed in: straight in
+    assert fresh.get(f"/login?token={admin}", headers={"Sec-Fetch-Site": "none"}).status_code == 302
+
+
 def test_bearer_tokens_carry_their_scope(make_app) -> None:
     app = make_app(TOKEN=TOKEN)
     _, log = create_token(_store(app), "log")

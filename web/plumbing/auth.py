@@ -189,15 +189,20 @@ def safe_next(target: str | None) -> str:
 bp = Blueprint("auth", __name__)
 
 
-def _login_form(error: str | None, status: int, **headers: str) -> tuple[str, int, dict[str, str]]:
+def _login_form(
+    error: str | None, status: int, *, confirm_token: str | None = None, **headers: str
+) -> tuple[str, int, dict[str, str]]:
     # web/templates/login.html: the dashboard's stylesheet, and what to do when an old
     # sign-in link stops working (each start of ``tracker ui`` prints a new one).
+    # ``confirm_token``: a sign-in link that must be confirmed with a click (see login_page).
     session.setdefault("csrf", secrets.token_urlsafe(32))
     target = safe_next(request.values.get("next"))
     signed_out = request.args.get("signed_out") == "1" and error is None
     page = render_template(
-        "login.html", error=error, csrf=session["csrf"], next=target, signed_out=signed_out
-    )
+        "login.html", error=error, csrf=session["csrf"], next=target, signed_out=signed_out,
+        confirm_token=confirm_token, signed_in=confirm_token is not None and _signed_in(),
+    )  # fmt: skip
+    headers.setdefault("Cache-Control", "no-store")
     return page, status, headers
 
 
@@ -223,6 +228,11 @@ def login_page() -> Any:
     given = request.args.get("token")
     if given is None:
         return _login_form(None, 200)
+    if _link_from_elsewhere() or _signed_in():
+        # Login CSRF: another site's page (or a link clicked while signed in) must not swap
+        # this browser's session for one of the link's token. The form asks first; its POST
+        # carries the CSRF field, which another site cannot read.
+        return _login_form(None, 200, confirm_token=given)
     try:
         found = check_token(given, "token")
     except TooManyAttempts as exc:
@@ -231,6 +241,25 @@ def login_page() -> Any:
         return _login_form("Wrong access token.", 401)
     _start_session(*found)
     return redirect(safe_next(request.args.get("next")))
+
+
+def _link_from_elsewhere() -> bool:
+    """A navigation another site started: ``Sec-Fetch-Site`` says so (``cross-site``, or
+    ``same-site``: another port of this host is another site's page too), or, without it,
+    a ``Referer`` of another origin. A link opened from a terminal or typed is ``none``."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site not in ("none", "same-origin")
+    referer = request.headers.get("Referer")
+    if not referer:
+        return False
+    parsed = urlsplit(referer)
+    return f"{parsed.scheme}://{parsed.netloc}" != request.host_url.rstrip("/")
+
+
+def _signed_in() -> bool:
+    sid = session.get("sid")
+    return isinstance(sid, str) and bool(sid) and tokens.get_session(state().store, sid) is not None
 
 
 @bp.post("/login")
