@@ -14,6 +14,8 @@ from tracker.web.plumbing.login_limit import FailureLimit
 
 RIGHT = {"Authorization": f"Bearer {TOKEN}"}
 WRONG = {"Authorization": "Bearer guess"}
+WEAK = "letmein"  # a token a person chose: allowed on loopback, guessable
+RIGHT_WEAK = {"Authorization": f"Bearer {WEAK}"}
 
 
 # ------------------------------------------------------------------------- rules
@@ -63,7 +65,7 @@ def store_url(tmp_path: Path) -> str:
 
 
 def test_wrong_bearer_tokens_get_429_until_the_window_passes(make_app) -> None:
-    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=3, LOGIN_WINDOW_S=60.0)
+    app = make_app(TOKEN=WEAK, LOGIN_MAX_FAILURES=3, LOGIN_WINDOW_S=60.0)
     now = [1000.0]
     app.extensions["tracker_login_limit"].clock = lambda: now[0]
     client = app.test_client()
@@ -71,45 +73,68 @@ def test_wrong_bearer_tokens_get_429_until_the_window_passes(make_app) -> None:
         assert client.get("/api/v1/runs").status_code == 401
     for _ in range(3):
         assert client.get("/api/v1/runs", headers=WRONG).status_code == 401
-    blocked = client.get("/api/v1/runs", headers=RIGHT)  # even the right one now
+    assert client.get("/api/v1/runs", headers=WRONG).status_code == 429
+    blocked = client.get("/api/v1/runs", headers=RIGHT_WEAK)  # a guessable one waits too
     assert blocked.status_code == 429 and blocked.headers["Retry-After"] == "60"
     assert envelope(blocked)["code"] == "too_many_attempts"
     assert envelope(blocked)["field"] == "Authorization"
-    assert TOKEN not in blocked.text
+    assert WEAK not in blocked.text
     other = {"REMOTE_ADDR": "10.0.0.2"}
-    assert client.get("/api/v1/runs", headers=RIGHT, environ_base=other).status_code == 200
+    assert client.get("/api/v1/runs", headers=RIGHT_WEAK, environ_base=other).status_code == 200
     now[0] += 59.0
-    assert client.get("/api/v1/runs", headers=RIGHT).status_code == 429  # not yet
+    assert client.get("/api/v1/runs", headers=RIGHT_WEAK).status_code == 429  # not yet
     now[0] += 1.0  # the first wrong token leaves the window
+    assert client.get("/api/v1/runs", headers=RIGHT_WEAK).status_code == 200
+
+
+def test_wrong_tokens_never_lock_out_a_valid_one(make_app) -> None:
+    """Anyone on the host can send wrong tokens from 127.0.0.1: that must not stop the
+    training hosts' heartbeats and ingest, nor the admin, whose tokens cannot be guessed
+    (a strong configured token, stored tokens)."""
+    from tracker.store.tokens import create_token
+
+    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=3, LOGIN_WINDOW_S=300.0)
+    _, log = create_token(app.extensions["tracker"].store, "log", "training host")
+    client = app.test_client()
+    for _ in range(10):
+        client.get("/api/v1/runs", headers=WRONG)
+    assert client.get("/api/v1/runs", headers=WRONG).status_code == 429  # the guesser waits
     assert client.get("/api/v1/runs", headers=RIGHT).status_code == 200
+    as_log = {"Authorization": f"Bearer {log}"}
+    created = client.post("/api/v1/runs", json={"project": "p"}, headers=as_log)
+    assert created.status_code in (200, 201), created.json
+    run_id = created.json["id"]
+    beat = client.post(f"/api/v1/runs/{run_id}/heartbeat", json={}, headers=as_log)
+    assert beat.status_code == 200
+    assert client.post("/login", json={"token": TOKEN}).status_code == 200
 
 
 def test_sign_in_is_limited_too(make_app) -> None:
-    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2)
+    app = make_app(TOKEN=WEAK, LOGIN_MAX_FAILURES=2)
     client = app.test_client()
     page = client.get("/login")
     csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
     for _ in range(2):
         wrong = client.post("/login", data={"token": "guess", "csrf": csrf})
         assert wrong.status_code == 401 and "Wrong access token" in wrong.text
-    form = client.post("/login", data={"token": TOKEN, "csrf": csrf})
+    form = client.post("/login", data={"token": WEAK, "csrf": csrf})
     assert form.status_code == 429 and "Too many wrong tokens" in form.text
     assert int(form.headers["Retry-After"]) >= 1
     assert client.get_cookie("tracker_session").value  # the csrf session, not signed in
     assert client.get("/api/v1/projects").status_code == 401
-    as_json = client.post("/login", json={"token": TOKEN})
+    as_json = client.post("/login", json={"token": WEAK})
     assert as_json.status_code == 429 and envelope(as_json)["field"] == "token"
 
 
 def test_right_tokens_between_guesses_do_not_reset_the_count(make_app) -> None:
     """Behind one NAT, a process sending the right token must not give a guesser there
     unlimited tries."""
-    app = make_app(TOKEN=TOKEN, LOGIN_MAX_FAILURES=2)
+    app = make_app(TOKEN=WEAK, LOGIN_MAX_FAILURES=2)
     client = app.test_client()
     assert client.post("/login", json={"token": "guess-1"}).status_code == 401
-    assert client.get("/api/v1/runs", headers=RIGHT).status_code == 200
+    assert client.get("/api/v1/runs", headers=RIGHT_WEAK).status_code == 200
     assert client.post("/login", json={"token": "guess-2"}).status_code == 401
-    assert client.get("/api/v1/runs", headers=RIGHT).status_code == 429
+    assert client.get("/api/v1/runs", headers=RIGHT_WEAK).status_code == 429
 
 
 def test_secure_cookie_option_marks_the_session_cookie_secure(make_app) -> None:

@@ -95,20 +95,39 @@ def check_token(given: str | None, field: str) -> tuple[str, int | None] | None:
     """(scope, stored token id or None for the configured token) of ``given``, or None
     for a wrong token (counted against this client).
 
+    A valid token is never refused for the wrong tokens others sent from the same address
+    (a local account could otherwise lock out every training host's heartbeats and
+    ingest): stored tokens (random) and a strong configured token always pass; while the
+    client is limited, only wrong tokens -- and a weak configured one, which could be
+    guessed -- get 429.
+
     Raises:
         TooManyAttempts (429): this client sent too many wrong tokens lately.
         StoreUnavailable (503): the store cannot be reached.
     """
-    _refuse_if_limited(field)
+    limit = _limit()
+    wait = limit.retry_after(_client(), limit.clock())
     if given:
         configured = current_app.config.get("TOKEN")
         if configured and token_matches(given, configured):
-            return ADMIN, None
-        stored = tokens.verify_token(state().store, given)
-        if stored is not None:
-            return stored.scope, stored.id
-    _limit().failed(_client(), _limit().clock())
+            # A token a person chose may be guessable: while this client is limited, even
+            # the right one waits (else the limit would not slow guessing it down).
+            if wait is None or not _guessable(configured):
+                return ADMIN, None
+        else:
+            stored = tokens.verify_token(state().store, given)
+            if stored is not None:
+                return stored.scope, stored.id  # random 256 bits: never blocked
+    if wait is not None:
+        _refuse_if_limited(field)
+    limit.failed(_client(), limit.clock())
     return None
+
+
+def _guessable(token: str) -> bool:
+    from tracker.web.plumbing.security import weak_token_reason
+
+    return weak_token_reason(token) is not None
 
 
 def identity() -> str | None:

@@ -3,11 +3,14 @@
 An access token that a person chose can be guessed by trying; this makes guessing slow.
 Each wrong token (a ``Bearer`` header or the sign-in form) is remembered for
 ``window_s`` seconds; an address with ``max_failures`` of them in the window gets
-429 Too Many Requests, with ``Retry-After``, until the oldest one leaves the window --
-even with the right token, so trying on is pointless. A right token does not reset the
-count either: behind one NAT or proxy, a training process sending the right token every
-second would otherwise give a guesser unlimited tries. Requests without a token (and the
-session cookie, an HMAC nobody can guess) are not counted.
+429 Too Many Requests, with ``Retry-After``, for every wrong token until the oldest one
+leaves the window. A valid token is not refused (``auth.check_token``): stored tokens are
+256 random bits and a strong configured token cannot be guessed either, so blocking them
+would only let anyone on the host lock out every training host; a weak configured token
+(allowed on loopback only) waits like a wrong one, so guessing it stays slow. A right
+token does not reset the count: behind one NAT or proxy, a training process sending the
+right token every second would otherwise give a guesser unlimited tries. Requests without
+a token (and the session cookie, an HMAC nobody can guess) are not counted.
 
 Counts live in the process (each gunicorn worker keeps its own), bounded to
 ``max_clients`` addresses (the least recently failing are forgotten first). Behind a
