@@ -107,6 +107,31 @@ def _paths(value: Any, default: Path) -> list[Path]:
     return [Path(v).resolve() for v in value]
 
 
+def file_roots(config: Mapping[str, Any]) -> dict[str, list[Path]]:
+    """The directories files are served from, by kind, as ``create_app`` uses them."""
+    home = Path.cwd() / ".tracker"
+    return {
+        "checkpoints": _paths(config.get("CHECKPOINT_ROOTS"), home / "checkpoints"),
+        "logs": _paths(config.get("LOG_ROOT"), home / "logs"),
+    }
+
+
+def check_store_roots(config: Mapping[str, Any]) -> None:
+    """Refuse a file root or artifact root that contains the SQLite store (``tracker ui``
+    calls it before binding its port; ``create_app`` again).
+
+    Raises:
+        InvalidInput: naming the root and the database file.
+    """
+    store = Store(config.get("STORE_URI"), artifact_root=config.get("ARTIFACT_ROOT"))
+    try:
+        files.check_roots(file_roots(config), store.database_file())
+        if store.database_file() is not None:
+            artifacts.artifact_root(store)  # refuses a root that holds the database
+    finally:
+        store.close()
+
+
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the dashboard app.
 
@@ -138,14 +163,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops, x_prefix=hops
         )
 
-    home = Path.cwd() / ".tracker"
-    file_roots = {
-        "checkpoints": _paths(cfg["CHECKPOINT_ROOTS"], home / "checkpoints"),
-        "logs": _paths(cfg["LOG_ROOT"], home / "logs"),
-    }
+    roots = file_roots(cfg)
     store = Store(cfg["STORE_URI"], artifact_root=cfg["ARTIFACT_ROOT"])
     try:
-        files.check_roots(file_roots, store.database_file())
+        files.check_roots(roots, store.database_file())
         if store.database_file() is not None:
             artifacts.artifact_root(store)  # refuses a root that holds the database
     except InvalidInput:
@@ -156,8 +177,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["tracker"] = AppState(
         store=store,
         ingest=MetricIngest(store),
-        checkpoint_roots=file_roots["checkpoints"],
-        file_roots=file_roots,
+        checkpoint_roots=roots["checkpoints"],
+        file_roots=roots,
     )
     register_error_handlers(app)
     security.install(app)

@@ -148,3 +148,22 @@ def test_ui_and_up_refuse_a_root_holding_the_database_before_starting(
     code, _, err = _cli(command, "--uri", url, "--artifact-root", str(tmp_path), "--no-auth",
                         "--port", str(free))  # fmt: skip
     assert code == 2 and "contains the database" in err, err
+
+
+@pytest.mark.parametrize("root_option", ["--checkpoint-root", "--log-root"])
+@pytest.mark.parametrize("command", ["ui", "up"])
+def test_ui_and_up_refuse_a_file_root_holding_the_database_before_starting(
+    tmp_path: Path, command: str, root_option: str
+) -> None:
+    """Refused before the port is bound or a sign-in link printed (it used to be refused
+    only when the gunicorn worker booted: a crash loop behind a printed link)."""
+    import socket
+
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    code, out, err = _cli(command, "--uri", url, root_option, str(tmp_path), "--no-auth",
+                          "--port", str(free))  # fmt: skip
+    assert code == 2 and "contains the store" in err, err
+    assert "http://" not in out + err

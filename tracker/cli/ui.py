@@ -160,20 +160,16 @@ def app_config(
 
 
 def check_artifact_root(config: dict[str, Any]) -> None:
-    """Refuse, before anything starts, an artifact root that contains the SQLite database
-    (``create_app`` refuses it too, but inside gunicorn's workers that is a crash loop).
+    """Refuse, before the port is bound or a link printed, a checkpoint, log or artifact
+    root that contains the SQLite database (``create_app`` refuses it too, but inside
+    gunicorn's workers that is a crash loop after the sign-in link was shown).
 
     Raises:
         InvalidInput: naming the root and the database file.
     """
-    from tracker.store import Store, artifacts
+    from tracker.web.app import check_store_roots
 
-    store = Store(config["STORE_URI"], artifact_root=config["ARTIFACT_ROOT"])
-    try:
-        if store.database_file() is not None:
-            artifacts.artifact_root(store)
-    finally:
-        store.close()
+    check_store_roots(config)
 
 
 def _url(host: str, port: int) -> str:
