@@ -19,8 +19,8 @@ from tracker.rules.health import (
     amp_scale_collapse,
     diagnose,
     is_loss_key,
-    memory_growth,
     loss_spike,
+    memory_growth,
     nonfinite,
     throughput_drop,
 )

@@ -1,10 +1,15 @@
-"""Raw request bodies spooled to disk: single artifact uploads and multipart uploads.
+"""Multipart uploads (MLflow's ``mpu/create``, part PUTs, ``mpu/complete``): their parts
+are staged in a directory per upload id (128 random bits) under a private staging root,
+then assembled into one file that is stored like any upload.
 
-A body is streamed into a temporary file in chunks (never held in memory), counting and
-hashing as it goes, so a file of several GiB costs one chunk of memory. Multipart uploads
-(MLflow's ``mpu/create``, part PUTs, ``mpu/complete``) stage their parts in a directory per
-upload id (128 random bits) under the system's temporary directory; staged uploads older than
-:data:`STALE_UPLOAD_S` are removed when the next one is created.
+Every byte counts against the dashboard's one upload limit (``MAX_ARTIFACT_BYTES``, ``tracker
+ui --max-artifact-bytes``): a part is cut off at it while streaming, and so is the upload's
+total over its parts (413 ``too_large``), so a ``log`` token cannot fill the disk through
+parts. The staging root is ``tmp/multipart`` under a directory artifact root (beside the
+blobs it becomes; never the system's shared temporary directory, where another local
+account could create it first and swap parts), else a folder in the user's cache; it is
+made 0700 and refused unless this process's user owns it and nobody else may enter it.
+Staged uploads older than :data:`STALE_UPLOAD_S` are removed when the next one is created.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import InvalidInput, NotFound, TooLarge
 
-__all__ = ["CHUNK", "STALE_UPLOAD_S", "Spooled", "Staging", "spool"]
+__all__ = ["CHUNK", "STALE_UPLOAD_S", "Spooled", "Staging", "private_root", "spool"]
 
 CHUNK = 1024 * 1024
 STALE_UPLOAD_S = 24 * 3600.0
@@ -41,8 +47,14 @@ class Spooled:
 
 
 @contextlib.contextmanager
-def spool(stream: Readable, *, directory: Path | None = None) -> Iterator[Spooled]:
-    """Copy ``stream`` into a temporary file; yield it, remove it afterwards."""
+def spool(
+    stream: Readable, *, directory: Path | None = None, max_bytes: int | None = None
+) -> Iterator[Spooled]:
+    """Copy ``stream`` into a temporary file; yield it, remove it afterwards.
+
+    Raises:
+        TooLarge: more than ``max_bytes`` bytes; copying stops there (nothing is kept).
+    """
     fd, name = tempfile.mkstemp(prefix="upload-", dir=directory)
     path = Path(name)
     digest = hashlib.sha256()
@@ -50,28 +62,60 @@ def spool(stream: Readable, *, directory: Path | None = None) -> Iterator[Spoole
     try:
         with os.fdopen(fd, "wb") as out:
             while chunk := stream.read(CHUNK):
+                size += len(chunk)
+                if max_bytes is not None and size > max_bytes:
+                    raise TooLarge(
+                        f"the upload is larger than this dashboard's limit of {max_bytes} bytes "
+                        "(MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
+                        field="body",
+                    )
                 out.write(chunk)
                 digest.update(chunk)
-                size += len(chunk)
         yield Spooled(path, size, digest.hexdigest())
     finally:
         path.unlink(missing_ok=True)
 
 
+def private_root(path: Path) -> Path:
+    """``path`` as a directory only this process's user may enter: created 0700, refused
+    when it belongs to another user or others may enter it (a staging root another local
+    account made first could swap the parts).
+
+    Raises:
+        InvalidInput: naming the directory and what is wrong with it.
+    """
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise InvalidInput(f"the upload staging directory {path} is not a directory", field="root")
+    if info.st_uid != os.getuid():
+        raise InvalidInput(
+            f"the upload staging directory {path} belongs to another user (uid {info.st_uid}); "
+            "remove it or give the dashboard another artifact root",
+            field="root",
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(path, 0o700)  # ours: take the others' permissions off
+    return path
+
+
 class Staging:
     """Multipart uploads in progress: ``<root>/<upload_id>/`` holds ``upload.json`` (what the
-    parts become) and ``<n>.part`` per part received."""
+    parts become) and ``<n>.part`` per part received. ``max_bytes``: the most one upload's
+    parts may add up to (and so each part)."""
 
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = root or Path(tempfile.gettempdir()) / "tracker-multipart"
+    def __init__(self, root: Path, *, max_bytes: int | None = None) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
 
     def _dir(self, upload_id: str) -> Path:
         return self.root / upload_id
 
     def create(self, upload_id: str, target: dict[str, Any]) -> None:
+        private_root(self.root)
         self._sweep()
         folder = self._dir(upload_id)
-        folder.mkdir(parents=True, mode=0o700)
+        folder.mkdir(mode=0o700)
         (folder / "upload.json").write_text(json.dumps(target))
 
     def target(self, upload_id: str) -> dict[str, Any]:
@@ -93,8 +137,15 @@ class Staging:
                 f"{target['num_parts']}",
                 field="part_number",
             )
+        private_root(self.root)
         folder = self._dir(upload_id)
-        with spool(stream, directory=folder) as part:
+        room = None
+        if self.max_bytes is not None:  # what the other parts left of the upload's limit
+            others = sum(
+                p.stat().st_size for p in folder.glob("*.part") if p.name != f"{number}.part"
+            )
+            room = max(0, self.max_bytes - others)
+        with spool(stream, directory=folder, max_bytes=room) as part:
             os.replace(part.path, folder / f"{number}.part")
             return part.sha256
 

@@ -6,20 +6,24 @@ same Artifacts tab, the same ``tracker artifacts`` commands. The path mapping is
 (``web/core/mlflow_artifacts.py``); documented in ``web/API.md`` ("MLflow compatibility").
 
 Uploads are raw bodies (exempt from the JSON-body rule, ``security.RAW_BODY_ENDPOINTS``)
-streamed to a temporary file, so they are not bound by ``MAX_CONTENT_LENGTH``; JSON
-requests (multipart create/complete/abort) are. Errors use MLflow's shape.
+streamed to a temporary file under the artifact root, so they are not bound by
+``MAX_CONTENT_LENGTH`` but by the one upload limit of every upload path,
+``MAX_ARTIFACT_BYTES`` (a single PUT, each part, and a multipart upload's parts together:
+413 while streaming); JSON requests (multipart create/complete/abort) are bound by
+``MAX_CONTENT_LENGTH``. Errors use MLflow's shape.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, current_app, request, stream_with_context
 
 from tracker.entities import ArtifactInfo
-from tracker.errors import NotFound
+from tracker.errors import NotFound, TooLarge
 from tracker.rules.artifact_paths import check_artifact_path
 from tracker.store import artifacts as astore
 from tracker.store import logged_models
@@ -27,7 +31,7 @@ from tracker.web.core import mlflow_artifacts as core
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
-from tracker.web.plumbing.uploads import CHUNK, Staging, spool
+from tracker.web.plumbing.uploads import CHUNK, Staging
 from tracker.web.views.mlflow import on_error
 
 bp = Blueprint("mlflow_artifacts", __name__, url_prefix="/api/2.0/mlflow-artifacts")
@@ -37,10 +41,33 @@ bp.register_error_handler(Exception, on_error)
 info_bp = Blueprint("mlflow_info", __name__, url_prefix="/api/3.0/mlflow")
 info_bp.register_error_handler(Exception, on_error)
 
-# A raw upload is streamed to disk, so MAX_CONTENT_LENGTH (for bodies parsed in memory) does
-# not apply; None on the request would mean "the app's limit", hence a number past any file.
-MAX_UPLOAD_BYTES = 2**62
-_staging = Staging()
+
+def _limit() -> int:
+    """The one upload limit; a body announcing more is refused before a byte is read."""
+    limit = int(current_app.config["MAX_ARTIFACT_BYTES"])
+    if request.content_length is not None and request.content_length > limit:
+        raise TooLarge(
+            f"the upload has {request.content_length} bytes; this dashboard takes at most "
+            f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
+            field="body",
+        )
+    # werkzeug's own cut-off one byte later, so that a chunked body past the limit meets
+    # spool's clear TooLarge first
+    request.max_content_length = limit + 1
+    return limit
+
+
+def _staging() -> Staging:
+    """Multipart staging under the artifact root (a directory root), else the user's cache."""
+    store = state().store
+    blobs = astore.blob_store(store)
+    root = getattr(blobs, "root", None)
+    if isinstance(root, Path):
+        base = root / "tmp" / "multipart"
+    else:  # an s3:// root: parts are staged on this host, privately
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base = base / "tracker" / "multipart"
+    return Staging(base, max_bytes=int(current_app.config["MAX_ARTIFACT_BYTES"]))
 
 
 def _owner(location: str) -> tuple[int, str, core.Location]:
@@ -88,9 +115,10 @@ def server_info() -> Any:
 @bp.put("/artifacts/<path:location>")
 def upload(location: str) -> Any:
     run_id, path = _file_path(location)
-    request.max_content_length = MAX_UPLOAD_BYTES
-    with spool(request.stream) as body:
-        astore.put_artifact(state().store, run_id, path, body.path, media_type=_media_type())
+    limit = _limit()
+    store = state().store
+    with astore.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
+        astore.put_artifact(store, run_id, path, tmp, media_type=_media_type(), sha256=sha256)
     return {}
 
 
@@ -171,7 +199,7 @@ def mpu_create(location: str) -> Any:
     run_id, path = _mpu_target(location, body)
     num_parts = core.num_parts_of(body.get("num_parts"))
     upload_id = core.new_upload_id()
-    _staging.create(upload_id, {"run_id": run_id, "path": path, "num_parts": num_parts})
+    _staging().create(upload_id, {"run_id": run_id, "path": path, "num_parts": num_parts})
     headers = {}
     if "Authorization" in request.headers:  # the parts are PUT by the same client
         headers["Authorization"] = request.headers["Authorization"]
@@ -186,8 +214,8 @@ def mpu_create(location: str) -> Any:
 @bp.put("/mpu/part/<upload_id>/<int:number>")
 def mpu_part(upload_id: str, number: int) -> Response:
     upload_id = core.check_upload_id(upload_id)
-    request.max_content_length = MAX_UPLOAD_BYTES
-    etag = _staging.put_part(upload_id, number, request.stream)
+    _limit()
+    etag = _staging().put_part(upload_id, number, request.stream)
     response = Response(status=200)
     response.headers["ETag"] = etag
     return response
@@ -198,7 +226,8 @@ def mpu_complete(location: str) -> Any:
     body = json_body()
     run_id, path = _mpu_target(location, body)
     upload_id = core.check_upload_id(body.get("upload_id"))
-    target = _staging.target(upload_id)
+    staging = _staging()
+    target = staging.target(upload_id)
     if (target["run_id"], target["path"]) != (run_id, path):
         raise MlflowError(
             "INVALID_PARAMETER_VALUE",
@@ -206,9 +235,9 @@ def mpu_complete(location: str) -> Any:
             field="upload_id",
         )
     numbers = core.part_numbers(body.get("parts"), int(target["num_parts"]))
-    with _staging.assemble(upload_id, numbers) as whole:
-        astore.put_artifact(state().store, run_id, path, whole.path)
-    _staging.remove(upload_id)
+    with staging.assemble(upload_id, numbers) as whole:
+        astore.put_artifact(state().store, run_id, path, whole.path, sha256=whole.sha256)
+    staging.remove(upload_id)
     return {}
 
 
@@ -216,5 +245,5 @@ def mpu_complete(location: str) -> Any:
 def mpu_abort(location: str) -> Any:
     body = json_body()
     _mpu_target(location, body)
-    _staging.remove(core.check_upload_id(body.get("upload_id")))
+    _staging().remove(core.check_upload_id(body.get("upload_id")))
     return {}
