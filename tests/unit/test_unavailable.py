@@ -66,3 +66,23 @@ def test_sqlalchemy_wrapped_errors_are_judged_by_orig(exc: BaseException, expect
 def test_sqlstates(sqlstate: str, expected: bool) -> None:
     assert sqlstate_is_unavailable(sqlstate) is expected
     assert is_unavailable(pg.lookup(sqlstate)("x")) is expected
+
+
+def test_a_full_sqlite_disk_is_an_outage_not_a_fatal_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SQLITE_FULL, made for real (max_page_count reached), is retried until space returns
+    (a full disk used to stop logging for the rest of the run)."""
+    conn = sqlite3.connect(tmp_path / "full.db")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.commit()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        for _ in range(100):
+            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 4096,))
+    assert "database or disk is full" in str(full.value)
+    assert is_unavailable(full.value) is True
+    conn.rollback()
+    conn.execute("PRAGMA max_page_count = 1000000")  # space came back: writes go on
+    conn.execute("INSERT INTO t VALUES (?)", (b"x" * 4096,))
+    conn.commit()
+    conn.close()

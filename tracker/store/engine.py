@@ -193,8 +193,15 @@ def write_begin(engine: sa.Engine) -> Iterator[sa.Connection]:
 # serialization failure, 40P01 deadlock).
 _RETRY_CLASSES = ("08", "53")
 _RETRY_STATES = frozenset({"57P01", "57P02", "57P03", "40001", "40P01"})
-# sqlite3 has no SQLSTATE: another connection holding the write lock past the busy timeout.
-_SQLITE_BUSY_TEXT = ("database is locked", "database is busy", "database table is locked")
+# sqlite3 has no SQLSTATE: another connection holding the write lock past the busy timeout,
+# and a full disk (SQLITE_FULL): an outage like PostgreSQL's class 53, retried until space
+# returns, never a fatal writer error that stops logging for the rest of the run.
+_SQLITE_BUSY_TEXT = (
+    "database is locked",
+    "database is busy",
+    "database table is locked",
+    "database or disk is full",
+)
 
 
 def is_unavailable(exc: BaseException) -> bool:
@@ -205,7 +212,7 @@ def is_unavailable(exc: BaseException) -> bool:
     PostgreSQL error is judged by its SQLSTATE (:func:`sqlstate_is_unavailable`); one
     without a SQLSTATE (raised by psycopg itself: connection refused, lost mid-query,
     closed) is unavailable when it is a psycopg ``OperationalError`` or ``InterfaceError``.
-    A sqlite3 error is unavailable when the database is locked or busy.
+    A sqlite3 error is unavailable when the database is locked or busy, or the disk is full.
     """
     if isinstance(exc, StoreUnavailable | ConnectionError):
         return True
