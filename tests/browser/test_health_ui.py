@@ -49,3 +49,25 @@ def test_health_panel_marker_and_badge(page: Any, dashboard: Dashboard, screensh
     badge = page.locator(".health-badge[data-code='nonfinite']")
     badge.first.wait_for()
     assert badge.count() == 1
+
+
+def test_a_failed_run_says_how_it_ended_in_the_health_panel(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
+    """The panel agrees with the failure box: a run that failed with a clean series is not
+    shown as healthy (no panel); warnings alone are amber, not red."""
+    store = dashboard.store
+    run = store.create_run("health", "gloo-failed")
+    for step in range(30):
+        store.log_metrics(run.id, step, {"train/loss": 1.0 / (step + 1)})
+    hint = "a rank lost its peer: look at the other ranks' logs"
+    store.finish_run(run.id, "failed", failure_class="gloo", failure_hint=hint)
+    diagnose_run(store, run.id)
+    page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
+    ended = page.locator("#run-health #health-ended")
+    ended.wait_for()
+    text = ended.inner_text()
+    assert "failed" in text.lower() and "gloo" in text and hint in text
+    assert "No problem found in its series." in text
+    assert page.locator("#run-health").is_visible()
+    screenshot(page, "run-failed-health")

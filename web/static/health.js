@@ -25,6 +25,7 @@ const Health = (() => {
   }
 
   let found = [];
+  let ended = null; // {status, failure_class, failure_hint} of a run that failed or crashed
 
   function shapesFor(plot) {
     const keys = (plot.dataset.keys || "").split(",");
@@ -71,10 +72,18 @@ const Health = (() => {
   }
 
   function renderPanel(panel) {
-    panel.hidden = found.length === 0;
-    panel.classList.toggle("warning", found.length > 0 && found.every((d) => d.severity !== "error"));
+    panel.hidden = found.length === 0 && !ended;
+    panel.classList.toggle("warning", !ended && found.length > 0 && found.every((d) => d.severity !== "error"));
+    // A run that failed or crashed says so here too, as its failure box does: a clean list
+    // of diagnoses under it means its series looked fine, not that the run did.
+    const how = ended ? h("div", { class: "health-ended", id: "health-ended" },
+      h("span", { class: "health-severity error" }, ended.status),
+      h("strong", {}, ended.failure_class || "no failure class"),
+      ended.failure_hint ? h("p", { class: "health-hint" }, ended.failure_hint) : null,
+      found.length === 0 ? h("p", { class: "muted" }, "No problem found in its series.") : null) : null;
     clear(panel).append(
       h("h2", {}, "Health"),
+      how,
       h("ul", { class: "health-list" }, found.map((d) => h("li", { class: `health-item ${d.severity}`, dataset: { code: d.code } },
         h("div", { class: "health-head" },
           h("span", { class: `health-severity ${d.severity}` }, d.severity),
@@ -89,6 +98,10 @@ const Health = (() => {
     try {
       const body = await api(`/api/v1/runs/${runId}/diagnoses`);
       found = body.diagnoses || [];
+      const run = await api(`/api/v1/runs/${runId}`);
+      const info = run.run || run;
+      ended = ["failed", "crashed"].includes(info.status)
+        ? { status: info.status, failure_class: info.failure_class, failure_hint: info.failure_hint } : null;
     } catch (err) {
       return; // the panel keeps what it showed; the run page shows connection problems
     }
