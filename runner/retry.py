@@ -32,6 +32,7 @@ import random
 from dataclasses import dataclass
 
 from tracker.errors import InvalidInput
+from tracker.rules import backoff
 from tracker.rules.failure import (
     CANCELLED,
     HOST_OOM,
@@ -97,12 +98,8 @@ def backoff_delay(
     Raises ``RetryPolicyError`` when ``attempt < 1`` or a delay is negative or not finite.
     """
     _check_settings(attempt, base_delay_s, max_delay_s)
-    # Cap the exponent first: 2 ** 10_000 would overflow a float.
-    exponent = min(attempt - 1, 64)
-    delay = min(float(max_delay_s), float(base_delay_s) * 2.0**exponent)
-    if rng is not None:
-        delay = delay / 2 + rng.uniform(0.0, delay / 2)
-    return delay
+    jitter = None if rng is None else rng.random()  # as rng.uniform(0, delay / 2) drew it
+    return backoff.backoff_delay(attempt, base_s=base_delay_s, cap_s=max_delay_s, jitter=jitter)
 
 
 def next_attempt(

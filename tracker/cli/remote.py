@@ -1,16 +1,18 @@
 """Reading a dashboard over HTTP: the CLI's read commands with ``--uri http://host:port``.
 
 :class:`HttpReader` is the :class:`tracker.cli.reading.Reader` over the dashboard's JSON API
-(``web/API.md``), standard library only (``urllib``): it sends ``--token`` /
+(``web/API.md``): it sends ``--token`` /
 ``TRACKER_TOKEN`` as ``Authorization: Bearer`` (a ``log`` token may read everything) and
 turns the answers back into the entities the store returns, so a command prints the same
 whichever reader it got. Env values never leave the server: a job read here has its env
 *names* (the values are empty strings), which is all the CLI shows of them anyway.
 
-Errors: the server's error envelope becomes the matching ``TrackerError`` with the server's
+Errors, decoded by the one HTTP client (:mod:`tracker.client.http`), exactly as for the HTTP
+sink: the server's error envelope becomes the matching ``TrackerError`` with the server's
 code (``NotFound`` 404, ``InvalidInput`` 400, ``Conflict`` 409; 401 says to pass a token);
-a server that cannot be reached, or answers 5xx, is ``StoreUnavailable``; an answer that is
-not the tracker's JSON (another program on that port) is a ``TrackerError`` saying so.
+a server that cannot be reached, or answers 408, 429 or 5xx after the retries, is
+``StoreUnavailable``; an answer that is not the tracker's JSON (another program on that
+port) is a ``TrackerError`` saying so.
 
 Commands that write, or read what the API does not serve, need the database:
 :func:`refuse_http` (called by ``open_store``) stops them with a message naming the command,
@@ -19,16 +21,13 @@ what to give instead, and which commands do read over HTTP.
 
 from __future__ import annotations
 
-import http.client
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import click
 
+from tracker.client.http import ApiClient
 from tracker.entities import (
     ArtifactInfo,
     CheckpointInfo,
@@ -40,7 +39,7 @@ from tracker.entities import (
     RunInfo,
     WorkerInfo,
 )
-from tracker.errors import Conflict, InvalidInput, NotFound, StoreUnavailable, TrackerError
+from tracker.errors import InvalidInput, NotFound, TrackerError
 from tracker.rules.jsonvalues import decode_special
 
 __all__ = ["HTTP_READ_COMMANDS", "HttpReader", "is_http", "refuse_http"]
@@ -58,7 +57,6 @@ _RUNS_PAGE = 500  # the API's most runs per search page
 _COMPARE_MAX = 200  # the API's most runs per /compare
 _JOBS_PAGE = 1000
 _EVENTS_PAGE = 5000
-_ERRORS: dict[int, type[TrackerError]] = {400: InvalidInput, 404: NotFound, 409: Conflict}
 
 
 def is_http(uri: str | None) -> bool:
@@ -110,73 +108,36 @@ def _job(doc: dict[str, Any]) -> JobInfo:
 
 
 class HttpReader:
-    """:class:`tracker.cli.reading.Reader` over a dashboard's ``/api/v1``."""
+    """:class:`tracker.cli.reading.Reader` over a dashboard's ``/api/v1``, through the one
+    HTTP client (:class:`tracker.client.http.ApiClient`): every read is idempotent, so it is
+    retried for ``retry_for`` seconds on 408, 429 (after its ``Retry-After``), 5xx and
+    connection errors."""
 
-    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry_for: float = 5.0,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.where = self.base_url
-        self.token = token or None
-        self.timeout = timeout
+        self.client = ApiClient(self.base_url, token, timeout=timeout, retry_for=retry_for)
 
     def __repr__(self) -> str:  # never shows the token
         return f"HttpReader({self.base_url!r})"
 
     # ------------------------------------------------------------------ transport
 
-    def _open(self, path: str, accept: str, **params: Any) -> Any:
-        """The response to ``GET /api/v1<path>`` (a file object to read and close)."""
-        query = {k: v for k, v in params.items() if v is not None}
-        url = self.base_url + "/api/v1" + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query, doseq=True)
-        headers = {"Accept": accept}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(url, headers=headers, method="GET")
-        try:
-            return urllib.request.urlopen(request, timeout=self.timeout)
-        except urllib.error.HTTPError as exc:
-            raise self._error(path, exc) from None
-        except urllib.error.URLError as exc:
-            raise StoreUnavailable(f"{self.base_url} cannot be reached: {exc.reason}") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise StoreUnavailable(f"GET {path} from {self.base_url} failed: {exc!r}") from exc
-
     def _get(self, path: str, **params: Any) -> dict[str, Any]:
-        response = self._open(path, "application/json", **params)
-        try:
-            with response:
-                raw = response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise StoreUnavailable(f"GET {path} from {self.base_url} failed: {exc!r}") from exc
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            doc = None
+        doc = self.client.call("GET", path, query=params, idempotent=True)
         if not isinstance(doc, dict):
             raise TrackerError(
-                f"{self.base_url} answered GET /api/v1{path} with something that is not the "
+                f"{self.base_url} answered GET {path} with something that is not the "
                 "tracker's JSON: is this a tracker dashboard (`tracker ui`)?"
             )
         return doc
-
-    def _error(self, path: str, exc: urllib.error.HTTPError) -> TrackerError:
-        try:
-            detail = json.loads(exc.read() or b"{}").get("error") or {}
-        except (ValueError, AttributeError, OSError):
-            detail = {}
-        message = detail.get("message") or f"HTTP {exc.code}"
-        if exc.code >= 500:
-            return StoreUnavailable(f"{self.base_url} answered {exc.code}: {message}")
-        if exc.code == 401:
-            message += (
-                " (pass the dashboard's access token with --token or TRACKER_TOKEN; "
-                "`tracker token create --scope log` makes one that may read)"
-            )
-        error = _ERRORS.get(exc.code, TrackerError)(message, field=detail.get("field"))
-        error.code = detail.get("code") or f"http_{exc.code}"
-        error.http_status = exc.code
-        return error
 
     # ---------------------------------------------------------------------- runs
 
@@ -290,4 +251,8 @@ class HttpReader:
 
     def open_artifact(self, run_id: int, path: str) -> BinaryIO:
         quoted = urllib.parse.quote(path, safe="/")
-        return self._open(f"/runs/{run_id}/artifacts/{quoted}", "*/*", download=1)  # type: ignore[no-any-return]
+        path = f"/runs/{run_id}/artifacts/{quoted}"
+        response = self.client.open(
+            "GET", path, query={"download": 1}, accept="*/*", idempotent=True
+        )
+        return response  # type: ignore[no-any-return]

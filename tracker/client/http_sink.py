@@ -1,14 +1,14 @@
 """The HTTP sink: ``TRACKER_URI=http://host:port`` sends everything to the dashboard's JSON
-API instead of a database. Standard library only (``urllib``), so ``import tracker`` stays
-light.
+API instead of a database, through the one HTTP client (:mod:`tracker.client.http`: auth
+header, error envelope, retry policy).
 
 Durability is the SQL sink's: metric batches are idempotent on the server (a retried batch
 never duplicates a point), and when the server cannot be reached -- refused, reset, timed
 out, or answering 5xx -- ``StoreUnavailable`` is raised so the writer keeps the batch,
 retries with backoff and spills to disk past its memory limit. Control calls (start,
 finish, checkpoints) retry by themselves for ``retry_for`` seconds; a call that is not
-idempotent (create a run, add an event or a checkpoint) is retried only while the
-connection is refused, i.e. when the server certainly did not receive it.
+idempotent (create a run, add an event or a checkpoint) is retried only when the server
+certainly did not act on it (connection refused, 408, 429 after its ``Retry-After``).
 
 Bodies are JSON, gzip-compressed above 1 KiB; NaN and ±Inf travel as "NaN", "Infinity" and
 "-Infinity" (the wire form of :mod:`tracker.rules.jsonvalues`). ``TRACKER_TOKEN`` (or
@@ -21,42 +21,21 @@ output of a run started by hand (``append_logs``, teed by ``tracker.client.conso
 from __future__ import annotations
 
 import gzip
-import http.client
 import json
 import os
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tracker.client.http import ApiClient
 from tracker.client.sinks import Record
 from tracker.entities import AttemptFence, CheckpointInfo, RunInfo
-from tracker.errors import (
-    AttemptSuperseded,
-    Conflict,
-    InvalidInput,
-    InvalidMetricKey,
-    InvalidMetricValue,
-    NotFound,
-    StoreUnavailable,
-    TrackerError,
-)
 from tracker.rules import jsonvalues
 
 __all__ = ["HttpSink"]
 
 ATTEMPT_HEADER = "X-Tracker-Attempt"  # "<job id>:<attempt>": the writes' attempt fence
-_ERRORS: dict[str, type[TrackerError]] = {
-    "attempt_superseded": AttemptSuperseded,
-    "not_found": NotFound,
-    "conflict": Conflict,
-    "invalid_metric_key": InvalidMetricKey,
-    "invalid_metric_value": InvalidMetricValue,
-}
-_RETRY_STATUS = (408, 429)
 _COMPRESS_MIN = 1024
 MAX_POINTS_PER_REQUEST = 20_000  # < 6 MiB of JSON even with 250-character keys
 MAX_LOG_CHARS_PER_REQUEST = 512 * 1024  # < 6 MiB of JSON even if every character is escaped
@@ -68,10 +47,6 @@ _CHECKPOINT_FIELDS = set(CheckpointInfo.__dataclass_fields__)
 
 def _encode(body: Any) -> bytes:
     return jsonvalues.dumps(body, separators=(",", ":")).encode("utf-8")
-
-
-class _Refused(StoreUnavailable):
-    """The connection was refused: the server certainly did not see the request."""
 
 
 class HttpSink:
@@ -92,18 +67,41 @@ class HttpSink:
         retry_for: float = 30.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.token = token if token is not None else (os.environ.get("TRACKER_TOKEN") or None)
-        self.timeout = timeout
-        self.retry_for = retry_for
+        token = token if token is not None else (os.environ.get("TRACKER_TOKEN") or None)
+        self.client = ApiClient(self.base_url, token, timeout=timeout, retry_for=retry_for)
         self.fence: AttemptFence | None = None  # set by tracker.init inside a worker's job
 
     def __repr__(self) -> str:  # never shows the token
         return f"HttpSink({self.base_url!r})"
 
+    @property
+    def token(self) -> str | None:
+        """The access token sent as ``Authorization: Bearer`` (by the client)."""
+        return self.client.token
+
+    @token.setter
+    def token(self, value: str | None) -> None:
+        self.client.token = value or None
+
     # ------------------------------------------------------------------ transport
 
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = dict(extra or {})
+        if self.fence is not None:
+            headers[ATTEMPT_HEADER] = f"{self.fence.job_id}:{self.fence.attempt}"
+        return headers
+
     def _send(self, method: str, path: str, body: Any) -> Any:
-        headers = {"Accept": "application/json"}
+        """One request, not retried (the writer retries what it keeps)."""
+        return self._request(method, path, body, idempotent=False, retry=False)
+
+    def _call(self, method: str, path: str, body: Any = None, *, idempotent: bool) -> Any:
+        """One request, retried by the client's policy for ``retry_for`` seconds
+        (:func:`tracker.client.http.should_retry`)."""
+        return self._request(method, path, body, idempotent=idempotent, retry=True)
+
+    def _request(self, method: str, path: str, body: Any, *, idempotent: bool, retry: bool) -> Any:
+        headers: dict[str, str] = {}
         data = None
         if method != "GET":
             data = _encode({} if body is None else body)
@@ -111,62 +109,10 @@ class HttpSink:
             if len(data) >= _COMPRESS_MIN:
                 data = gzip.compress(data, compresslevel=1)
                 headers["Content-Encoding"] = "gzip"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        if self.fence is not None:
-            headers[ATTEMPT_HEADER] = f"{self.fence.job_id}:{self.fence.attempt}"
-        return self._open(method, path, data, headers)
-
-    def _open(self, method: str, path: str, data: Any, headers: dict[str, str]) -> Any:
-        url = self.base_url + "/api/v1" + path
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(method, path, exc) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ConnectionRefusedError):
-                raise _Refused(f"{self.base_url} refused the connection") from exc
-            raise StoreUnavailable(f"{self.base_url} is unreachable: {exc.reason}") from exc
-        except ConnectionRefusedError as exc:
-            raise _Refused(f"{self.base_url} refused the connection") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise StoreUnavailable(f"{method} {path} to {self.base_url} failed: {exc!r}") from exc
-        return json.loads(raw) if raw.strip() else None
-
-    def _http_error(self, method: str, path: str, exc: urllib.error.HTTPError) -> TrackerError:
-        try:
-            detail = json.loads(exc.read() or b"{}").get("error") or {}
-        except (ValueError, AttributeError, OSError):
-            detail = {}
-        message = detail.get("message") or f"HTTP {exc.code}"
-        text = f"{method} {path}: {message}"
-        if exc.code >= 500 or exc.code in _RETRY_STATUS:
-            return StoreUnavailable(f"{self.base_url} answered {exc.code}: {text}")
-        code = detail.get("code") or "http_error"
-        cls = _ERRORS.get(code, InvalidInput if exc.code == 400 else TrackerError)
-        error = cls(text, field=detail.get("field"))
-        error.code = code
-        error.http_status = exc.code
-        if exc.code == 401:
-            error.message = f"{text} (set TRACKER_TOKEN to the dashboard's access token)"
-        return error
-
-    def _call(self, method: str, path: str, body: Any = None, *, idempotent: bool) -> Any:
-        """One request, retried for ``retry_for`` seconds while the server is away (only
-        while refused when the call is not idempotent)."""
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.1
-        while True:
-            try:
-                return self._send(method, path, body)
-            except StoreUnavailable as exc:
-                retryable = isinstance(exc, _Refused) or idempotent
-                if not retryable or time.monotonic() + delay > deadline:
-                    raise
-            time.sleep(delay)  # backoff between attempts to an absent server
-            delay = min(delay * 2, 2.0)
+        return self.client.call(
+            method, path, data=data, headers=self._headers(headers), idempotent=idempotent,
+            retry=retry,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- Sink API
 
@@ -252,12 +198,9 @@ class HttpSink:
 
     def _send_raw(self, method: str, path: str, body: Any, extra: dict[str, str]) -> Any:
         """``_send`` for a raw (not JSON) body."""
-        headers = {"Accept": "application/json", **extra}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        if self.fence is not None:
-            headers[ATTEMPT_HEADER] = f"{self.fence.job_id}:{self.fence.attempt}"
-        return self._open(method, path, body, headers)
+        return self.client.call(
+            method, path, data=body, headers=self._headers(extra), idempotent=False, retry=False
+        )
 
     def append_logs(
         self, run_id: int, lines: Sequence[tuple[str, float, str]], max_chars: int

@@ -87,6 +87,7 @@ from tracker.client.poison import Isolator
 from tracker.client.sinks import Record, Sink
 from tracker.client.uploads import Uploads, media_budget_bytes, replay_artifact
 from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, WriterError
+from tracker.rules.backoff import backoff_delay
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
@@ -148,7 +149,7 @@ class Writer:
         self._kept_points = 0
         self._spilled = False
         self._markers: list[_Marker] = []
-        self._backoff = 0.0
+        self._failures = 0  # failed sends in a row: the backoff's attempt number
         self._retry_at = 0.0
         self._last_heartbeat = time.monotonic()
         self._warned_outage = False
@@ -517,23 +518,25 @@ class Writer:
                 self._store_head()
         except StoreUnavailable as exc:
             self.outage = exc
-            self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
-            self._retry_at = time.monotonic() + self._backoff
+            self._failures += 1
+            delay = backoff_delay(self._failures, base_s=0.1, cap_s=self.max_backoff)
+            self._retry_at = time.monotonic() + delay
             self._spill_if_over_limit()
             return
-        self._backoff = 0.0
+        self._failures = 0
 
     def _send_uploads(self) -> None:
         try:
             more = self.uploads.send(UPLOAD_SLICE_S)
         except StoreUnavailable as exc:
             self.outage = exc
-            self._backoff = min(self.max_backoff, max(0.1, self._backoff * 2))
-            self._retry_at = time.monotonic() + self._backoff
+            self._failures += 1
+            delay = backoff_delay(self._failures, base_s=0.1, cap_s=self.max_backoff)
+            self._retry_at = time.monotonic() + delay
             return
         if not self._kept and not self._spilled:
             self.outage = None
-            self._backoff = 0.0
+            self._failures = 0
         if more:
             self._wake.set()
 

@@ -32,6 +32,7 @@ from sqlalchemy import event
 from tracker import discovery
 from tracker.errors import InvalidInput, NotFound, SchemaError, StoreUnavailable
 from tracker.rules import store_uri
+from tracker.rules.backoff import backoff_delay
 from tracker.store import permissions
 
 log = logging.getLogger(__name__)
@@ -125,16 +126,17 @@ def _journal_mode_wal(cur: Any) -> None:
     processes starting together on a new store retry here with a growing pause.
     """
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    pause = 0.005
+    attempt = 0
     while True:
         try:
             cur.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
+            attempt += 1
+            pause = backoff_delay(attempt, base_s=0.005, cap_s=0.25)
             if "locked" not in str(exc) or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
-        pause = min(pause * 2, 0.25)
 
 
 @contextlib.contextmanager
