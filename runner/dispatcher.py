@@ -12,8 +12,10 @@ verified checkpoint (``TRACKER_RESUME_CHECKPOINT``), exactly like a retried loca
 
 Stateless: everything is in the store and in the scheduler. At start (and on every poll) the
 dispatcher lists the scheduler's jobs whose tag (Slurm comment) names one of ours, and adopts
-those whose lease token still holds the job (:func:`tracker.store.queue.adopt`); it reads their
-output files from where the store's logs end. A tagged job whose token lost its lease (the reaper
+those whose lease token still holds the job and whose owner is gone -- it said so (stopped) or
+missed a whole lease renewal (:func:`tracker.store.queue.adopt`); a live dispatcher's jobs are
+left to it, asked about again when its lease could lapse. It reads adopted jobs' output files
+from where the store's logs end. A tagged job whose token lost its lease (the reaper
 crashed the attempt meanwhile) is cancelled, never adopted. So killing and restarting the
 dispatcher loses nothing and submits nothing twice; a dispatcher down for longer than the lease
 lets the reaper (in any worker or ``tracker scheduler``) crash and retry its jobs.
@@ -139,6 +141,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._lost: set[str] = set()  # lease tokens renewal found lost
         self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
+        self._recheck: dict[str, float] = {}  # scheduler job ids a live owner follows
         self._stop = threading.Event()
         self._claimed = 0
         self._ended = 0
@@ -225,7 +228,10 @@ class Dispatcher:
 
     def _adopt_from(self, external: list[ExternalJob]) -> None:
         mine = {t.external_id for t in self.tracked.values()}
-        self._judged &= {e.external_id for e in external}  # forgotten by the scheduler
+        listed = {e.external_id for e in external}
+        self._judged &= listed  # forgotten by the scheduler
+        self._recheck = {k: v for k, v in self._recheck.items() if k in listed}
+        now = time.time()
         for ext in external:
             if ext.namespace != self.namespace:
                 continue  # another tracker's job in the same account
@@ -234,7 +240,13 @@ class Dispatcher:
             job_id, attempt, token = ext.job_id, ext.attempt, ext.token
             if job_id in self.tracked:
                 continue  # a stale copy of an attempt we follow under another id
+            if self._recheck.get(ext.external_id, 0.0) > now:
+                continue  # another live dispatcher follows it
             claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
+            if isinstance(claim, queue.LiveOwner):
+                self._recheck[ext.external_id] = claim.recheck_at
+                continue
+            self._recheck.pop(ext.external_id, None)
             if claim is None or claim.attempt != attempt:
                 self._judged.add(ext.external_id)
                 if ext.phase != "ended" or ext.failure == "preempted":
