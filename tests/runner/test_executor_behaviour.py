@@ -9,6 +9,7 @@ loss went NaN succeeded under Slurm, and the dispatcher's MASTER_PORT reached it
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,13 @@ def _start(kind: str, procs: Procs, tmp: Path, request: pytest.FixtureRequest) -
     if kind == "local":
         return procs.worker("--gpus", "none", "--exit-when-idle", "--max-jobs", "3")
     request.getfixturevalue("slurm")  # the cluster, started once per session
+    return _dispatcher(procs, tmp, "dispatcher")
+
+
+def _dispatcher(procs: Procs, tmp: Path, name: str, *args: str) -> Proc:
     return procs.tracker(
         "dispatcher", "--poll-interval", "0.3", "--lease-seconds", "6", "--log-dir",
-        str(tmp / "slurm-logs"), *REAP, "--exit-when-idle", name="dispatcher",
+        str(tmp / "slurm-logs"), *REAP, "--exit-when-idle", *args, name=name,
     )  # fmt: skip
 
 
@@ -72,3 +77,36 @@ def test_behaviour_table(
         assert store.get_run(job.run_id).failure_class == cls, (kind, mode)
     assert _stdout(store, jobs["env"].id) == "MASTER_PORT=-\nBEHAVIOUR_MARK=from-starter\n"
     assert starter.wait(60) == 0, starter.output()
+
+
+TICKER = """
+import sys, time
+for i in range(4):
+    print(f"job {sys.argv[1]} line {i}", flush=True)
+    time.sleep(0.8)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_three_dispatchers_on_one_store_follow_each_job_once(
+    slurm: object, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    # every dispatcher sees every tagged Slurm job on every poll; only the owner follows it
+    jobs = [
+        queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", TICKER, str(n)])) for n in range(6)
+    ]
+    started = [_dispatcher(procs, tmp_path, f"dispatcher{n}", "--max-jobs", "2") for n in range(3)]
+    for job in jobs:
+        wait_for(
+            lambda j=job.id: store_jobs.get_job(store, j).is_final, 180, f"job {job.id} to end"
+        )
+    for n, job in enumerate(jobs):
+        done = store_jobs.get_job(store, job.id)
+        assert (done.status, done.attempt) == ("succeeded", 1), done.failure_hint
+        assert _stdout(store, job.id) == "".join(f"job {n} line {i}\n" for i in range(4))
+    for proc in started:
+        assert proc.wait(60) == 0, proc.output()
+        said = proc.output()
+        assert "adopted slurm job" not in said, said  # no live attempt taken over
+        assert "lease lost" not in said and "no longer holds the lease" not in said, said
