@@ -12,8 +12,10 @@ verified checkpoint (``TRACKER_RESUME_CHECKPOINT``), exactly like a retried loca
 
 Stateless: everything is in the store and in the scheduler. At start (and on every poll) the
 dispatcher lists the scheduler's jobs whose tag (Slurm comment) names one of ours, and adopts
-those whose lease token still holds the job (:func:`tracker.store.queue.adopt`); it reads their
-output files from where the store's logs end. A tagged job whose token lost its lease (the reaper
+those whose lease token still holds the job and whose owner is gone -- it said so (stopped) or
+missed a whole lease renewal (:func:`tracker.store.queue.adopt`); a live dispatcher's jobs are
+left to it, asked about again when its lease could lapse. It reads adopted jobs' output files
+from where the store's logs end. A tagged job whose token lost its lease (the reaper
 crashed the attempt meanwhile) is cancelled, never adopted. So killing and restarting the
 dispatcher loses nothing and submits nothing twice; a dispatcher down for longer than the lease
 lets the reaper (in any worker or ``tracker scheduler``) crash and retry its jobs.
@@ -31,9 +33,10 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 
-from tracker.entities import ClaimedJob, Failure, job_status_for
+from tracker.entities import ClaimedJob, Failure
 from tracker.errors import StoreUnavailable
 from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, MISSING_FILE, NODE_FAIL, classify
+from tracker.runner import verdict
 from tracker.runner.distributed import wrap_argv
 from tracker.runner.execution import SpawnError
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
@@ -119,6 +122,7 @@ class Tracked:
     budget: logs.LogBudget
     reason: str | None = None
     cancelled: bool = False
+    outcome: tuple[int | None, Failure | None] | None = None  # judged, not yet recorded
 
 
 class Dispatcher:
@@ -137,6 +141,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._lost: set[str] = set()  # lease tokens renewal found lost
         self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
+        self._recheck: dict[str, float] = {}  # scheduler job ids a live owner follows
         self._stop = threading.Event()
         self._claimed = 0
         self._ended = 0
@@ -223,7 +228,10 @@ class Dispatcher:
 
     def _adopt_from(self, external: list[ExternalJob]) -> None:
         mine = {t.external_id for t in self.tracked.values()}
-        self._judged &= {e.external_id for e in external}  # forgotten by the scheduler
+        listed = {e.external_id for e in external}
+        self._judged &= listed  # forgotten by the scheduler
+        self._recheck = {k: v for k, v in self._recheck.items() if k in listed}
+        now = time.time()
         for ext in external:
             if ext.namespace != self.namespace:
                 continue  # another tracker's job in the same account
@@ -232,7 +240,13 @@ class Dispatcher:
             job_id, attempt, token = ext.job_id, ext.attempt, ext.token
             if job_id in self.tracked:
                 continue  # a stale copy of an attempt we follow under another id
+            if self._recheck.get(ext.external_id, 0.0) > now:
+                continue  # another live dispatcher follows it
             claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
+            if isinstance(claim, queue.LiveOwner):
+                self._recheck[ext.external_id] = claim.recheck_at
+                continue
+            self._recheck.pop(ext.external_id, None)
             if claim is None or claim.attempt != attempt:
                 self._judged.add(ext.external_id)
                 if ext.phase != "ended" or ext.failure == "preempted":
@@ -364,6 +378,9 @@ class Dispatcher:
             lost, self._lost = self._lost, set()
         states = queue.poll(self.store, [t.claim for t in self.tracked.values()])
         for job_id, t in list(self.tracked.items()):
+            if t.outcome is not None:  # judged; its record waits for the store
+                self._record_outcome(t, t.outcome)
+                continue
             state = states.get(job_id)
             if t.claim.lease_token in lost or (state is not None and not state.held):
                 self._drop_lost(t)
@@ -441,10 +458,15 @@ class Dispatcher:
         if failure is not None and failure.cls == "preempted":
             self._cancel(t.external_id)  # Slurm would run the old attempt again
         self._judged.add(t.external_id)
-        code = ext.exit_code if ext is not None else None
-        self._record(t.claim, code, failure)
-        with self._lock:
-            self.tracked.pop(t.claim.job.id, None)
+        t.outcome = (ext.exit_code if ext is not None else None, failure)
+        self._record_outcome(t, t.outcome)
+
+    def _record_outcome(self, t: Tracked, outcome: tuple[int | None, Failure | None]) -> None:
+        """Record the judged end; while the store is unavailable the job stays tracked (its
+        lease renewed) and the next tick writes it again, judged once."""
+        if self._record(t.claim, *outcome):
+            with self._lock:
+                self.tracked.pop(t.claim.job.id, None)
 
     def _failure(self, t: Tracked, ext: ExternalJob | None) -> Failure | None:
         tail = t.files[0].tail + "\n" + t.files[1].tail  # stderr last: its traceback wins
@@ -456,28 +478,29 @@ class Dispatcher:
             found = classify(ext.exit_code, ext.signal, tail)
             if found is not None and found.cls == KILLED_BY_SIGNAL and ext.near_limit:
                 # the grace signal before the time limit (--grace-seconds) stopped it
-                return classify(ext.exit_code, ext.signal, tail, timed_out=True)
+                return self._judge(t, ext, timed_out=True)
             if found is None and ext.failure == "exit":
                 return Failure(EXIT_CODE, f"{self.executor.name}: {ext.state} ({ext.reason}).")
-            return found
+            return self._judge(t, ext)
         if ext.failure == "timeout":
-            return classify(ext.exit_code, ext.signal, tail, timed_out=True)
+            return self._judge(t, ext, timed_out=True)
         return Failure(ext.failure, ext.hint or f"{self.executor.name}: {ext.state}")
 
-    def _record(self, claim: ClaimedJob, code: int | None, failure: Failure | None) -> None:
-        job = claim.job
-        result = queue.finish(
-            self.store, claim, exit_code=code, failure=failure,
-            retry=self.options.housekeeping_options.policy.next_retry,
-        )  # fmt: skip
+    def _judge(self, t: Tracked, ext: ExternalJob, timed_out: bool = False) -> Failure | None:
+        """The shared verdict (peak GPU memory, the doctor's final pass) on what Slurm saw."""
+        tail = t.files[0].tail + "\n" + t.files[1].tail
+        return verdict.judge(
+            self.store, t.claim, ext.exit_code, ext.signal, tail, timed_out=timed_out
+        )
+
+    def _record(self, claim: ClaimedJob, code: int | None, failure: Failure | None) -> bool:
+        """Write how the attempt ended; False while the store is unavailable (the caller
+        keeps the outcome and writes it on a later tick)."""
+        retry = self.options.housekeeping_options.policy.next_retry
+        if not verdict.record(self.store, claim, code, failure, retry):
+            return False
         self._ended += 1
-        if result is None:
-            log.error("job %s: lease lost before the end was recorded; nothing written", job.id)
-            return
-        how = f" ({failure.cls}: {failure.hint})" if failure else ""
-        again = ", retry queued" if result.retry_at else ""
-        status = job_status_for(failure.cls if failure else None)
-        log.info(f"job {job.id} attempt {claim.attempt} {status}{again}: exit {code}{how}")
+        return True
 
     def _cancel(self, external_id: str) -> None:
         try:

@@ -15,6 +15,13 @@ from tracker.store.jobs import RESERVED_ENV
 STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
 
 
+def without_starter(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` (a starter's own environment) less ``STRIP_ENV``: the base every job starts
+    from, whichever executor starts it (a ``MASTER_PORT`` set for the dispatcher or worker
+    itself must never reach a job)."""
+    return {k: v for k, v in env.items() if k not in STRIP_ENV}
+
+
 def job_environment(
     claim: ClaimedJob,
     tracker_uri: str,
@@ -24,7 +31,7 @@ def job_environment(
     """The starter's environment without ``STRIP_ENV``, then the job's own variables, then
     the tracker's (run, job, attempt, config, project, store), then ``extra``."""
     job = claim.job
-    env = {k: v for k, v in os.environ.items() if k not in STRIP_ENV}
+    env = without_starter(os.environ)
     env.update(job.env)
     env.update(
         TRACKER_RUN_ID=str(claim.run_id),

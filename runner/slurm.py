@@ -43,6 +43,7 @@ from tracker.rules.slurm import (
     state_rule,
 )
 from tracker.runner.executor import ExecutorError, ExternalJob, Submission, SubmitRequest
+from tracker.runner.job_env import without_starter
 
 __all__ = ["SlurmExecutor"]
 
@@ -117,7 +118,7 @@ class SlurmExecutor:
             extra=request.extra,
         )
         argv = sbatch_argv(slurm_request, self.site, str(self.script), request.argv)
-        env = {**self.env, **request.env}
+        env = {**without_starter(self.env), **request.env}  # --export=ALL: the job's env
         out = self._run(argv, env).strip()
         external_id = out.split(";")[0].strip()
         if not external_id.isdigit():

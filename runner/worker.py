@@ -29,16 +29,17 @@ from typing import Any
 
 import psutil
 
-from tracker.entities import ClaimedJob, Failure, job_status_for
+from tracker.entities import ClaimedJob, Failure
 from tracker.errors import StoreUnavailable
-from tracker.rules.failure import KILLED_BY_SIGNAL, MISSING_FILE, NONFINITE_LOSS, classify
+from tracker.rules.failure import KILLED_BY_SIGNAL, MISSING_FILE
+from tracker.runner import verdict
 from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
-from tracker.store import Store, diagnoses, logs, queue, workers
+from tracker.store import Store, logs, queue, workers
 
 log = logging.getLogger(__name__)
 
@@ -388,40 +389,16 @@ class Worker:
                 f"The worker {self.id} shut down (SIGTERM) and stopped the job; it can be retried.",
             )
         tail = ex.stdout_tail() + "\n" + ex.stderr_tail()  # stderr last: its traceback wins
-        peak = self._peak_gpu_bytes(r) if code != 0 else None
-        failure = classify(
+        return verdict.judge(
+            self.store,
+            r.claim,
             code,
             None,
             tail,
-            peak_gpu_bytes=peak,
             host_oom_suspected=self._pressure_at >= r.started - 1,
             timed_out=r.timed_out,
             cancelled=r.cancelled,
         )
-        diagnosed = self._diagnosed_failure(r)  # the doctor's final pass, for every job
-        return failure or diagnosed
-
-    def _diagnosed_failure(self, r: Running) -> Failure | None:
-        """A job that exited 0 but whose run the doctor found a persistent NaN/Inf loss in
-        has failed (``nonfinite_loss``), it did not succeed."""
-        try:
-            found = diagnoses.nonfinite_loss(
-                diagnoses.diagnose_run(self.store, r.claim.run_id, final=True)
-            )
-        except StoreUnavailable as exc:
-            log.warning("job %s: doctor could not read the run: %s", r.claim.job.id, exc.message)
-            return None
-        if found is None:
-            return None
-        return Failure(NONFINITE_LOSS, f"{found.message} {found.hint}")
-
-    def _peak_gpu_bytes(self, r: Running) -> int | None:
-        try:
-            last = self.store.last_metrics([r.claim.run_id]).get(r.claim.run_id, {})
-        except StoreUnavailable:
-            return None
-        peaks = [v for k, v in last.items() if k.endswith("peak_allocated_bytes") and v == v]
-        return int(max(peaks)) if peaks else None
 
     def _finish(self, r: Running, code: int | None, failure: Failure | None) -> None:
         r.outcome = (code, failure)
@@ -430,28 +407,11 @@ class Worker:
     def _record(self, r: Running) -> None:
         """Write how the job ended; while the store is unavailable, retry on later ticks
         (the lease keeps being renewed meanwhile, so the job stays ours)."""
-        job = r.claim.job
         code, failure = r.outcome or (None, None)
-        try:
-            result = queue.finish(
-                self.store, r.claim, exit_code=code, failure=failure,
-                retry=self.options.housekeeping_options.policy.next_retry,
-            )  # fmt: skip
-        except StoreUnavailable as exc:
-            log.warning("job %s: end not recorded yet, store unavailable: %s", job.id, exc.message)
-            return
-        if result is None:
-            log.error("job %s: lease lost before the end was recorded; nothing written", job.id)
-        else:
-            took = time.monotonic() - r.started
-            how = f" ({failure.cls}: {failure.hint})" if failure else ""
-            again = ", retry queued" if result.retry_at else ""
-            status = job_status_for(failure.cls if failure else None)
-            log.info(
-                f"job {job.id} attempt {r.claim.attempt} {status}{again}: exit {code}, "
-                f"{took:.1f} s{how}"
-            )
-        self._release(r)
+        retry = self.options.housekeeping_options.policy.next_retry
+        took = time.monotonic() - r.started
+        if verdict.record(self.store, r.claim, code, failure, retry, took_s=took):
+            self._release(r)
 
     def _release(self, r: Running) -> None:
         self.slots.release(r.devices)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.runner import Procs
+from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
 
 
 @pytest.fixture
@@ -27,3 +29,23 @@ def out(tmp_path: Path) -> Path:
     d = tmp_path / "out"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="session")
+def slurm() -> Iterator[SlurmCluster]:
+    """The real single-node Slurm cluster (munged, slurmctld, slurmd), once per session;
+    skips where it cannot run (not root, Slurm not installed)."""
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = start_cluster()
+    before = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)  # the dispatcher processes inherit it
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before

@@ -4,11 +4,12 @@ resumes reading output, UTF-8-safe file following."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from tracker.entities import JobSpec
+from tracker.entities import ClaimedJob, JobSpec
 from tracker.runner.dispatcher import OutputFile
-from tracker.store import Store, logs, queue
+from tracker.store import Store, logs, queue, workers
 from tracker.store import jobs as store_jobs
 
 
@@ -111,3 +112,35 @@ def test_output_file_missing_is_empty_and_unread_lines_come_back(tmp_path: Path)
     assert [t for _, _, t in got] == ["a\n", "b\n"]
     f.unread(got)  # the store was down: read again next time
     assert [t for _, _, t in f.read()] == ["a\n", "b\n"]
+
+
+def test_adopt_leaves_a_live_owners_attempt_alone(store: Store) -> None:
+    job = queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    workers.register_worker(store, "live", host="h", pid=1, gpus=[], max_jobs=1, executor="slurm")
+    got = queue.claim(store, "live", lease_s=60, now=100.0)
+    assert got is not None
+    token = got[0].lease_token
+    # renewed a moment ago (expires at 160): another dispatcher must not take it over
+    answer = queue.adopt(store, job.id, token, "other", lease_s=60, now=110.0)
+    assert answer == queue.LiveOwner("live", 130.0)  # asked again within a third of a lease
+    assert store_jobs.get_job(store, job.id).lease_owner == "live"
+    # the owner's own restart under the same id may take it back at once
+    assert isinstance(queue.adopt(store, job.id, token, "live", lease_s=60, now=111.0), ClaimedJob)
+    # a whole renewal missed (less than a third of the lease left): the owner is gone
+    late = queue.adopt(store, job.id, token, "other", lease_s=60, now=111.0 + 41.0)
+    assert isinstance(late, ClaimedJob) and late.attempt == 1
+    assert store_jobs.get_job(store, job.id).lease_owner == "other"
+
+
+def test_adopt_takes_over_at_once_from_an_owner_that_said_it_stopped(store: Store) -> None:
+    job = queue.enqueue(store, JobSpec(argv=["python", "t.py"]))
+    workers.register_worker(store, "old", host="h", pid=1, gpus=[], max_jobs=1, executor="slurm")
+    got = queue.claim(store, "old", lease_s=300, now=time.time())
+    assert got is not None
+    assert isinstance(
+        queue.adopt(store, job.id, got[0].lease_token, "new", lease_s=300), queue.LiveOwner
+    )
+    workers.heartbeat_worker(store, "old", status="stopped")
+    adopted = queue.adopt(store, job.id, got[0].lease_token, "new", lease_s=300)
+    assert isinstance(adopted, ClaimedJob)
+    assert store_jobs.get_job(store, job.id).lease_owner == "new"

@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -20,7 +19,7 @@ import pytest
 
 from tests.support.polling import wait_for
 from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
-from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
+from tests.support.slurm_cluster import SlurmCluster
 from tracker.entities import JobSpec
 from tracker.rules.slurm import SQUEUE_FORMAT, SlurmSite, parse_comment, parse_squeue
 from tracker.runner.dispatcher import store_namespace
@@ -29,24 +28,6 @@ from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-@pytest.fixture(scope="session")
-def slurm() -> Iterator[SlurmCluster]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = start_cluster()
-    before = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)  # the dispatcher processes inherit it
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        if before is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = before
 
 
 def dispatcher(procs: Procs, tmp: Path, *args: str) -> Proc:

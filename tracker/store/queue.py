@@ -300,11 +300,32 @@ def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
     return found is not None
 
 
+# An attempt's owner counts as gone once its lease has run into its last third: the owner
+# renews every third of a lease, so it has then missed a whole renewal. Adopting before the
+# lease expires matters: at expiry a reaper ends the attempt as crashed and the job runs again.
+ADOPT_REMAINING = 1 / 3
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveOwner:
+    """``adopt``'s answer for an attempt whose owner is alive: leave it alone, ask again at
+    ``recheck_at`` (its lease may lapse by then)."""
+
+    owner: str
+    recheck_at: float
+
+
 def adopt(
     store: Store, job_id: int, token: str, owner: str, *, lease_s: float, now: float | None = None
-) -> ClaimedJob | None:
+) -> ClaimedJob | LiveOwner | None:
     """Take over a running attempt whose lease token is known (a restarted dispatcher finds it
-    in the cluster scheduler's job comment): the lease moves to ``owner`` and is extended.
+    in the cluster scheduler's job comment) and whose owner is gone: the lease moves to
+    ``owner`` and is extended.
+
+    The owner is gone when it is ``owner`` itself, when its worker row says ``stopped``, or
+    when its lease has run into its last third (``ADOPT_REMAINING`` of ``lease_s``: the owner
+    missed a whole renewal). Otherwise returns :class:`LiveOwner`: several dispatchers on
+    one store see each other's jobs on every poll, and must not follow them twice.
 
     Returns ``None`` when ``token`` no longer holds the job (the reaper crashed it, or a
     later attempt holds it): then the caller must stop that attempt, not adopt it.
@@ -318,6 +339,14 @@ def adopt(
         row = conn.execute(sa.select(*JOB_COLUMNS).where(fenced).with_for_update()).first()
         if row is None or row.run_id is None:
             return None
+        lapse_at = (row.lease_expires_at or 0.0) - lease_s * ADOPT_REMAINING
+        if row.lease_owner not in (None, owner) and now < lapse_at:
+            said = conn.execute(
+                sa.select(m.WorkerRow.status).where(m.WorkerRow.id == row.lease_owner)
+            ).scalar()
+            if said != "stopped":
+                recheck = min(lapse_at, now + lease_s * ADOPT_REMAINING)
+                return LiveOwner(row.lease_owner, recheck)
         conn.execute(
             sa.update(m.JobRow)
             .where(fenced)
