@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,11 +201,43 @@ def test_timeout_becomes_the_slurm_time_limit(
     dispatcher(procs, tmp_path, "--grace-seconds", "10")
     wait_for(lambda: pid_file.exists(), 60, "the job to start")
     [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
-    assert "TimeLimit=00:01:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
-    done = ended(store, job.id, 150, "Slurm to stop the job at its time limit")
+    # 20 s, the 10 s grace, Slurm's 60 s signal slack: 90 s, rounded up to minutes
+    assert "TimeLimit=00:02:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
+    done = ended(store, job.id, 240, "Slurm to stop the job at its time limit")
     assert (done.status, done.failure_class) == ("timed_out", "timeout")
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == slurm_state
+
+
+TERM_CLOCK = """
+import signal, sys, time
+start = time.monotonic()
+def term(signum, frame):
+    open(sys.argv[1], "w").write(str(time.monotonic() - start))
+signal.signal(signal.SIGTERM, term)
+open(sys.argv[2], "w").write("started")
+time.sleep(600)
+"""
+
+
+def test_job_gets_its_whole_timeout_before_the_grace_sigterm(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    term_file, started = tmp_path / "term", tmp_path / "started"
+    argv = [sys.executable, "-c", TERM_CLOCK, str(term_file), str(started)]
+    job = queue.enqueue(store, JobSpec(argv=argv, timeout_s=60))
+    dispatcher(procs, tmp_path, "--grace-seconds", "10")
+    wait_for(started.exists, 60, "the job to start")
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
+    deadline = time.monotonic() + 62  # a limit of the timeout alone sent it within 50 s
+    while time.monotonic() < deadline:
+        assert not term_file.exists(), f"SIGTERM after {term_file.read_text()} s of a 60 s timeout"
+        time.sleep(1)
+    assert store_jobs.get_job(store, job.id).status == "running"
+    # 60 s, the 10 s grace, Slurm's 60 s signal slack: 130 s, rounded up to minutes
+    assert "TimeLimit=00:03:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
+    store_jobs.cancel(store, job.id)
+    ended(store, job.id, 60, "the cancelled job to end")
 
 
 def test_dispatcher_killed_and_restarted_submits_nothing_twice(

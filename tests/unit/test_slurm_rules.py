@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracker.errors import InvalidInput
 from tracker.rules.slurm import (
     ALLOWED_OPTIONS,
+    SIGNAL_SLACK_S,
     STATES,
     SlurmJob,
     SlurmRequest,
@@ -58,18 +63,34 @@ def test_sbatch_argv_every_resource_and_site_option() -> None:
     options = argv[: argv.index("s.sh")]
     for expected in ("--chdir=/proj/dir with space", "--partition=gpu", "--account=lab",
                      "--qos=high", "--mem=3073M", "--gres=gpu:2", "--cpus-per-task=8",
-                     "--time=61", "--signal=B:TERM@120"):  # fmt: skip
+                     "--time=64", "--signal=B:TERM@120"):  # fmt: skip
         assert expected in options
     # site extras, then the job's: the job's own win in sbatch (later options override)
     assert options[-2:] == ["--exclude=n3", "--constraint=a100"]
 
 
 @pytest.mark.parametrize(
-    ("timeout", "expected"),
-    [(None, None), (1, "1"), (59.5, "1"), (60, "1"), (61, "2"), (7200, "120")],
+    ("timeout", "grace", "expected"),
+    [(None, 60, None), (0, 0, "1"), (1, 0, "2"), (60, 0, "2"), (61, 0, "3"), (60, 60, "3"),
+     (20, 10, "2"), (7200, 60, "122"), (7200 - 120, 60, "120"), (7081, 60, "121"), (1e-9, 0, "2")],
+)  # fmt: skip
+def test_time_limit_is_timeout_then_grace_then_signal_slack(
+    timeout: float | None, grace: int, expected: str | None
+) -> None:
+    assert time_limit(timeout, grace) == expected
+
+
+@given(
+    timeout=st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    grace=st.integers(min_value=0, max_value=86_400),
 )
-def test_time_limit_rounds_up_to_minutes(timeout: float | None, expected: str | None) -> None:
-    assert time_limit(timeout) == expected
+def test_grace_signal_never_comes_before_the_timeout(timeout: float, grace: int) -> None:
+    limit_s = int(time_limit(timeout, grace) or 0) * 60
+    # Slurm sends the SIGTERM between grace + SIGNAL_SLACK_S and grace before the limit
+    assert limit_s - grace - SIGNAL_SLACK_S >= timeout
+    assert limit_s - grace - SIGNAL_SLACK_S < math.ceil(timeout) + 60  # less than a minute more
+    job = SlurmJob("1", "FAILED", None, None, run_time_s=math.ceil(timeout), time_limit_s=limit_s)
+    assert near_time_limit(job, grace) is (math.ceil(timeout) >= limit_s - grace - SIGNAL_SLACK_S)
 
 
 @pytest.mark.parametrize(

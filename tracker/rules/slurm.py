@@ -144,11 +144,22 @@ def parse_comment(text: str | None) -> Tag | None:
     return Tag(parts[0], int(parts[1]), int(parts[2]), parts[3])
 
 
-def time_limit(timeout_s: float | None) -> str | None:
-    """Slurm's ``--time`` for our timeout: whole minutes, rounded up (Slurm's granularity)."""
+SIGNAL_SLACK_S = 60  # Slurm may send --signal up to 60 s before the time asked for
+
+
+def time_limit(timeout_s: float | None, grace_s: int = 0) -> str | None:
+    """Slurm's ``--time`` for our timeout: the job's own time, then the grace period, then
+    :data:`SIGNAL_SLACK_S`, in whole minutes rounded up (Slurm's granularity).
+
+    The grace SIGTERM (``--signal=B:TERM@grace``) comes ``grace_s`` before the limit and up
+    to :data:`SIGNAL_SLACK_S` earlier still, so a limit of the timeout alone sent it before
+    the job had its time (``--timeout 1m`` was stopped after 6 s). With this limit the job
+    runs at least ``timeout_s`` before the SIGTERM and has at least ``grace_s`` after it.
+    """
     if timeout_s is None:
         return None
-    return str(max(1, math.ceil(timeout_s / 60)))
+    seconds = math.ceil(timeout_s) + grace_s + SIGNAL_SLACK_S  # integers: no float rounding
+    return str(max(1, -(-seconds // 60)))
 
 
 def check_extra_options(options: Sequence[str], *, field: str = "sbatch") -> tuple[str, ...]:
@@ -225,7 +236,7 @@ def sbatch_argv(
         out.append(f"--gres=gpu:{request.gpus}")
     if request.cpus:
         out.append(f"--cpus-per-task={request.cpus}")
-    limit = time_limit(request.timeout_s)
+    limit = time_limit(request.timeout_s, site.grace_s)
     if limit is not None:
         out.append(f"--time={limit}")
     out += list(site.extra) + list(request.extra)
@@ -320,7 +331,6 @@ def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
 
 
 _SLURM_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
-SIGNAL_SLACK_S = 60  # Slurm may send --signal up to 60 s before the time asked for
 
 
 def parse_slurm_time(text: str | None) -> int | None:
