@@ -235,7 +235,7 @@ class Dispatcher:
             claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
             if claim is None or claim.attempt != attempt:
                 self._judged.add(ext.external_id)
-                if ext.phase != "ended" or ext.failure == "preempted":
+                if ext.phase != "ended" or ext.requeued or ext.failure == "preempted":
                     log.warning(
                         "job %s attempt %s: slurm job %s no longer holds the lease; cancelling",
                         job_id, attempt, ext.external_id,
@@ -431,14 +431,21 @@ class Dispatcher:
 
     def _end(self, t: Tracked, ext: ExternalJob | None) -> None:
         detail = None
-        if ext is not None and ext.phase == "ended" and ext.failure != "preempted":
+        if (
+            ext is not None
+            and ext.phase == "ended"
+            and not ext.requeued
+            and ext.failure != "preempted"
+        ):
             detail = self._describe(t)  # scontrol: the exit code squeue does not show
         if detail is not None and detail.phase == "ended":
             ext = detail
         if not self._flush(t, final=True):
             return
         failure = self._failure(t, ext)
-        if failure is not None and failure.cls == "preempted":
+        if (failure is not None and failure.cls == "preempted") or (
+            ext is not None and ext.requeued
+        ):
             self._cancel(t.external_id)  # Slurm would run the old attempt again
         self._judged.add(t.external_id)
         code = ext.exit_code if ext is not None else None

@@ -7,10 +7,12 @@ real dispatcher process against SQLite and PostgreSQL and real jobs through sbat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -301,6 +303,34 @@ def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
     assert not psutil.pid_exists(attempt1["pid"]) or not alive(attempt1["pid"])
     states = {s: st for s, st, _ in slurm_jobs(slurm, store, job.id)}
     assert len(states) == 2 and states[slurm_id] == "CANCELLED"  # the old copy never reruns
+
+
+def _node_idle(cluster: SlurmCluster) -> bool:
+    return cluster.run("sinfo", "-h", "-N", "-o", "%t").strip() == "idle"
+
+
+def test_node_failure_of_a_requeued_job_is_node_fail(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SLEEPER, str(pid_file)]))
+    dispatcher(procs, tmp_path)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
+    assert len(slurm_jobs(slurm, store, job.id)) == 1
+    node = f"nodename={slurm.host}"
+    slurm.run("scontrol", "update", node, "state=down", "reason=tracker-test")  # the node fails
+    try:
+        done = ended(store, job.id, 90, "the node failure to end the attempt")
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):  # ReturnToService=2 may
+            slurm.run("scontrol", "update", node, "state=resume")  # have brought it back
+        wait_for(lambda: _node_idle(slurm), 60, "the test node to be idle again")
+    assert done.failure_class == "node_fail", done.failure_hint
+    assert "NODE_FAIL" in done.failure_hint
+    [attempt] = store_jobs.attempts(store, job.id)
+    assert attempt.failure_class == "node_fail"
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "CANCELLED"  # Slurm's requeued copy never reruns
 
 
 def test_pending_reason_is_shown_while_slurm_holds_the_job(

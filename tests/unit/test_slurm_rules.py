@@ -26,13 +26,16 @@ from tracker.rules.slurm import (
     parse_comment,
     parse_exit_code,
     parse_sacct,
+    parse_sacct_records,
     parse_scontrol,
     parse_slurm_time,
     parse_squeue,
+    requeue_cause,
     sacct_argv,
     sbatch_argv,
     state_rule,
     time_limit,
+    was_requeued,
 )
 
 REQUEST = SlurmRequest(
@@ -300,6 +303,50 @@ def test_parse_sacct_completion_log_takes_the_last_record_of_a_requeued_job() ->
     assert parse_sacct(text, "9", completion=True) is None  # not in the history
     assert parse_sacct("", "7", completion=True) is None
     assert parse_sacct("garbage without bars\n", "7", completion=True) is None
+
+
+@pytest.mark.parametrize(
+    ("history", "cause"),
+    [
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n", "NODE_FAIL"),
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n7|PENDING|0:0|00:00:00|UNLIMITED\n", "NODE_FAIL"),
+        ("7|BOOT_FAIL|0:0|00:00:00|UNLIMITED\n", "BOOT_FAIL"),
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n7|PREEMPTED|0:0|00:00:03|UNLIMITED\n", "PREEMPTED"),
+        ("7|REQUEUED|0:0|00:00:09|UNLIMITED\n", None),  # scontrol requeue: no failure seen
+        ("8|NODE_FAIL|0:0|00:00:09|UNLIMITED\n", None),  # another job's
+        ("", None),
+    ],
+)
+def test_requeue_cause_from_the_history(history: str, cause: str | None) -> None:
+    assert requeue_cause(parse_sacct_records(history, "7", completion=True)) == cause
+
+
+@pytest.mark.parametrize(
+    ("state", "restarts", "cause", "failure", "requeued"),
+    [
+        ("PENDING", 1, "NODE_FAIL", "node_fail", True),  # --requeue after a node failure
+        ("RUNNING", 1, "BOOT_FAIL", "node_fail", True),
+        ("PENDING", 1, "PREEMPTED", "preempted", True),
+        ("PENDING", 1, None, "preempted", True),  # no history: as before
+        ("NODE_FAIL", 0, None, "node_fail", False),  # not requeued: Slurm's own state
+        ("REQUEUED", 0, None, "preempted", True),
+        ("COMPLETED", 0, "NODE_FAIL", None, False),  # a cause without a restart is ignored
+    ],
+)
+def test_requeued_job_is_a_node_failure_when_its_history_says_so(
+    state: str, restarts: int, cause: str | None, failure: str | None, requeued: bool
+) -> None:
+    rule = state_rule(state, restarts, cause)
+    assert rule.failure == failure
+    assert was_requeued(state, restarts) is requeued
+
+
+@given(st.text(max_size=300), st.text(alphabet="0123456789", min_size=1, max_size=4))
+def test_sacct_records_never_raise_on_any_output(text: str, slurm_id: str) -> None:
+    for completion in (False, True):
+        records = parse_sacct_records(text, slurm_id, completion=completion)
+        assert all(r.slurm_id == slurm_id for r in records)
+        assert requeue_cause(records) in (None, *STATES)
 
 
 # The first of each kind as sbatch 22.05 printed it here (SlurmctldPort pointing nowhere;
