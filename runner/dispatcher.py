@@ -235,7 +235,7 @@ class Dispatcher:
             claim = queue.adopt(self.store, job_id, token, self.id, lease_s=self.options.lease_s)
             if claim is None or claim.attempt != attempt:
                 self._judged.add(ext.external_id)
-                if ext.phase != "ended" or ext.requeued or ext.failure == "preempted":
+                if ext.phase != "ended" or ext.requeued:
                     log.warning(
                         "job %s attempt %s: slurm job %s no longer holds the lease; cancelling",
                         job_id, attempt, ext.external_id,

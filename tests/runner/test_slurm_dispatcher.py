@@ -309,12 +309,12 @@ def _node_idle(cluster: SlurmCluster) -> bool:
     return cluster.run("sinfo", "-h", "-N", "-o", "%t").strip() == "idle"
 
 
-def test_node_failure_of_a_requeued_job_is_node_fail(
+def test_node_failure_of_a_requeued_job_is_node_fail_and_never_cancelled_again(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pid"
     job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SLEEPER, str(pid_file)]))
-    dispatcher(procs, tmp_path)
+    first = dispatcher(procs, tmp_path)
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
     assert len(slurm_jobs(slurm, store, job.id)) == 1
     node = f"nodename={slurm.host}"
@@ -331,6 +331,12 @@ def test_node_failure_of_a_requeued_job_is_node_fail(
     assert attempt.failure_class == "node_fail"
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "CANCELLED"  # Slurm's requeued copy never reruns
+    first.signal(signal.SIGKILL)
+    first.wait(10)
+    second = dispatcher(procs, tmp_path)  # sees the ended requeued job in squeue
+    quick = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", "print('ok')"]))
+    ended(store, quick.id, 60, "a job through the restarted dispatcher")  # it has polled
+    assert "no longer holds the lease" not in second.output()  # no second scancel
 
 
 def test_pending_reason_is_shown_while_slurm_holds_the_job(

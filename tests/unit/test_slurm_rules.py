@@ -331,6 +331,9 @@ def test_requeue_cause_from_the_history(history: str, cause: str | None) -> None
         ("NODE_FAIL", 0, None, "node_fail", False),  # not requeued: Slurm's own state
         ("REQUEUED", 0, None, "preempted", True),
         ("COMPLETED", 0, "NODE_FAIL", None, False),  # a cause without a restart is ignored
+        ("CANCELLED", 1, "NODE_FAIL", "node_fail", False),  # ended since: nothing to cancel
+        ("CANCELLED", 1, None, "preempted", False),
+        ("RUNNING", 2, None, "preempted", True),
     ],
 )
 def test_requeued_job_is_a_node_failure_when_its_history_says_so(

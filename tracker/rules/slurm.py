@@ -532,5 +532,8 @@ def state_rule(state: str, restarts: int | None = None, cause: str | None = None
 
 def was_requeued(state: str, restarts: int | None) -> bool:
     """Whether Slurm put the job back in its queue: our attempt ended, and Slurm runs the
-    old copy again unless it is cancelled."""
-    return bool(restarts) or _state(state) in _REQUEUED
+    old copy again unless it is cancelled. A requeued job that has ended since (cancelled
+    by the dispatcher that judged it) is not: a restarted dispatcher leaves it alone."""
+    if _state(state) in _REQUEUED:
+        return True
+    return bool(restarts) and STATES.get(_state(state), _RUNNING).phase != "ended"
