@@ -204,11 +204,19 @@ class Dispatcher:
             external = self.executor.jobs()
         except ExecutorError as exc:
             log.warning("listing the scheduler's jobs failed, will retry: %s", exc.message)
+            self._flush_tracked()  # live logs keep arriving while the scheduler does not answer
             return
         try:
             self._adopt_from(external)
             self._follow(external)
             self._fill()
+        except StoreUnavailable as exc:
+            log.warning("the store is unavailable, will retry: %s", exc.message)
+
+    def _flush_tracked(self) -> None:
+        try:
+            for t in list(self.tracked.values()):
+                self._flush(t)
         except StoreUnavailable as exc:
             log.warning("the store is unavailable, will retry: %s", exc.message)
 

@@ -339,6 +339,38 @@ def test_node_failure_of_a_requeued_job_is_node_fail_and_never_cancelled_again(
     assert "no longer holds the lease" not in second.output()  # no second scancel
 
 
+TWO_STEPS = """
+import sys, time
+print("before", flush=True)
+for name in sys.argv[1:]:
+    while not __import__("os").path.exists(name):
+        time.sleep(0.05)
+    print("after " + name[-1], flush=True)
+"""
+
+
+def test_live_logs_keep_arriving_while_squeue_fails(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = slurm.conf.read_text()
+    conf = tmp_path / "slurm.conf"  # the dispatcher's own: squeue fails while it is broken
+    conf.write_text(good)
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    a, b = tmp_path / "go-a", tmp_path / "go-b"
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", TWO_STEPS, str(a), str(b)]))
+    proc = dispatcher(procs, tmp_path)
+    wait_for(lambda: "before" in job_text(store, job.id), 60, "the first line in the store")
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+$", "SlurmctldPort=1", good))
+    wait_for(lambda: "listing the scheduler's jobs failed" in proc.output(), 60, "squeue to fail")
+    a.write_text("go")
+    wait_for(lambda: "after a" in job_text(store, job.id), 30, "a line stored while squeue fails")
+    conf.write_text(good)
+    b.write_text("go")
+    done = ended(store, job.id, 60, "the job to end once squeue answers")
+    assert done.status == "succeeded"
+    assert job_text(store, job.id, "stdout") == "before\nafter a\nafter b\n"
+
+
 def test_pending_reason_is_shown_while_slurm_holds_the_job(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
