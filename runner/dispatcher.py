@@ -209,11 +209,19 @@ class Dispatcher:
             external = self.executor.jobs()
         except ExecutorError as exc:
             log.warning("listing the scheduler's jobs failed, will retry: %s", exc.message)
+            self._flush_tracked()  # live logs keep arriving while the scheduler does not answer
             return
         try:
             self._adopt_from(external)
             self._follow(external)
             self._fill()
+        except StoreUnavailable as exc:
+            log.warning("the store is unavailable, will retry: %s", exc.message)
+
+    def _flush_tracked(self) -> None:
+        try:
+            for t in list(self.tracked.values()):
+                self._flush(t)
         except StoreUnavailable as exc:
             log.warning("the store is unavailable, will retry: %s", exc.message)
 
@@ -249,7 +257,7 @@ class Dispatcher:
             self._recheck.pop(ext.external_id, None)
             if claim is None or claim.attempt != attempt:
                 self._judged.add(ext.external_id)
-                if ext.phase != "ended" or ext.failure == "preempted":
+                if ext.phase != "ended" or ext.requeued:
                     log.warning(
                         "job %s attempt %s: slurm job %s no longer holds the lease; cancelling",
                         job_id, attempt, ext.external_id,
@@ -448,14 +456,21 @@ class Dispatcher:
 
     def _end(self, t: Tracked, ext: ExternalJob | None) -> None:
         detail = None
-        if ext is not None and ext.phase == "ended" and ext.failure != "preempted":
+        if (
+            ext is not None
+            and ext.phase == "ended"
+            and not ext.requeued
+            and ext.failure != "preempted"
+        ):
             detail = self._describe(t)  # scontrol: the exit code squeue does not show
         if detail is not None and detail.phase == "ended":
             ext = detail
         if not self._flush(t, final=True):
             return
         failure = self._failure(t, ext)
-        if failure is not None and failure.cls == "preempted":
+        if (failure is not None and failure.cls == "preempted") or (
+            ext is not None and ext.requeued
+        ):
             self._cancel(t.external_id)  # Slurm would run the old attempt again
         self._judged.add(t.external_id)
         t.outcome = (ext.exit_code if ext is not None else None, failure)

@@ -97,6 +97,7 @@ class ExternalJob:
     failure: str | None = None
     hint: str = ""
     near_limit: bool = False  # ended where the scheduler signals a job before its time limit
+    requeued: bool = False  # back in the scheduler's queue: it reruns the old copy unless cancelled
 
 
 class Executor(Protocol):

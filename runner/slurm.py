@@ -21,7 +21,7 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tracker.rules.slurm import (
@@ -36,11 +36,14 @@ from tracker.rules.slurm import (
     near_time_limit,
     parse_comment,
     parse_sacct,
+    parse_sacct_records,
     parse_scontrol,
     parse_squeue,
+    requeue_cause,
     sacct_argv,
     sbatch_argv,
     state_rule,
+    was_requeued,
 )
 from tracker.runner.executor import ExecutorError, ExternalJob, Submission, SubmitRequest
 from tracker.runner.job_env import without_starter
@@ -65,6 +68,7 @@ class SlurmExecutor:
         self.user = getpass.getuser()
         self.script = self.log_dir / "tracker-batch.sh"
         self._history: list[bool] = [False, True]  # sacct modes left to try: accounting, -c
+        self._causes: dict[tuple[str, int], str | None] = {}  # (slurm id, restarts): cause
         text = batch_script(site.template)
         if not self.script.exists() or self.script.read_text() != text:
             tmp = self.script.with_suffix(".tmp")
@@ -127,7 +131,7 @@ class SlurmExecutor:
 
     def jobs(self) -> list[ExternalJob]:
         out = self._run(["squeue", "-h", "-t", "all", "-u", self.user, "-O", SQUEUE_FORMAT])
-        found = (_external(j, self.site.grace_s) for j in parse_squeue(out))
+        found = (self._external(j) for j in parse_squeue(out))
         return [j for j in found if j is not None]
 
     def job(self, external_id: str) -> ExternalJob | None:
@@ -138,7 +142,7 @@ class SlurmExecutor:
                 return self.history(external_id)  # slurmctld forgot it (MinJobAge passed)
             raise
         found = job_from_scontrol(parse_scontrol(out))
-        return None if found is None else _external(found, self.site.grace_s)
+        return None if found is None else self._external(found)
 
     def history(self, external_id: str) -> ExternalJob | None:
         """An ended job from Slurm's history (``sacct``, else ``sacct -c``), or ``None``
@@ -148,6 +152,15 @@ class SlurmExecutor:
         A sacct mode this cluster does not have (accounting storage disabled, no
         completion log) is not tried again by this executor; other failures are.
         """
+        for completion, out in self._sacct(external_id):
+            found = parse_sacct(out, external_id, completion=completion)
+            if found is not None:
+                tagged = _external(found, self.site.grace_s)
+                return tagged or _external(found, self.site.grace_s, tag=Tag("", 0, 0, ""))
+        return None
+
+    def _sacct(self, external_id: str) -> Iterator[tuple[bool, str]]:
+        """sacct's output for one job, from each history mode this cluster has."""
         for completion in list(self._history):
             try:
                 out = self._run(sacct_argv(external_id, completion=completion))
@@ -155,21 +168,38 @@ class SlurmExecutor:
                 if "disabled" in exc.message or "JobComp" in exc.message:
                     self._history.remove(completion)  # not set up here: do not ask again
                 continue
-            found = parse_sacct(out, external_id, completion=completion)
-            if found is not None:
-                tagged = _external(found, self.site.grace_s)
-                return tagged or _external(found, self.site.grace_s, tag=Tag("", 0, 0, ""))
-        return None
+            yield completion, out
+
+    def _external(self, job: SlurmJob) -> ExternalJob | None:
+        cause = None
+        if job.restarts and parse_comment(job.comment) is not None:
+            cause = self._requeue_cause(job.slurm_id, job.restarts)
+        return _external(job, self.site.grace_s, cause=cause)
+
+    def _requeue_cause(self, external_id: str, restarts: int) -> str | None:
+        """Why Slurm requeued the job (``NODE_FAIL``, ``PREEMPTED``...) from its history,
+        asked once per requeue; ``None`` when no history has it (then: preempted)."""
+        key = (external_id, restarts)
+        if key not in self._causes:
+            cause = None
+            for completion, out in self._sacct(external_id):
+                cause = requeue_cause(parse_sacct_records(out, external_id, completion=completion))
+                if cause is not None:
+                    break
+            self._causes[key] = cause
+        return self._causes[key]
 
     def cancel(self, external_id: str) -> None:
         self._run(["scancel", external_id])
 
 
-def _external(job: SlurmJob, grace_s: int, tag: Tag | None = None) -> ExternalJob | None:
+def _external(
+    job: SlurmJob, grace_s: int, tag: Tag | None = None, cause: str | None = None
+) -> ExternalJob | None:
     tag = tag or parse_comment(job.comment)
     if tag is None:
         return None
-    rule = state_rule(job.state, job.restarts)
+    rule = state_rule(job.state, job.restarts, cause)
     return ExternalJob(
         external_id=job.slurm_id,
         phase=rule.phase,
@@ -184,4 +214,5 @@ def _external(job: SlurmJob, grace_s: int, tag: Tag | None = None) -> ExternalJo
         failure=rule.failure,
         hint=rule.hint,
         near_limit=near_time_limit(job, grace_s),
+        requeued=was_requeued(job.state, job.restarts),
     )

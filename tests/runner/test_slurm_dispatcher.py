@@ -7,11 +7,14 @@ real dispatcher process against SQLite and PostgreSQL and real jobs through sbat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -181,11 +184,43 @@ def test_timeout_becomes_the_slurm_time_limit(
     dispatcher(procs, tmp_path, "--grace-seconds", "10")
     wait_for(lambda: pid_file.exists(), 60, "the job to start")
     [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
-    assert "TimeLimit=00:01:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
-    done = ended(store, job.id, 150, "Slurm to stop the job at its time limit")
+    # 20 s, the 10 s grace, Slurm's 60 s signal slack: 90 s, rounded up to minutes
+    assert "TimeLimit=00:02:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
+    done = ended(store, job.id, 240, "Slurm to stop the job at its time limit")
     assert (done.status, done.failure_class) == ("timed_out", "timeout")
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == slurm_state
+
+
+TERM_CLOCK = """
+import signal, sys, time
+start = time.monotonic()
+def term(signum, frame):
+    open(sys.argv[1], "w").write(str(time.monotonic() - start))
+signal.signal(signal.SIGTERM, term)
+open(sys.argv[2], "w").write("started")
+time.sleep(600)
+"""
+
+
+def test_job_gets_its_whole_timeout_before_the_grace_sigterm(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    term_file, started = tmp_path / "term", tmp_path / "started"
+    argv = [sys.executable, "-c", TERM_CLOCK, str(term_file), str(started)]
+    job = queue.enqueue(store, JobSpec(argv=argv, timeout_s=60))
+    dispatcher(procs, tmp_path, "--grace-seconds", "10")
+    wait_for(started.exists, 60, "the job to start")
+    [(slurm_id, _, _)] = slurm_jobs(slurm, store, job.id)
+    deadline = time.monotonic() + 62  # a limit of the timeout alone sent it within 50 s
+    while time.monotonic() < deadline:
+        assert not term_file.exists(), f"SIGTERM after {term_file.read_text()} s of a 60 s timeout"
+        time.sleep(1)
+    assert store_jobs.get_job(store, job.id).status == "running"
+    # 60 s, the 10 s grace, Slurm's 60 s signal slack: 130 s, rounded up to minutes
+    assert "TimeLimit=00:03:00" in slurm.run("scontrol", "show", "job", "-o", slurm_id)
+    store_jobs.cancel(store, job.id)
+    ended(store, job.id, 60, "the cancelled job to end")
 
 
 def test_dispatcher_killed_and_restarted_submits_nothing_twice(
@@ -249,6 +284,72 @@ def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
     assert not psutil.pid_exists(attempt1["pid"]) or not alive(attempt1["pid"])
     states = {s: st for s, st, _ in slurm_jobs(slurm, store, job.id)}
     assert len(states) == 2 and states[slurm_id] == "CANCELLED"  # the old copy never reruns
+
+
+def _node_idle(cluster: SlurmCluster) -> bool:
+    return cluster.run("sinfo", "-h", "-N", "-o", "%t").strip() == "idle"
+
+
+def test_node_failure_of_a_requeued_job_is_node_fail_and_never_cancelled_again(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SLEEPER, str(pid_file)]))
+    first = dispatcher(procs, tmp_path)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
+    assert len(slurm_jobs(slurm, store, job.id)) == 1
+    node = f"nodename={slurm.host}"
+    slurm.run("scontrol", "update", node, "state=down", "reason=tracker-test")  # the node fails
+    try:
+        done = ended(store, job.id, 90, "the node failure to end the attempt")
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):  # ReturnToService=2 may
+            slurm.run("scontrol", "update", node, "state=resume")  # have brought it back
+        wait_for(lambda: _node_idle(slurm), 60, "the test node to be idle again")
+    assert done.failure_class == "node_fail", done.failure_hint
+    assert "NODE_FAIL" in done.failure_hint
+    [attempt] = store_jobs.attempts(store, job.id)
+    assert attempt.failure_class == "node_fail"
+    [(_, state, _)] = slurm_jobs(slurm, store, job.id)
+    assert state == "CANCELLED"  # Slurm's requeued copy never reruns
+    first.signal(signal.SIGKILL)
+    first.wait(10)
+    second = dispatcher(procs, tmp_path)  # sees the ended requeued job in squeue
+    quick = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", "print('ok')"]))
+    ended(store, quick.id, 60, "a job through the restarted dispatcher")  # it has polled
+    assert "no longer holds the lease" not in second.output()  # no second scancel
+
+
+TWO_STEPS = """
+import sys, time
+print("before", flush=True)
+for name in sys.argv[1:]:
+    while not __import__("os").path.exists(name):
+        time.sleep(0.05)
+    print("after " + name[-1], flush=True)
+"""
+
+
+def test_live_logs_keep_arriving_while_squeue_fails(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = slurm.conf.read_text()
+    conf = tmp_path / "slurm.conf"  # the dispatcher's own: squeue fails while it is broken
+    conf.write_text(good)
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    a, b = tmp_path / "go-a", tmp_path / "go-b"
+    job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", TWO_STEPS, str(a), str(b)]))
+    proc = dispatcher(procs, tmp_path)
+    wait_for(lambda: "before" in job_text(store, job.id), 60, "the first line in the store")
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+$", "SlurmctldPort=1", good))
+    wait_for(lambda: "listing the scheduler's jobs failed" in proc.output(), 60, "squeue to fail")
+    a.write_text("go")
+    wait_for(lambda: "after a" in job_text(store, job.id), 30, "a line stored while squeue fails")
+    conf.write_text(good)
+    b.write_text("go")
+    done = ended(store, job.id, 60, "the job to end once squeue answers")
+    assert done.status == "succeeded"
+    assert job_text(store, job.id, "stdout") == "before\nafter a\nafter b\n"
 
 
 def test_pending_reason_is_shown_while_slurm_holds_the_job(

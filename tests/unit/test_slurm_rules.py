@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracker.errors import InvalidInput
 from tracker.rules.slurm import (
     ALLOWED_OPTIONS,
+    SIGNAL_SLACK_S,
     STATES,
     SlurmJob,
     SlurmRequest,
@@ -21,13 +26,16 @@ from tracker.rules.slurm import (
     parse_comment,
     parse_exit_code,
     parse_sacct,
+    parse_sacct_records,
     parse_scontrol,
     parse_slurm_time,
     parse_squeue,
+    requeue_cause,
     sacct_argv,
     sbatch_argv,
     state_rule,
     time_limit,
+    was_requeued,
 )
 
 REQUEST = SlurmRequest(
@@ -58,18 +66,34 @@ def test_sbatch_argv_every_resource_and_site_option() -> None:
     options = argv[: argv.index("s.sh")]
     for expected in ("--chdir=/proj/dir with space", "--partition=gpu", "--account=lab",
                      "--qos=high", "--mem=3073M", "--gres=gpu:2", "--cpus-per-task=8",
-                     "--time=61", "--signal=B:TERM@120"):  # fmt: skip
+                     "--time=64", "--signal=B:TERM@120"):  # fmt: skip
         assert expected in options
     # site extras, then the job's: the job's own win in sbatch (later options override)
     assert options[-2:] == ["--exclude=n3", "--constraint=a100"]
 
 
 @pytest.mark.parametrize(
-    ("timeout", "expected"),
-    [(None, None), (1, "1"), (59.5, "1"), (60, "1"), (61, "2"), (7200, "120")],
+    ("timeout", "grace", "expected"),
+    [(None, 60, None), (0, 0, "1"), (1, 0, "2"), (60, 0, "2"), (61, 0, "3"), (60, 60, "3"),
+     (20, 10, "2"), (7200, 60, "122"), (7200 - 120, 60, "120"), (7081, 60, "121"), (1e-9, 0, "2")],
+)  # fmt: skip
+def test_time_limit_is_timeout_then_grace_then_signal_slack(
+    timeout: float | None, grace: int, expected: str | None
+) -> None:
+    assert time_limit(timeout, grace) == expected
+
+
+@given(
+    timeout=st.floats(min_value=0, max_value=1e7, allow_nan=False),
+    grace=st.integers(min_value=0, max_value=86_400),
 )
-def test_time_limit_rounds_up_to_minutes(timeout: float | None, expected: str | None) -> None:
-    assert time_limit(timeout) == expected
+def test_grace_signal_never_comes_before_the_timeout(timeout: float, grace: int) -> None:
+    limit_s = int(time_limit(timeout, grace) or 0) * 60
+    # Slurm sends the SIGTERM between grace + SIGNAL_SLACK_S and grace before the limit
+    assert limit_s - grace - SIGNAL_SLACK_S >= timeout
+    assert limit_s - grace - SIGNAL_SLACK_S < math.ceil(timeout) + 60  # less than a minute more
+    job = SlurmJob("1", "FAILED", None, None, run_time_s=math.ceil(timeout), time_limit_s=limit_s)
+    assert near_time_limit(job, grace) is (math.ceil(timeout) >= limit_s - grace - SIGNAL_SLACK_S)
 
 
 @pytest.mark.parametrize(
@@ -279,6 +303,53 @@ def test_parse_sacct_completion_log_takes_the_last_record_of_a_requeued_job() ->
     assert parse_sacct(text, "9", completion=True) is None  # not in the history
     assert parse_sacct("", "7", completion=True) is None
     assert parse_sacct("garbage without bars\n", "7", completion=True) is None
+
+
+@pytest.mark.parametrize(
+    ("history", "cause"),
+    [
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n", "NODE_FAIL"),
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n7|PENDING|0:0|00:00:00|UNLIMITED\n", "NODE_FAIL"),
+        ("7|BOOT_FAIL|0:0|00:00:00|UNLIMITED\n", "BOOT_FAIL"),
+        ("7|NODE_FAIL|0:0|00:00:09|UNLIMITED\n7|PREEMPTED|0:0|00:00:03|UNLIMITED\n", "PREEMPTED"),
+        ("7|REQUEUED|0:0|00:00:09|UNLIMITED\n", None),  # scontrol requeue: no failure seen
+        ("8|NODE_FAIL|0:0|00:00:09|UNLIMITED\n", None),  # another job's
+        ("", None),
+    ],
+)
+def test_requeue_cause_from_the_history(history: str, cause: str | None) -> None:
+    assert requeue_cause(parse_sacct_records(history, "7", completion=True)) == cause
+
+
+@pytest.mark.parametrize(
+    ("state", "restarts", "cause", "failure", "requeued"),
+    [
+        ("PENDING", 1, "NODE_FAIL", "node_fail", True),  # --requeue after a node failure
+        ("RUNNING", 1, "BOOT_FAIL", "node_fail", True),
+        ("PENDING", 1, "PREEMPTED", "preempted", True),
+        ("PENDING", 1, None, "preempted", True),  # no history: as before
+        ("NODE_FAIL", 0, None, "node_fail", False),  # not requeued: Slurm's own state
+        ("REQUEUED", 0, None, "preempted", True),
+        ("COMPLETED", 0, "NODE_FAIL", None, False),  # a cause without a restart is ignored
+        ("CANCELLED", 1, "NODE_FAIL", "node_fail", False),  # ended since: nothing to cancel
+        ("CANCELLED", 1, None, "preempted", False),
+        ("RUNNING", 2, None, "preempted", True),
+    ],
+)
+def test_requeued_job_is_a_node_failure_when_its_history_says_so(
+    state: str, restarts: int, cause: str | None, failure: str | None, requeued: bool
+) -> None:
+    rule = state_rule(state, restarts, cause)
+    assert rule.failure == failure
+    assert was_requeued(state, restarts) is requeued
+
+
+@given(st.text(max_size=300), st.text(alphabet="0123456789", min_size=1, max_size=4))
+def test_sacct_records_never_raise_on_any_output(text: str, slurm_id: str) -> None:
+    for completion in (False, True):
+        records = parse_sacct_records(text, slurm_id, completion=completion)
+        assert all(r.slurm_id == slurm_id for r in records)
+        assert requeue_cause(records) in (None, *STATES)
 
 
 # The first of each kind as sbatch 22.05 printed it here (SlurmctldPort pointing nowhere;

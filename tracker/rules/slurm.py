@@ -144,11 +144,22 @@ def parse_comment(text: str | None) -> Tag | None:
     return Tag(parts[0], int(parts[1]), int(parts[2]), parts[3])
 
 
-def time_limit(timeout_s: float | None) -> str | None:
-    """Slurm's ``--time`` for our timeout: whole minutes, rounded up (Slurm's granularity)."""
+SIGNAL_SLACK_S = 60  # Slurm may send --signal up to 60 s before the time asked for
+
+
+def time_limit(timeout_s: float | None, grace_s: int = 0) -> str | None:
+    """Slurm's ``--time`` for our timeout: the job's own time, then the grace period, then
+    :data:`SIGNAL_SLACK_S`, in whole minutes rounded up (Slurm's granularity).
+
+    The grace SIGTERM (``--signal=B:TERM@grace``) comes ``grace_s`` before the limit and up
+    to :data:`SIGNAL_SLACK_S` earlier still, so a limit of the timeout alone sent it before
+    the job had its time (``--timeout 1m`` was stopped after 6 s). With this limit the job
+    runs at least ``timeout_s`` before the SIGTERM and has at least ``grace_s`` after it.
+    """
     if timeout_s is None:
         return None
-    return str(max(1, math.ceil(timeout_s / 60)))
+    seconds = math.ceil(timeout_s) + grace_s + SIGNAL_SLACK_S  # integers: no float rounding
+    return str(max(1, -(-seconds // 60)))
 
 
 def check_extra_options(options: Sequence[str], *, field: str = "sbatch") -> tuple[str, ...]:
@@ -225,7 +236,7 @@ def sbatch_argv(
         out.append(f"--gres=gpu:{request.gpus}")
     if request.cpus:
         out.append(f"--cpus-per-task={request.cpus}")
-    limit = time_limit(request.timeout_s)
+    limit = time_limit(request.timeout_s, site.grace_s)
     if limit is not None:
         out.append(f"--time={limit}")
     out += list(site.extra) + list(request.extra)
@@ -320,7 +331,6 @@ def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
 
 
 _SLURM_TIME = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)")
-SIGNAL_SLACK_S = 60  # Slurm may send --signal up to 60 s before the time asked for
 
 
 def parse_slurm_time(text: str | None) -> int | None:
@@ -373,7 +383,8 @@ SACCT_COMPLETION_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "Timelimit")
 def sacct_argv(slurm_id: str, *, completion: bool) -> list[str]:
     """``sacct`` for one job's allocation line (``-X``), parsable, no header."""
     fields = SACCT_COMPLETION_FIELDS if completion else SACCT_FIELDS
-    argv = ["sacct", "-j", slurm_id, "-X", "-n", "-P", "-o", ",".join(fields)]
+    # -D: every record of a requeued job (one per time it ended), not only its newest
+    argv = ["sacct", "-j", slurm_id, "-X", "-D", "-n", "-P", "-o", ",".join(fields)]
     return [*argv[:1], "-c", *argv[1:]] if completion else argv
 
 
@@ -381,25 +392,47 @@ def parse_sacct(text: str, slurm_id: str, *, completion: bool) -> SlurmJob | Non
     """The last record of ``slurm_id`` in :func:`sacct_argv`'s output (a requeued job has
     one per time it ended), or ``None`` when sacct knows no such job. A comment may hold
     ``|`` (it is the last field, so it keeps them)."""
+    records = parse_sacct_records(text, slurm_id, completion=completion)
+    return records[-1] if records else None
+
+
+def parse_sacct_records(text: str, slurm_id: str, *, completion: bool) -> list[SlurmJob]:
+    """Every record of ``slurm_id`` in :func:`sacct_argv`'s output, oldest first; lines of
+    other jobs and malformed lines are skipped."""
     fields = SACCT_COMPLETION_FIELDS if completion else SACCT_FIELDS
-    found: SlurmJob | None = None
+    found: list[SlurmJob] = []
     for line in text.splitlines():
         parts = line.split("|", len(fields) - 1)
         if len(parts) != len(fields) or parts[0].strip() != slurm_id:
             continue
         row = dict(zip(fields, parts, strict=True))
         code, sig = parse_exit_code(row.get("ExitCode"))
-        found = SlurmJob(
-            slurm_id=slurm_id,
-            state=_state(row["State"]),
-            reason=_none(row.get("Reason")),
-            comment=_none(row.get("Comment")),
-            exit_code=code,
-            signal=sig,
-            run_time_s=parse_slurm_time(row.get("Elapsed")),
-            time_limit_s=parse_slurm_time(row.get("Timelimit")),
+        found.append(
+            SlurmJob(
+                slurm_id=slurm_id,
+                state=_state(row["State"]),
+                reason=_none(row.get("Reason")),
+                comment=_none(row.get("Comment")),
+                exit_code=code,
+                signal=sig,
+                run_time_s=parse_slurm_time(row.get("Elapsed")),
+                time_limit_s=parse_slurm_time(row.get("Timelimit")),
+            )
         )
     return found
+
+
+_NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+
+
+def requeue_cause(records: Sequence[SlurmJob]) -> str | None:
+    """Why Slurm requeued a job, from its history (:func:`parse_sacct_records`): the state
+    of its newest record that ended (``NODE_FAIL``, ``PREEMPTED``, ...), else ``None``."""
+    for record in reversed(records):
+        rule = STATES.get(record.state)
+        if rule is not None and rule.phase == "ended" and record.state not in _REQUEUED:
+            return record.state
+    return None
 
 
 # What Slurm's client commands say when the controller could not be reached or answered
@@ -479,11 +512,28 @@ STATES: dict[str, StateRule] = {
 }
 
 
-def state_rule(state: str, restarts: int | None = None) -> StateRule:
+_REQUEUED = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+
+
+def state_rule(state: str, restarts: int | None = None, cause: str | None = None) -> StateRule:
     """The rule for a Slurm state. A job Slurm requeued (``restarts`` > 0: preemption,
-    ``scontrol requeue``, a node failure with ``--requeue``) ended our attempt as
-    ``preempted`` whatever its state now; an unknown state counts as running (it is left to
-    the next poll)."""
+    ``scontrol requeue``, a node failure with ``--requeue``) ended our attempt whatever its
+    state now: ``node_fail`` when its history says a node failed (``cause``, from
+    :func:`requeue_cause`), else ``preempted``; an unknown state counts as running (it is
+    left to the next poll)."""
     if restarts:
+        if cause in _NODE_FAILURES:
+            return StateRule(
+                "ended", "node_fail", f"The Slurm node running the job failed ({cause}); retried."
+            )
         return StateRule("ended", "preempted", "Slurm requeued the job (preemption or requeue).")
     return STATES.get(_state(state), _RUNNING)
+
+
+def was_requeued(state: str, restarts: int | None) -> bool:
+    """Whether Slurm put the job back in its queue: our attempt ended, and Slurm runs the
+    old copy again unless it is cancelled. A requeued job that has ended since (cancelled
+    by the dispatcher that judged it) is not: a restarted dispatcher leaves it alone."""
+    if _state(state) in _REQUEUED:
+        return True
+    return bool(restarts) and STATES.get(_state(state), _RUNNING).phase != "ended"
