@@ -96,9 +96,11 @@ if have_pg_server; then
     echo "==> TRACKER_TEST_PG_URL=$TRACKER_TEST_PG_URL"
 fi
 
-echo "==> python -m pytest $*"
+# --durations: every CI log lists the slowest tests (setup and teardown included), so a test
+# that grows slow shows up in the log of the run that made it slow.
+echo "==> python -m pytest --durations=30 $*"
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest --durations=30 "$@" || status=$?
 if ((status == 5)); then
     echo "error: pytest collected no tests (exit 5); treating that as a failure" >&2
 fi

@@ -3,8 +3,10 @@
 PostgreSQL comes from ``TRACKER_TEST_PG_URL`` (``scripts/test.sh`` starts a throwaway
 cluster and sets it). Without it the PostgreSQL half of the tests is skipped with a reason
 -- except under CI (``CI`` set), where a missing server is a failure, not a skip.
-One migrated PostgreSQL database serves the session; every test starts from empty tables.
-Tests that need a database with no schema at all use ``empty_store_url``.
+Migrations run once per session, not once per test: each dialect has a migrated template
+(a SQLite file, a PostgreSQL database) and every test gets a copy of it (a file copy;
+``CREATE DATABASE ... TEMPLATE``), measured in bench/RESULTS.md ("Test suite: template
+database"). Tests that need a database with no schema at all use ``empty_store_url``.
 Every test that runs against PostgreSQL carries the ``postgres`` marker (added at collection,
 see ``pytest_collection_modifyitems``), so ``-m postgres`` / ``-m "not postgres"`` select
 exactly the PostgreSQL half.
@@ -12,8 +14,11 @@ exactly the PostgreSQL half.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import shutil
+import sqlite3
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -68,10 +73,13 @@ def _admin(url: str) -> sa.Engine:
     return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
 
 
-def create_pg_database(server_url: str) -> str:
+def create_pg_database(server_url: str, template: str | None = None) -> str:
+    """A new database on ``server_url``: empty, or a copy of the database ``template`` (which
+    nobody may be connected to while it is copied)."""
     name = "t_" + uuid.uuid4().hex[:12]
+    copy = f' TEMPLATE "{template}"' if template else ""
     with _admin(server_url).connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"{copy}'))
     return sa.make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
@@ -82,7 +90,22 @@ def drop_pg_database(server_url: str, db_url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_session_url() -> Iterator[str | None]:
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to the head once per session; tests get copies of it. The WAL
+    is checkpointed into the file first, so the file alone is the whole database."""
+    from tracker.store import Store
+
+    path = tmp_path_factory.mktemp("template") / "tracker.db"
+    Store(f"sqlite:///{path}").close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_template_url() -> Iterator[str | None]:
+    """A PostgreSQL database migrated once per session, only ever copied (no test connects to
+    it: ``CREATE DATABASE ... TEMPLATE`` needs it idle). None without a server."""
     server = _pg_server_url()
     if not server:
         yield None
@@ -90,33 +113,46 @@ def pg_session_url() -> Iterator[str | None]:
     url = create_pg_database(server)
     from tracker.store import Store
 
-    Store(url).close()  # migrate once for the session
+    Store(url).close()
     yield url
     drop_pg_database(server, url)
 
 
-def _truncate_all(url: str) -> None:
-    from tracker.store.models import metadata
-
-    tables = ", ".join(f'"{t.name}"' for t in metadata.sorted_tables)
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+@pytest.fixture(scope="session")
+def pg_session_url(pg_template_url: str | None) -> Iterator[str | None]:
+    """One migrated PostgreSQL database for the whole session (a copy of the template), for
+    module-wide fixtures that keep a store open; None without a server."""
+    if pg_template_url is None:
+        yield None
+        return
+    server = _pg_server_url()
+    assert server is not None
+    url = create_pg_database(server, template=sa.make_url(pg_template_url).database)
+    yield url
+    drop_pg_database(server, url)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(
-    request: pytest.FixtureRequest, tmp_path: Path, pg_session_url: str | None
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    sqlite_template: Path,
+    pg_template_url: str | None,
 ) -> Iterator[str]:
-    """A store URL with the schema in place and no data: SQLite file, then PostgreSQL."""
+    """A store URL with the schema in place and no data, this test's own: a copy of the
+    migrated SQLite template, then a copy of the migrated PostgreSQL template."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tracker.db'}"
+        path = tmp_path / "tracker.db"
+        shutil.copyfile(sqlite_template, path)
+        yield f"sqlite:///{path}"
         return
-    if pg_session_url is None:
+    if pg_template_url is None:
         pytest.skip(f"PostgreSQL tests need {PG_ENV} (./scripts/test.sh starts a server)")
-    _truncate_all(pg_session_url)
-    yield pg_session_url
+    server = _pg_server_url()
+    assert server is not None
+    url = create_pg_database(server, template=sa.make_url(pg_template_url).database)
+    yield url
+    drop_pg_database(server, url)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -61,6 +61,27 @@ def test_upgrade_on_empty_database_gives_exactly_the_models(empty_store_url: str
         ]
 
 
+def test_the_per_test_store_is_a_fully_migrated_copy(store_url: str) -> None:
+    """The store fixture copies a template migrated once per session (tests/conftest.py): the
+    copy, read before anything opens it as a Store, is at the head, equals the models and is
+    empty."""
+    from tracker.store.models import metadata
+
+    engine = sa.create_engine(store_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [
+                (schema_head(),)
+            ]
+            cfg = _config()
+            cfg.attributes["connection"] = conn
+            command.check(cfg)
+            for table in metadata.sorted_tables:
+                assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 0
+    finally:
+        engine.dispose()
+
+
 def test_newer_database_is_refused(empty_store_url: str) -> None:
     from tracker.errors import SchemaError
 
