@@ -29,10 +29,41 @@ from typing import IO, Any, Protocol
 
 from tracker.errors import InvalidInput, NotFound, TooLarge
 
-__all__ = ["CHUNK", "STALE_UPLOAD_S", "Spooled", "Staging", "private_root", "spool"]
+__all__ = [
+    "CHUNK",
+    "STALE_UPLOAD_S",
+    "Spooled",
+    "Staging",
+    "private_root",
+    "spool",
+    "upload_limit",
+]
 
 CHUNK = 1024 * 1024
 STALE_UPLOAD_S = 24 * 3600.0
+
+
+def upload_limit() -> int:
+    """The dashboard's one upload limit (``MAX_ARTIFACT_BYTES``, ``tracker ui
+    --max-artifact-bytes``) for the current request: a body announcing more is refused
+    before a byte is read; a chunked one is cut off by the spool that reads it.
+
+    Raises:
+        TooLarge (413): the request's Content-Length is past the limit.
+    """
+    from flask import current_app, request
+
+    limit = int(current_app.config["MAX_ARTIFACT_BYTES"])
+    if request.content_length is not None and request.content_length > limit:
+        raise TooLarge(
+            f"the upload has {request.content_length} bytes; this dashboard takes at most "
+            f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
+            field="body",
+        )
+    # werkzeug's own cut-off one byte later, so that a chunked body past the limit meets
+    # the spool's clear TooLarge first
+    request.max_content_length = limit + 1
+    return limit
 
 
 class Readable(Protocol):

@@ -18,13 +18,12 @@ import dataclasses
 from typing import Any
 from urllib.parse import quote
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import PathConverter
 from werkzeug.wsgi import wrap_file
 
 from tracker.entities import ArtifactInfo
-from tracker.errors import TooLarge
 from tracker.store import artifacts
 from tracker.web.core.artifact_serving import (
     MAX_HISTOGRAM_STEPS,
@@ -35,6 +34,7 @@ from tracker.web.core.artifact_serving import (
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.errors import UnsupportedMediaType
 from tracker.web.plumbing.params import bool_arg, int_arg, optional_int_arg
+from tracker.web.plumbing.uploads import upload_limit
 
 bp = Blueprint("artifacts", __name__, url_prefix="/api/v1")
 
@@ -66,16 +66,7 @@ def artifact_json(info: ArtifactInfo) -> dict[str, Any]:
 
 @bp.put("/runs/<int:run_id>/artifacts/<artifact:path>")
 def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
-    limit = current_app.config["MAX_ARTIFACT_BYTES"]
-    if request.content_length is not None and request.content_length > limit:
-        raise TooLarge(
-            f"the artifact has {request.content_length} bytes; this dashboard takes at most "
-            f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
-            field="body",
-        )
-    # this route's own limit; one byte more for werkzeug, so that a chunked body past the
-    # limit meets spool's clear TooLarge first
-    request.max_content_length = limit + 1
+    limit = upload_limit()
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding != "identity":
         raise UnsupportedMediaType(

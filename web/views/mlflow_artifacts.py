@@ -23,7 +23,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request, stream_with_context
 
 from tracker.entities import ArtifactInfo
-from tracker.errors import NotFound, TooLarge
+from tracker.errors import NotFound
 from tracker.rules.artifact_paths import check_artifact_path
 from tracker.store import artifacts as astore
 from tracker.store import logged_models
@@ -31,7 +31,7 @@ from tracker.web.core import mlflow_artifacts as core
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
-from tracker.web.plumbing.uploads import CHUNK, Staging
+from tracker.web.plumbing.uploads import CHUNK, Staging, upload_limit
 from tracker.web.views.mlflow import on_error
 
 bp = Blueprint("mlflow_artifacts", __name__, url_prefix="/api/2.0/mlflow-artifacts")
@@ -40,21 +40,6 @@ bp.register_error_handler(Exception, on_error)
 # (it uses them for files of MLFLOW_MULTIPART_UPLOAD_MINIMUM_FILE_SIZE, 500 MB, and more).
 info_bp = Blueprint("mlflow_info", __name__, url_prefix="/api/3.0/mlflow")
 info_bp.register_error_handler(Exception, on_error)
-
-
-def _limit() -> int:
-    """The one upload limit; a body announcing more is refused before a byte is read."""
-    limit = int(current_app.config["MAX_ARTIFACT_BYTES"])
-    if request.content_length is not None and request.content_length > limit:
-        raise TooLarge(
-            f"the upload has {request.content_length} bytes; this dashboard takes at most "
-            f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
-            field="body",
-        )
-    # werkzeug's own cut-off one byte later, so that a chunked body past the limit meets
-    # spool's clear TooLarge first
-    request.max_content_length = limit + 1
-    return limit
 
 
 def _staging() -> Staging:
@@ -115,7 +100,7 @@ def server_info() -> Any:
 @bp.put("/artifacts/<path:location>")
 def upload(location: str) -> Any:
     run_id, path = _file_path(location)
-    limit = _limit()
+    limit = upload_limit()
     store = state().store
     with astore.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
         astore.put_artifact(store, run_id, path, tmp, media_type=_media_type(), sha256=sha256)
@@ -214,7 +199,7 @@ def mpu_create(location: str) -> Any:
 @bp.put("/mpu/part/<upload_id>/<int:number>")
 def mpu_part(upload_id: str, number: int) -> Response:
     upload_id = core.check_upload_id(upload_id)
-    _limit()
+    upload_limit()
     etag = _staging().put_part(upload_id, number, request.stream)
     response = Response(status=200)
     response.headers["ETag"] = etag
