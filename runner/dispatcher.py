@@ -278,6 +278,11 @@ class Dispatcher:
         t = Tracked(claim, external_id, files, budget)
         with self._lock:
             self.tracked[claim.job.id] = t
+        try:  # the scheduler's id on the attempt: `tracker jobs show`, the API, the job page
+            queue.set_external_id(self.store, claim, external_id)
+        except StoreUnavailable as exc:  # only shown to users: the job goes on without it
+            log.warning("job %s: %s job id %s not stored (store unavailable: %s)",
+                        claim.job.id, self.executor.name, external_id, exc.message)  # fmt: skip
         return t
 
     # -------------------------------------------------------------------- claims

@@ -311,6 +311,7 @@ class JobAttemptInfo:
     failure_class: str | None
     failure_hint: str | None
     resume_checkpoint: str | None
+    external_id: str | None = None  # the cluster scheduler's id (Slurm's job id)
 
 
 @dataclass(frozen=True)

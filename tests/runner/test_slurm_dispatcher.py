@@ -100,6 +100,14 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     assert state == "COMPLETED"
     shown = procs.run("jobs", "logs", str(job.id))
     assert "last line ∑" in shown.stdout
+    # Slurm's job id is on the attempt: the store, `tracker jobs show` (+ --json), the API
+    [attempt] = store_jobs.attempts(store, job.id)
+    assert attempt.external_id == slurm_id
+    show = procs.run("jobs", "show", str(job.id))
+    assert "CLUSTER JOB" in show.stdout and f" {slurm_id} " in show.stdout, show.stdout
+    as_json = json.loads(procs.run("jobs", "show", str(job.id), "--json").stdout)
+    assert [a["external_id"] for a in as_json["attempts"]] == [slurm_id]
+    assert store_jobs.external_ids(store, [job.id]) == {job.id: slurm_id}
 
 
 def test_failing_job_gets_its_failure_class(

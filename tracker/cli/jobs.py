@@ -338,13 +338,22 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
             click.echo(f"  {key + ':':<17}{value}")
     if tries:
         click.echo("attempts:")
-        print_table(
-            ("#", "STATUS", "WORKER", "STARTED", "TOOK", "EXIT", "FAILURE", "RESUMED FROM"),
-            [(a.attempt, a.status, a.worker_id or "-", fmt_time(a.started_at),
-              fmt_duration((a.ended_at - a.started_at) if a.ended_at else None),
-              "-" if a.exit_code is None else a.exit_code, a.failure_class or "-",
-              a.resume_checkpoint or "-") for a in tries],
+        header: tuple[str, ...] = (
+            "#", "STATUS", "WORKER", "STARTED", "TOOK", "EXIT", "FAILURE", "RESUMED FROM",
         )  # fmt: skip
+        rows: list[tuple[object, ...]] = [
+            (a.attempt, a.status, a.worker_id or "-", fmt_time(a.started_at),
+             fmt_duration((a.ended_at - a.started_at) if a.ended_at else None),
+             "-" if a.exit_code is None else a.exit_code, a.failure_class or "-",
+             a.resume_checkpoint or "-")
+            for a in tries
+        ]  # fmt: skip
+        if any(a.external_id for a in tries):  # run by a cluster scheduler: its job id
+            header = (*header[:3], "CLUSTER JOB", *header[3:])
+            rows = [
+                (*r[:3], a.external_id or "-", *r[3:]) for r, a in zip(rows, tries, strict=True)
+            ]
+        print_table(header, rows)
 
 
 LOG_PAGE = 1000

@@ -329,6 +329,21 @@ def job_for_run(store: Store, run_id: int) -> JobInfo | None:
     return None if row is None else job_info(row)
 
 
+def external_ids(store: Store, job_ids: Sequence[int]) -> dict[int, str]:
+    """The cluster scheduler's id (Slurm's job id) of each job's latest attempt that has one,
+    by job id (one query for a page of jobs)."""
+    if not job_ids:
+        return {}
+    a = m.JobAttemptRow
+    query = (
+        sa.select(a.job_id, a.external_id)
+        .where(a.job_id.in_(list(job_ids)), a.external_id.is_not(None))
+        .order_by(a.job_id, a.attempt)
+    )
+    with read_conn(store.engine) as conn:
+        return {int(job_id): str(ext) for job_id, ext in conn.execute(query)}  # latest wins
+
+
 def attempts(store: Store, job_id: int) -> list[JobAttemptInfo]:
     """Every attempt of a job, oldest first."""
     query = (
@@ -349,6 +364,7 @@ def attempts(store: Store, job_id: int) -> list[JobAttemptInfo]:
                 r.failure_class,
                 r.failure_hint,
                 r.resume_checkpoint,
+                r.external_id,
             )
             for r in conn.execute(query)
         ]

@@ -305,6 +305,8 @@ class JobAttemptRow(Base):
     failure_class: Mapped[str | None] = mapped_column(sa.String(64))
     failure_hint: Mapped[str | None] = mapped_column(sa.Text)
     resume_checkpoint: Mapped[str | None] = mapped_column(sa.Text)
+    # the cluster scheduler's id of this attempt (Slurm's job id); None for local attempts
+    external_id: Mapped[str | None] = mapped_column(sa.String(64))
     __table_args__ = (sa.UniqueConstraint("job_id", "attempt"),)
 
 

@@ -290,6 +290,22 @@ def set_resume_checkpoint(store: Store, claim_: ClaimedJob, path: str | None) ->
     return True
 
 
+def set_external_id(store: Store, claim_: ClaimedJob, external_id: str) -> bool:
+    """Record the cluster scheduler's id of this attempt (Slurm's job id), shown by ``tracker
+    jobs show``, the API and the job page. False when the lease was lost."""
+    with write_begin(store.engine) as conn:
+        if not _hold(conn, claim_):
+            return False
+        conn.execute(
+            sa.update(m.JobAttemptRow)
+            .where(
+                m.JobAttemptRow.job_id == claim_.job.id, m.JobAttemptRow.attempt == claim_.attempt
+            )
+            .values(external_id=str(external_id)[:64])
+        )
+    return True
+
+
 def _hold(conn: sa.Connection, claim_: ClaimedJob) -> bool:
     """Inside a write transaction: lock the job row if this lease still holds it."""
     found = conn.execute(

@@ -66,6 +66,7 @@
     if (job.cancel_requested && ACTIVE.has(job.status)) status.push(h("span", { class: "muted small" }, " stopping"));
     const where = [];
     if (job.worker) where.push(`on ${job.worker}`);
+    if (job.external_id) where.push(`Slurm job ${job.external_id}`);
     if (T.attemptText(job)) where.push(T.attemptText(job));
     return h("tr", { id: `job-${job.id}`, class: highlight.has(job.id) ? "highlight" : null, dataset: { jobId: job.id, status: job.status } },
       h("td", {}, h("strong", {}, `#${job.id}`), h("div", { class: "muted small" }, job.project)),

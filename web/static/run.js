@@ -68,7 +68,8 @@
       ...fact("Heartbeat", r.status === "running" ? T.fmtAge(r.heartbeat_at) : ""),
       ...fact("Tags", ...(r.tags || []).map((t) => h("span", { class: "tag" }, t))),
       ...fact("Job", r.job ? h("a", { href: `/jobs?job=${r.job.id}` }, `#${r.job.id}`) : "",
-        r.job ? h("span", { class: "muted attempt" }, ` ${r.job.status}${T.attemptText(r.job) ? `, ${T.attemptText(r.job)}` : ""}`) : null),
+        r.job ? h("span", { class: "muted attempt" }, ` ${r.job.status}${T.attemptText(r.job) ? `, ${T.attemptText(r.job)}` : ""}`
+          + (r.job.external_id ? ` · Slurm job ${r.job.external_id}` : "")) : null),
       ...fact("Command", r.command ? h("code", { class: "command" }, r.command.join(" ")) : ""),
     ];
     clear(document.getElementById("run-facts")).append(...facts);

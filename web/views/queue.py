@@ -51,8 +51,14 @@ def jobs() -> Any:
         limit=int_arg("limit", 100, 1, 1000),
         offset=int_arg("offset", 0, 0, 10**9),
     )
+    cluster = store_jobs.external_ids(state().store, [j.id for j in page.jobs])
+    listed = []
+    for j in page.jobs:
+        doc = job_json(j)
+        doc["external_id"] = cluster.get(j.id)  # Slurm's job id of its latest attempt
+        listed.append(doc)
     return {
-        "jobs": [job_json(j) for j in page.jobs],
+        "jobs": listed,
         "total": page.total,
         "counts": page.counts,
         "differing_config_keys": differing_keys([j.config for j in page.jobs]),
@@ -63,7 +69,9 @@ def jobs() -> Any:
 def job(job_id: int) -> Any:
     store = state().store
     out = job_json(store_jobs.get_job(store, job_id))
-    out["attempts"] = [attempt_json(a) for a in store_jobs.attempts(store, job_id)]
+    tried = store_jobs.attempts(store, job_id)
+    out["attempts"] = [attempt_json(a) for a in tried]
+    out["external_id"] = next((a.external_id for a in reversed(tried) if a.external_id), None)
     return out
 
 

@@ -176,6 +176,10 @@ def run_detail(run_id: int) -> Any:
     out["config_types"] = config_types(run.config)
     out["job"] = None if job is None else job_json(job)
     tried = [] if job is None else store_jobs.attempts(store, job.id)
+    if out["job"] is not None:  # Slurm's job id of its latest attempt run by a cluster
+        out["job"]["external_id"] = next(
+            (a.external_id for a in reversed(tried) if a.external_id), None
+        )
     out["running_time"] = dataclasses.asdict(running_time(run, tried))
     return out
 
