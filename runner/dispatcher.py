@@ -1,7 +1,8 @@
 """``tracker dispatcher``: hand queued jobs to a cluster scheduler (Slurm) and follow them.
 
-The dispatcher claims jobs like a worker (same claim, lease and fencing:
-:mod:`tracker.store.queue`), but instead of running a job it submits it through an
+The dispatcher is the cluster executor of the one job loop
+(:class:`tracker.runner.job_loop.JobLoop`: the same claim, lease, fencing, heartbeat, verdict
+and record as the local worker), but instead of running a job it submits it through an
 :class:`~tracker.runner.executor.Executor` and then mirrors what the scheduler says: the
 pending reason onto the job row (the Queue page shows it), the output files into the job's
 logs (``tracker jobs logs --follow`` works as for a local job), and the end through the
@@ -26,27 +27,23 @@ from __future__ import annotations
 import codecs
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tracker.entities import ClaimedJob, Failure
 from tracker.errors import StoreUnavailable
-from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, MISSING_FILE, NODE_FAIL, classify
+from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, NODE_FAIL, classify
 from tracker.runner import verdict
 from tracker.runner.distributed import wrap_argv
-from tracker.runner.execution import SpawnError
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
-from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
-from tracker.runner.job_env import job_environment, resume_checkpoint
-from tracker.runner.project_root import choose_project_root, resolve_job_paths
+from tracker.runner.housekeeping import HousekeepingOptions
+from tracker.runner.job_loop import JobLoop
 from tracker.runner.retry import backoff_delay
 from tracker.store import Store, logs, queue, workers
 from tracker.store.tokens import installation_secret
-from tracker.store.workers import WORKER_TTL_S
 
 log = logging.getLogger(__name__)
 
@@ -122,34 +119,29 @@ class Tracked:
     budget: logs.LogBudget
     reason: str | None = None
     cancelled: bool = False
-    outcome: tuple[int | None, Failure | None] | None = None  # judged, not yet recorded
 
 
-class Dispatcher:
+class Dispatcher(JobLoop):
     """``Dispatcher(store, executor, options).run()``; returns the process exit status."""
 
+    noun = "dispatcher"
+    claim_throttled = False  # it claims once per tick; the tick is the poll interval
+
     def __init__(self, store: Store, executor: Executor, options: DispatcherOptions) -> None:
-        self.store = store
-        self.executor = executor
-        self.options = options
-        self.host = socket.gethostname()
-        self.id = options.dispatcher_id or (
-            f"{executor.name}-{self.host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        host = socket.gethostname()
+        super().__init__(
+            store,
+            options,
+            options.dispatcher_id or f"{executor.name}-{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}",
         )
-        self.project_root = os.path.abspath(options.project_root or os.getcwd())
+        self.options: DispatcherOptions = options
+        self.executor = executor
         self.tracked: dict[int, Tracked] = {}
-        self._lock = threading.Lock()
-        self._lost: set[str] = set()  # lease tokens renewal found lost
         self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
         self._recheck: dict[str, float] = {}  # scheduler job ids a live owner follows
-        self._stop = threading.Event()
-        self._claimed = 0
-        self._ended = 0
-        self._idle = False
-        self._house = Housekeeper()
         self._namespace: str | None = None
         self._unreachable = 0  # transient submission failures in a row
-        self._submitting: ClaimedJob | None = None  # its lease is renewed like the tracked
+        self._external: list[ExternalJob] | None = None  # this tick's listing (None: failed)
 
     @property
     def namespace(self) -> str:
@@ -158,72 +150,62 @@ class Dispatcher:
             self._namespace = store_namespace(self.store)
         return self._namespace
 
-    # ------------------------------------------------------------------ main loop
+    # ------------------------------------------------------------------ the loop's hooks
 
-    def run(self) -> int:
+    def register(self) -> None:
         workers.register_worker(
             self.store, self.id, host=self.host, pid=os.getpid(), gpus=[],
             max_jobs=self.options.max_jobs, executor=self.executor.name,
         )  # fmt: skip
         log.info("dispatcher %s started (executor %s)", self.id, self.executor.name)
-        self._install_signals()
-        self.adopt()  # before the reaper runs: our own attempts first
-        self._house.every(max(0.2, self.options.lease_s / 3), "lease", self._renew)
-        # leases are long here (jobs outlive a dispatcher), but a silent row reads as lost
-        beat = min(max(0.2, self.options.lease_s / 3), WORKER_TTL_S / 4)
-        self._house.every(beat, "heartbeat", lambda: self._heartbeat("running"))
-        if self.options.housekeeping:
-            self._house.add_housekeeping(self.store, self.options.housekeeping_options)
-        self._house.start()
-        try:
-            while not self._should_exit():
-                self.tick()
-                if self._should_exit():
-                    break
-                self._stop.wait(self.options.poll_interval)
-        finally:
-            self._house.shutdown()
-            self._heartbeat("stopped")
-        log.info("dispatcher %s stopped; %d job(s) left to Slurm", self.id, len(self.tracked))
-        return 0
 
-    def _should_exit(self) -> bool:
-        if self._stop.is_set():
+    def before_loop(self) -> None:
+        self.adopt()  # before the reaper runs: our own attempts first
+
+    def after_loop(self) -> None:
+        if self.tracked:
+            log.info("%d job(s) left to %s; a restart adopts them", len(self.tracked),
+                     self.executor.name)  # fmt: skip
+
+    def held_claims(self) -> list[ClaimedJob]:
+        return [t.claim for t in self.tracked.values()]
+
+    def has_room(self) -> bool:
+        # no claims while the scheduler does not answer: they could not be submitted
+        return self._external is not None and super().has_room()
+
+    def claim_fit(self) -> dict[str, Any]:
+        return {"max_gpus": 1 << 20}  # the scheduler places GPUs
+
+    def should_exit(self) -> bool:
+        if self._stopping:
             return True  # the scheduler keeps running the jobs; a restart adopts them
         if self.options.once and self._ended >= 1:
             return True
-        return self.options.exit_when_idle and self._idle and not self.tracked
-
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self._stop.set())
-
-    def stop(self) -> None:
-        self._stop.set()
+        return self.options.exit_when_idle and self._idle and not self.busy()
 
     def tick(self) -> None:
-        """One pass: claim and submit, then follow every tracked attempt."""
+        """One pass: list the scheduler's jobs, then the loop's pass (adoption and
+        following are this executor's ``follow``; claims submit)."""
         try:
-            external = self.executor.jobs()
+            self._external = self.executor.jobs()
         except ExecutorError as exc:
             log.warning("listing the scheduler's jobs failed, will retry: %s", exc.message)
-            self._flush_tracked()  # live logs keep arriving while the scheduler does not answer
-            return
-        try:
-            self._adopt_from(external)
-            self._follow(external)
-            self._fill()
-        except StoreUnavailable as exc:
-            log.warning("the store is unavailable, will retry: %s", exc.message)
+            self._external = None  # live logs keep arriving while the scheduler does not answer
+        super().tick()
 
-    def _flush_tracked(self) -> None:
-        try:
-            for t in list(self.tracked.values()):
-                self._flush(t)
-        except StoreUnavailable as exc:
-            log.warning("the store is unavailable, will retry: %s", exc.message)
+    def lose(self, job_id: int) -> None:
+        t = self.tracked.get(job_id)
+        if t is not None:
+            self._drop_lost(t)
+
+    def cancel(self, job_id: int) -> None:
+        t = self.tracked.get(job_id)
+        if t is None or t.cancelled:
+            return
+        t.cancelled = True
+        log.warning("job %s: cancel requested; scancel %s", job_id, t.external_id)
+        self._cancel(t.external_id)
 
     # ----------------------------------------------------------------- adoption
 
@@ -265,12 +247,13 @@ class Dispatcher:
                     self._cancel(ext.external_id)
                 continue
             stored = logs.stored_bytes(self.store, job_id, attempt)
-            self._track(claim, ext.external_id, stored)
+            self._track(claim, ext.external_id, stored, self.log_budget(claim, adopted=True))
             log.info("job %s attempt %s: adopted slurm job %s", job_id, attempt, ext.external_id)
 
-    def _track(self, claim: ClaimedJob, external_id: str, stored: dict[str, int]) -> Tracked:
+    def _track(
+        self, claim: ClaimedJob, external_id: str, stored: dict[str, int], budget: logs.LogBudget
+    ) -> Tracked:
         out, err = self.executor.output_paths(claim.job.id, claim.attempt)
-        budget = logs.load_budget(self.store, claim.job.id, self.options.log_limit)
         files = (
             OutputFile(out, "stdout", stored.get("stdout", 0)),
             OutputFile(err, "stderr", stored.get("stderr", 0)),
@@ -287,41 +270,13 @@ class Dispatcher:
 
     # -------------------------------------------------------------------- claims
 
-    def _fill(self) -> None:
-        while len(self.tracked) < self.options.max_jobs and not self._stop.is_set():
-            if self.options.once and self._claimed >= 1:
-                return
-            got = queue.claim(self.store, self.id, lease_s=self.options.lease_s, max_gpus=1 << 20)
-            if got is None:
-                self._idle = True
-                return
-            self._idle = False
-            self._claimed += 1
-            with self._lock:
-                self._submitting = got[0]
-            try:
-                submitted = self._submit(got[0])
-            finally:
-                with self._lock:
-                    self._submitting = None
-            if not submitted:
-                return  # the scheduler is unreachable: the next tick tries again
-
-    def _submit(self, claim: ClaimedJob) -> bool:
+    def start(self, claim: ClaimedJob, devices: tuple[int, ...]) -> bool:
         """Hand ``claim`` to the scheduler; False when it could not be reached (the job is
         back in the queue) and claiming more now would only fail the same way."""
-        job = claim.job
-        resume = self._resume_checkpoint(claim)
-        if claim.attempt > 1 and not queue.set_resume_checkpoint(self.store, claim, resume):
-            return True  # lost at once; the new holder runs it
-        try:
-            root = choose_project_root(
-                self.project_root, self.options.project_root is not None, job.project_root, job.cwd
-            )
-            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
-        except SpawnError as exc:
-            self._record(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
+        launch = self.prepare(claim)
+        if launch is None:
             return True
+        job = claim.job
         out, err = self.executor.output_paths(job.id, claim.attempt)
         for path in (out, err):  # a rerun attempt number never reads an older file
             if os.path.exists(path):
@@ -332,9 +287,9 @@ class Dispatcher:
             attempt=claim.attempt,
             token=claim.lease_token,
             name=f"tracker-{job.id}",
-            argv=wrap_argv(argv, job.nproc_per_node),
-            cwd=cwd,
-            env=self._job_env(claim, resume),
+            argv=wrap_argv(launch.argv, job.nproc_per_node),
+            cwd=launch.cwd,
+            env=self.job_env(claim, launch.resume),
             output=out,
             error=err,
             gpus=job.gpus,
@@ -351,10 +306,10 @@ class Dispatcher:
                 return False
             log.error("job %s: submission failed: %s", job.id, exc.message)
             failure = Failure(EXIT_CODE, f"{self.executor.name} refused the job: {exc.message}")
-            self._record(claim, None, failure)
+            self.finish(claim, None, failure)
             return True
         self._unreachable = 0
-        self._track(claim, submitted.external_id, {})
+        self._track(claim, submitted.external_id, {}, launch.budget)
         log.info(
             "job %s attempt %s: submitted as %s job %s",
             job.id, claim.attempt, self.executor.name, submitted.external_id,
@@ -377,31 +332,16 @@ class Dispatcher:
         log.warning("job %s attempt %s: %s", claim.job.id, claim.attempt, reason)
         queue.release(self.store, claim, reason=reason, not_before=retry_at)
 
-    def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
-        return resume_checkpoint(self.store, claim)
-
-    def _job_env(self, claim: ClaimedJob, resume: str | None) -> dict[str, str]:
-        return job_environment(claim, self.options.job_uri or self.store.absolute_uri(), resume)
-
     # ---------------------------------------------------------------- following
 
-    def _follow(self, external: list[ExternalJob]) -> None:
-        by_id = {e.external_id: e for e in external}
-        with self._lock:
-            lost, self._lost = self._lost, set()
-        states = queue.poll(self.store, [t.claim for t in self.tracked.values()])
-        for job_id, t in list(self.tracked.items()):
-            if t.outcome is not None:  # judged; its record waits for the store
-                self._record_outcome(t, t.outcome)
-                continue
-            state = states.get(job_id)
-            if t.claim.lease_token in lost or (state is not None and not state.held):
-                self._drop_lost(t)
-                continue
-            if state is not None and state.cancel_requested and not t.cancelled:
-                t.cancelled = True
-                log.warning("job %s: cancel requested; scancel %s", job_id, t.external_id)
-                self._cancel(t.external_id)
+    def follow(self) -> None:
+        if self._external is None:  # the scheduler did not answer: output only
+            for t in list(self.tracked.values()):
+                self._flush(t)
+            return
+        self._adopt_from(self._external)
+        by_id = {e.external_id: e for e in self._external}
+        for t in list(self.tracked.values()):
             ext = by_id.get(t.external_id)
             if not self._flush(t):
                 continue
@@ -478,15 +418,9 @@ class Dispatcher:
         ):
             self._cancel(t.external_id)  # Slurm would run the old attempt again
         self._judged.add(t.external_id)
-        t.outcome = (ext.exit_code if ext is not None else None, failure)
-        self._record_outcome(t, t.outcome)
-
-    def _record_outcome(self, t: Tracked, outcome: tuple[int | None, Failure | None]) -> None:
-        """Record the judged end; while the store is unavailable the job stays tracked (its
-        lease renewed) and the next tick writes it again, judged once."""
-        if self._record(t.claim, *outcome):
-            with self._lock:
-                self.tracked.pop(t.claim.job.id, None)
+        with self._lock:
+            self.tracked.pop(t.claim.job.id, None)
+        self.finish(t.claim, ext.exit_code if ext is not None else None, failure)
 
     def _failure(self, t: Tracked, ext: ExternalJob | None) -> Failure | None:
         tail = t.files[0].tail + "\n" + t.files[1].tail  # stderr last: its traceback wins
@@ -513,15 +447,6 @@ class Dispatcher:
             self.store, t.claim, ext.exit_code, ext.signal, tail, timed_out=timed_out
         )
 
-    def _record(self, claim: ClaimedJob, code: int | None, failure: Failure | None) -> bool:
-        """Write how the attempt ended; False while the store is unavailable (the caller
-        keeps the outcome and writes it on a later tick)."""
-        retry = self.options.housekeeping_options.policy.next_retry
-        if not verdict.record(self.store, claim, code, failure, retry):
-            return False
-        self._ended += 1
-        return True
-
     def _cancel(self, external_id: str) -> None:
         try:
             self.executor.cancel(external_id)
@@ -537,25 +462,6 @@ class Dispatcher:
         self._judged.add(t.external_id)
         with self._lock:
             self.tracked.pop(t.claim.job.id, None)
-
-    # ------------------------------------------------------------------- leases
-
-    def _renew(self) -> None:
-        with self._lock:
-            claims = [t.claim for t in self.tracked.values()]
-            if self._submitting is not None:  # sbatch may take a while (retries, timeouts)
-                claims.append(self._submitting)
-        lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
-        if lost:  # by token: the job may already run again under a newer attempt
-            with self._lock:
-                self._lost |= {c.lease_token for c in claims if c.job.id in lost}
-
-    def _heartbeat(self, status: str) -> None:
-        """The dispatcher's row in ``workers`` (``tracker workers ls``, the Queue page)."""
-        try:
-            workers.heartbeat_worker(self.store, self.id, status=status)
-        except StoreUnavailable as exc:
-            log.warning("dispatcher heartbeat failed: %s", exc.message)
 
 
 def store_namespace(store: Store) -> str:

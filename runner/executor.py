@@ -1,13 +1,14 @@
 """The ``Executor`` interface: what the dispatcher needs from a cluster scheduler.
 
-The queue (claims, leases, retries, logs) stays in the store and in
-:mod:`tracker.runner.dispatcher`; an executor only hands one attempt of one job to the
+The queue (claims, leases, retries, logs) stays in the store and in the one job loop
+(:mod:`tracker.runner.job_loop`, run for a cluster by :mod:`tracker.runner.dispatcher`); an
+executor only hands one attempt of one job to the
 scheduler and reports what the scheduler says about it. Slurm is
 :class:`tracker.runner.slurm.SlurmExecutor`; a Kubernetes-Jobs executor would map
 ``submit`` to creating a Job (the ``tag`` as an annotation), ``jobs`` to listing Jobs by a
 label, ``cancel`` to deleting one, and ``output_paths`` to files on a shared volume (or a
-log-fetching subclass). The local ``tracker worker`` does not go through this interface: it
-runs processes itself (:mod:`tracker.runner.worker`).
+log-fetching subclass). The local ``tracker worker`` is the loop's other executor: it runs
+processes itself (:mod:`tracker.runner.worker`), so it needs no scheduler interface.
 
 Every method may raise :class:`ExecutorError` (the scheduler's command failed; the message
 carries its output). The dispatcher treats that as "try again on the next tick" for reads

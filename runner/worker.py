@@ -1,11 +1,12 @@
-"""``tracker worker``: claim jobs the host has resources for, run them, and record how they end.
+"""``tracker worker``: the local executor of the job loop; runs claimed jobs as processes on
+this host.
 
-One control loop in the main thread claims jobs, drains their output into the store, polls
-for cancel requests (every ``CANCEL_POLL_S``), enforces timeouts and finishes jobs whose
-process exited. Lease renewal and the housekeeping (lease reaper, cron schedules) run on the
-APScheduler thread (:mod:`tracker.runner.housekeeping`). Lost leases (renewal or any fenced
-write matched no row) make the loop SIGKILL that job's process group and write nothing
-more about it.
+The loop itself (claim, lease, heartbeat, record, verdict, retry, signals) is
+:class:`tracker.runner.job_loop.JobLoop`; this module adds what only a local executor
+does: its fit rule (free GPUs, :mod:`tracker.runner.devices`), starting the process
+(:mod:`tracker.runner.execution`: its own process group, output drained into the store),
+time limits and cancels (SIGTERM, then SIGKILL after ``grace_s``), host memory pressure as
+OOM evidence, and killing the process group of a job whose lease was lost.
 
 Signals: the first SIGTERM/SIGINT stops claiming, forwards SIGTERM to every job's process
 group and gives them ``grace_s`` before SIGKILL; a second one kills them at once. A signal
@@ -17,10 +18,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -36,14 +35,12 @@ from tracker.runner import verdict
 from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
 from tracker.runner.execution import Execution, SpawnError
-from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
-from tracker.runner.job_env import job_environment, resume_checkpoint
-from tracker.runner.project_root import choose_project_root, resolve_job_paths
-from tracker.store import Store, logs, queue, workers
+from tracker.runner.housekeeping import HousekeepingOptions
+from tracker.runner.job_loop import POLL_S, JobLoop
+from tracker.store import Store, logs, workers
 
 log = logging.getLogger(__name__)
 
-CANCEL_POLL_S = 0.5
 FLUSH_S = 0.25
 FLUSH_CHARS = 64 * 1024
 MEMORY_PRESSURE = 0.05  # host memory available below this fraction counts as OOM pressure
@@ -68,51 +65,40 @@ class WorkerOptions:
 
 @dataclass
 class Running:
-    """A job this worker holds, and what happened to it so far."""
+    """A job process this worker holds, and what happened to it so far."""
 
     claim: ClaimedJob
     devices: tuple[int, ...]
-    execution: Execution | None = None
-    budget: logs.LogBudget | None = None
+    execution: Execution
+    budget: logs.LogBudget
     deadline: float | None = None
     next_flush: float = 0.0
     lost: bool = False
-    outcome: tuple[int | None, Failure | None] | None = None  # ended; not yet recorded
     cancelled: bool = False
     timed_out: bool = False
     shutdown: bool = False
     started: float = field(default_factory=time.monotonic)
 
 
-class Worker:
+class Worker(JobLoop):
     """Run with ``Worker(store, options).run()``; returns the process exit status."""
 
+    noun = "worker"
+
     def __init__(self, store: Store, options: WorkerOptions) -> None:
-        self.store = store
-        self.options = options
-        self.host = socket.gethostname()
-        self.project_root = os.path.abspath(options.project_root or os.getcwd())
-        self.project_root_given = options.project_root is not None
-        self.id = options.worker_id or f"{self.host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        host = socket.gethostname()
+        super().__init__(
+            store, options, options.worker_id or f"{host}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        )
+        self.options: WorkerOptions = options
         self.nvml = Nvml()
         self.slots = GpuSlots(parse_gpus(options.gpus, self.nvml), self.nvml)
         self.running: dict[int, Running] = {}
-        self._lock = threading.Lock()  # guards running-claims snapshots and _lost
-        self._lost: set[str] = set()  # lease tokens renewal found lost
-        self._wake = threading.Event()
-        self._signals = 0
-        self._stopping = False
-        self._forced = False
-        self._idle = False
-        self._claimed = 0
-        self._next_claim = 0.0
-        self._next_poll = 0.0
         self._pressure_at = -1e9
-        self._house = Housekeeper()
 
-    # ------------------------------------------------------------------ main loop
+    # ------------------------------------------------------------------ the loop's hooks
 
-    def run(self) -> int:
+    def register(self) -> None:
         workers.register_worker(
             self.store,
             self.id,
@@ -123,177 +109,100 @@ class Worker:
         )
         gpus = ",".join(str(d.index) for d in self.slots.devices) or "none"
         log.info("worker %s started (gpus: %s, max jobs: %s)", self.id, gpus, self.options.max_jobs)
-        self._install_signals()
-        self._house.every(max(0.2, self.options.lease_s / 3), "lease", self._renew)
-        if self.options.housekeeping:
-            self._house.add_housekeeping(self.store, self.options.housekeeping_options)
-        self._house.start()
-        try:
-            while not self._should_exit():
-                self._handle_signals()
-                if not self._stopping:
-                    self._fill()
-                self._supervise()
-                if self._should_exit():
-                    break
-                self._wake.wait(self._wait_time())
-                self._wake.clear()
-        finally:
-            self._abandon()
-            self._house.shutdown()
-            self._mark_stopped()
-        log.info("worker %s stopped", self.id)
-        return 0
 
-    def _should_exit(self) -> bool:
+    def held_claims(self) -> list[ClaimedJob]:
+        return [r.claim for r in self.running.values() if not r.lost]
+
+    def has_room(self) -> bool:
+        # a lost job holds its slot until its process is gone
+        return len(self.running) + len(self._unrecorded) < self.options.max_jobs
+
+    def busy(self) -> bool:
         if self.running:
-            # After a second signal, ends the store could not take yet are left to the
-            # reaper (the lease expires, the job is crashed and retried).
-            return self._forced and all(r.outcome is not None for r in self.running.values())
-        if self._stopping:
             return True
-        if self.options.once and self._claimed >= 1:
-            return True
-        return self.options.exit_when_idle and self._idle
+        # after a second signal, ends the store could not take yet are left to the reaper
+        # (the lease expires, the job is crashed and retried)
+        return bool(self._unrecorded) and not self._forced
 
-    def _wait_time(self) -> float:
-        now = time.monotonic()
-        waits = [CANCEL_POLL_S]
+    def claim_fit(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "max_gpus": len(self.slots.free()),
+            "fits": self.slots.place if self.slots.devices else None,
+        }
+
+    def wait_time(self) -> float:
+        waits = [POLL_S]
         if self.running:
             waits.append(FLUSH_S)
         elif not self._stopping:
-            waits.append(max(0.0, self._next_claim - now))
+            waits.append(max(0.0, self._next_claim - time.monotonic()))
         return max(0.005, min(waits))
 
-    # ---------------------------------------------------------------- signals
+    def heartbeat_gpus(self) -> list[dict[str, Any]] | None:
+        devices = self.slots.devices
+        if not devices:
+            return None
+        return workers.gpu_rows(devices, {d.index: self.nvml.free_bytes(d.index) for d in devices})
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            # A signal ignored since start stays ignored (as a shell ignores SIGINT for
-            # `worker &`): `tracker up` starts its worker so, to stop it with one SIGTERM.
-            if signal.getsignal(sig) is not signal.SIG_IGN:
-                signal.signal(sig, self._on_signal)
+    def drain(self) -> None:
+        log.warning(
+            "worker %s: stopping; SIGTERM sent to %d job(s), %.0f s grace (signal again to "
+            "kill now)",
+            self.id,
+            len(self.running),
+            self.options.grace_s,
+        )
+        for r in self.running.values():
+            r.shutdown = True
+            r.execution.stop("shutdown", self.options.grace_s)
+        self.heartbeat("draining")
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signals += 1
-        self._wake.set()
+    def force(self) -> None:
+        log.warning("worker %s: second signal, killing %d job(s)", self.id, len(self.running))
+        for r in self.running.values():
+            r.execution.kill("shutdown")
 
-    def _handle_signals(self) -> None:
-        if self._signals >= 1 and not self._stopping:
-            self._stopping = True
-            log.warning(
-                "worker %s: stopping; SIGTERM sent to %d job(s), %.0f s grace (signal again to "
-                "kill now)",
-                self.id,
-                len(self.running),
-                self.options.grace_s,
-            )
-            for r in self.running.values():
-                r.shutdown = True
-                if r.execution is not None:
-                    r.execution.stop("shutdown", self.options.grace_s)
-            self._heartbeat("draining")
-        if self._signals >= 2 and not self._forced:
-            self._forced = True
-            log.warning("worker %s: second signal, killing %d job(s)", self.id, len(self.running))
-            for r in self.running.values():
-                if r.execution is not None:
-                    r.execution.kill("shutdown")
+    def after_loop(self) -> None:
+        """On any exit of the loop: never leave job processes behind."""
+        for r in list(self.running.values()):
+            if r.execution.running():
+                r.execution.kill("worker exiting")
 
-    # ------------------------------------------------------------------ claims
+    # ------------------------------------------------------------------ start
 
-    def _fill(self) -> None:
-        while (
-            len(self.running) < self.options.max_jobs
-            and time.monotonic() >= self._next_claim
-            and not (self.options.once and self._claimed >= 1)
-            and not self._stopping
-        ):
-            try:
-                got = queue.claim(
-                    self.store,
-                    self.id,
-                    lease_s=self.options.lease_s,
-                    host=self.host,
-                    max_gpus=len(self.slots.free()),
-                    fits=self.slots.place if self.slots.devices else None,
-                )
-            except StoreUnavailable as exc:
-                log.warning("claim failed, the store is unavailable: %s", exc.message)
-                got = None
-            if got is None:
-                self._idle = True
-                self._next_claim = time.monotonic() + self.options.poll_interval
-                return
-            self._idle = False
-            self._claimed += 1
-            self._start(*got)
-            self._handle_signals()
-
-    def _start(self, claim: ClaimedJob, devices: tuple[int, ...]) -> None:
+    def start(self, claim: ClaimedJob, devices: tuple[int, ...]) -> bool:
+        launch = self.prepare(claim)
+        if launch is None:
+            return True
         job = claim.job
-        r = Running(claim, devices)
+        try:
+            argv = wrap_argv(_local_argv(launch.argv), job.nproc_per_node)
+            env = self.job_env(
+                claim, launch.resume, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))}
+            )
+            execution = Execution(argv, cwd=launch.cwd, env=env, on_exit=self._wake.set)
+        except SpawnError as exc:
+            self.finish(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
+            return True
+        r = Running(claim, devices, execution, launch.budget)
+        if job.timeout_s:
+            r.deadline = r.started + job.timeout_s
         with self._lock:
             self.running[job.id] = r
         self.slots.take(devices)
-        if job.timeout_s:
-            r.deadline = r.started + job.timeout_s
-        try:
-            limit = self.options.log_limit
-            # only a retried job has output stored already
-            first = claim.attempt == 1
-            r.budget = (
-                logs.LogBudget(limit) if first else logs.load_budget(self.store, job.id, limit)
-            )
-            resume = self._resume_checkpoint(claim)
-            held = claim.attempt == 1 or queue.set_resume_checkpoint(self.store, claim, resume)
-        except StoreUnavailable as exc:
-            log.error("job %s: not started, the store is unavailable: %s", job.id, exc.message)
-            held = False  # dropped; the reaper crashes and requeues it once the lease expires
-        if not held:
-            r.lost = True
-            return
-        try:
-            root = choose_project_root(
-                self.project_root, self.project_root_given, job.project_root, job.cwd
-            )
-            local, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
-            argv = wrap_argv(_local_argv(local), job.nproc_per_node)
-            r.execution = Execution(
-                argv, cwd=cwd, env=self._job_env(claim, devices, resume), on_exit=self._wake.set
-            )
-        except SpawnError as exc:
-            self._finish(r, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
-            return
         where = f" on GPU {','.join(map(str, devices))}" if devices else ""
-        log.info(
-            "job %s attempt %s started%s: pid %s", job.id, claim.attempt, where, r.execution.pid
-        )
+        log.info("job %s attempt %s started%s: pid %s", job.id, claim.attempt, where, execution.pid)
+        return True
 
-    def _resume_checkpoint(self, claim: ClaimedJob) -> str | None:
-        return resume_checkpoint(self.store, claim)
+    # ------------------------------------------------------------------ follow
 
-    def _job_env(
-        self, claim: ClaimedJob, devices: Sequence[int], resume: str | None
-    ) -> dict[str, str]:
-        devices_env = {"CUDA_VISIBLE_DEVICES": ",".join(str(d) for d in devices)}
-        uri = self.options.job_uri or self.store.absolute_uri()
-        return job_environment(claim, uri, resume, devices_env)
-
-    # -------------------------------------------------------------- supervision
-
-    def _supervise(self) -> None:
+    def follow(self) -> None:
         now = time.monotonic()
         self._sample_memory(now)
-        self._apply_polls(now)
         for r in list(self.running.values()):
             ex = r.execution
-            if r.outcome is not None and not r.lost:
-                self._record(r)  # the store was unavailable when the job ended
-                continue
-            if r.lost or ex is None:
+            if r.lost:
                 self._drop_lost(r)
                 continue
             if r.deadline is not None and now >= r.deadline and not r.timed_out:
@@ -308,57 +217,42 @@ class Worker:
                 ex.cleanup()
                 self._flush(r)
                 if not r.lost:
-                    self._finish(r, ex.returncode, self._failure(r))
+                    failure = self._failure(r)
+                    self._release(r)
+                    self.finish(r.claim, ex.returncode, failure, time.monotonic() - r.started)
 
-    def _apply_polls(self, now: float) -> None:
-        with self._lock:
-            tokens, self._lost = self._lost, set()
-        lost = {r.claim.job.id for r in self.running.values() if r.claim.lease_token in tokens}
-        if now >= self._next_poll and self.running:
-            self._next_poll = now + CANCEL_POLL_S
-            try:
-                states = queue.poll(self.store, [r.claim for r in self.running.values()])
-            except StoreUnavailable as exc:
-                log.warning("poll failed, the store is unavailable: %s", exc.message)
-                states = {}
-            for job_id, state in states.items():
-                r = self.running[job_id]
-                if r.outcome is not None:
-                    continue
-                if not state.held:
-                    lost.add(job_id)
-                elif state.cancel_requested and not r.cancelled and r.execution is not None:
-                    r.cancelled = True
-                    log.warning("job %s: cancel requested", job_id)
-                    r.execution.stop("cancelled", self.options.grace_s)
-        for job_id in lost:
-            found = self.running.get(job_id)
-            if found is not None and not found.lost:
-                self._lose(found)
-
-    def _lose(self, r: Running) -> None:
+    def lose(self, job_id: int) -> None:
+        r = self.running.get(job_id)
+        if r is None or r.lost:
+            return
         r.lost = True
         log.error(
             "job %s: lease lost (another worker or the reaper took it over): killing it, "
             "writing nothing more",
-            r.claim.job.id,
+            job_id,
         )
-        if r.execution is not None:
-            r.execution.kill("lost")
+        r.execution.kill("lost")
+
+    def cancel(self, job_id: int) -> None:
+        r = self.running.get(job_id)
+        if r is None or r.cancelled:
+            return
+        r.cancelled = True
+        log.warning("job %s: cancel requested", job_id)
+        r.execution.stop("cancelled", self.options.grace_s)
 
     def _drop_lost(self, r: Running) -> None:
         ex = r.execution
-        if ex is not None:
-            if ex.running():
-                ex.kill("lost")
-                ex.tick()
-                return
-            ex.cleanup()
-            ex.take_output()  # discarded: the job belongs to someone else now
+        if ex.running():
+            ex.kill("lost")
+            ex.tick()
+            return
+        ex.cleanup()
+        ex.take_output()  # discarded: the job belongs to someone else now
         self._release(r)
 
     def _flush(self, r: Running) -> None:
-        if r.execution is None or r.lost:
+        if r.lost:
             return
         lines = r.execution.take_output()
         if not lines:
@@ -371,7 +265,7 @@ class Worker:
             r.execution.unread(lines)
             return
         if not held:
-            self._lose(r)
+            self.lose(r.claim.job.id)
 
     def _sample_memory(self, now: float) -> None:
         vm = psutil.virtual_memory()
@@ -379,9 +273,8 @@ class Worker:
             self._pressure_at = now
 
     def _failure(self, r: Running) -> Failure | None:
+        """What this executor saw, judged by the shared verdict."""
         ex = r.execution
-        if ex is None:
-            return None
         code = ex.returncode
         if r.shutdown and not r.cancelled and not r.timed_out and code != 0:
             return Failure(
@@ -400,58 +293,12 @@ class Worker:
             cancelled=r.cancelled,
         )
 
-    def _finish(self, r: Running, code: int | None, failure: Failure | None) -> None:
-        r.outcome = (code, failure)
-        self._record(r)
-
-    def _record(self, r: Running) -> None:
-        """Write how the job ended; while the store is unavailable, retry on later ticks
-        (the lease keeps being renewed meanwhile, so the job stays ours)."""
-        code, failure = r.outcome or (None, None)
-        retry = self.options.housekeeping_options.policy.next_retry
-        took = time.monotonic() - r.started
-        if verdict.record(self.store, r.claim, code, failure, retry, took_s=took):
-            self._release(r)
-
     def _release(self, r: Running) -> None:
         self.slots.release(r.devices)
         with self._lock:
             self.running.pop(r.claim.job.id, None)
         self._next_claim = 0.0  # a slot is free: claim again at once
         self._wake.set()
-
-    # ------------------------------------------------------------ housekeeping
-
-    def _renew(self) -> None:
-        with self._lock:
-            claims = [r.claim for r in self.running.values() if not r.lost]
-        lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
-        if lost:
-            with self._lock:
-                self._lost |= {c.lease_token for c in claims if c.job.id in lost}
-            self._wake.set()
-        self._heartbeat("draining" if self._stopping else "running")
-
-    def _heartbeat(self, status: str) -> None:
-        try:
-            devices = self.slots.devices
-            free = {d.index: self.nvml.free_bytes(d.index) for d in devices} if devices else None
-            gpus = workers.gpu_rows(devices, free) if devices else None
-            workers.heartbeat_worker(self.store, self.id, status=status, gpus=gpus)
-        except StoreUnavailable as exc:
-            log.warning("worker heartbeat failed: %s", exc.message)
-
-    def _abandon(self) -> None:
-        """On an unexpected exit of the loop: never leave job processes behind."""
-        for r in list(self.running.values()):
-            if r.execution is not None and r.execution.running():
-                r.execution.kill("worker exiting")
-
-    def _mark_stopped(self) -> None:
-        try:
-            self._heartbeat("stopped")
-        except Exception:
-            log.exception("could not mark worker %s stopped", self.id)
 
 
 def _local_argv(argv: Sequence[str]) -> list[str]:

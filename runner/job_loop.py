@@ -1,0 +1,433 @@
+"""The one job loop every executor runs: claim, lease, heartbeat, record, verdict, retry.
+
+:class:`JobLoop` owns what does not depend on where a job runs:
+
+- **claim** (``fill``): take ready jobs from the queue while the executor has room, each
+  under a lease token (:func:`tracker.store.queue.claim`); the executor's own fit rule
+  (GPU placement for the local worker) is its ``claim_fit``;
+- **prepare**: the checkpoint a retry resumes from, fenced onto the attempt, the job's
+  paths resolved on this host (a missing file fails the attempt ``missing_file``), its log
+  budget and environment (:mod:`tracker.runner.job_env`, one rule for every executor);
+- **lease**: renew every held attempt's lease on a timer thread, poll for lost leases and
+  cancel requests on the loop, and hand both to the executor (``lose``, ``cancel``);
+- **heartbeat**: the process's row in ``workers`` (``tracker workers ls``, the Queue page);
+- **record**: the end through :mod:`tracker.runner.verdict` (failure class, the doctor's
+  final pass, the retry policy). An end the store cannot take yet (outage) is kept here and
+  written on a later tick, its lease renewed meanwhile, so the job stays this loop's;
+- **signals and exit**: the first SIGTERM/SIGINT stops claiming (``drain``), a second one
+  is ``force``; ``once`` and ``exit_when_idle`` for tests and batch use.
+
+The executors are its two siblings: :class:`tracker.runner.worker.Worker` runs processes on
+this host (:mod:`tracker.runner.execution`) and :class:`tracker.runner.dispatcher.Dispatcher`
+hands them to a cluster scheduler through :class:`tracker.runner.executor.Executor`
+(Slurm). Each adds only how it starts (``start``), follows (``follow``), loses and cancels a
+job, and what it saw when the job ended (handed to :func:`tracker.runner.verdict.judge`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tracker.entities import ClaimedJob, Failure
+from tracker.errors import StoreUnavailable
+from tracker.rules.failure import MISSING_FILE
+from tracker.runner import verdict
+from tracker.runner.execution import SpawnError
+from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
+from tracker.runner.job_env import job_environment, resume_checkpoint
+from tracker.runner.project_root import choose_project_root, resolve_job_paths
+from tracker.store import Store, logs, queue, workers
+from tracker.store.workers import WORKER_TTL_S
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5  # lost leases and cancel requests are looked for this often
+
+
+class LoopOptions(Protocol):
+    """What the loop reads from an executor's options (``WorkerOptions``,
+    ``DispatcherOptions``)."""
+
+    @property
+    def max_jobs(self) -> int: ...
+    @property
+    def lease_s(self) -> float: ...
+    @property
+    def poll_interval(self) -> float: ...
+    @property
+    def once(self) -> bool: ...
+    @property
+    def exit_when_idle(self) -> bool: ...
+    @property
+    def housekeeping(self) -> bool: ...
+    @property
+    def housekeeping_options(self) -> HousekeepingOptions: ...
+    @property
+    def log_limit(self) -> int: ...
+    @property
+    def job_uri(self) -> str | None: ...
+    @property
+    def project_root(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A claimed attempt ready to start: its argv and cwd on this host, the checkpoint it
+    resumes from, its log budget."""
+
+    claim: ClaimedJob
+    argv: list[str]
+    cwd: str | None
+    resume: str | None
+    budget: logs.LogBudget
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How an attempt ended, judged; kept until the store has taken it."""
+
+    claim: ClaimedJob
+    exit_code: int | None
+    failure: Failure | None
+    took_s: float | None = None
+
+
+class JobLoop:
+    """The loop; an executor subclasses it (see the module docstring for the hooks).
+
+    Subclasses keep their held attempts in their own map, guarded by ``self._lock``, and
+    answer ``held_claims`` from it."""
+
+    noun = "worker"  # in log lines
+    claim_throttled = True  # after an empty claim wait ``poll_interval`` before the next
+
+    def __init__(self, store: Store, options: LoopOptions, loop_id: str) -> None:
+        self.store = store
+        self.options = options
+        self.id = loop_id
+        self.host = socket.gethostname()
+        self.project_root = os.path.abspath(options.project_root or os.getcwd())
+        self.project_root_given = options.project_root is not None
+        self._lock = threading.Lock()  # guards the executor's held map, _lost, _starting
+        self._lost: set[str] = set()  # lease tokens renewal found lost
+        self._starting: ClaimedJob | None = None  # claimed, not yet held (start may be slow)
+        self._unrecorded: dict[int, Ending] = {}
+        self._wake = threading.Event()
+        self._house = Housekeeper()
+        self._signals = 0
+        self._stopping = False
+        self._forced = False
+        self._idle = False
+        self._claimed = 0
+        self._ended = 0
+        self._next_claim = 0.0
+        self._next_poll = 0.0
+
+    # ------------------------------------------------------------------ the hooks
+
+    def register(self) -> None:
+        """Write this process's row in ``workers`` and log the start."""
+        raise NotImplementedError
+
+    def held_claims(self) -> list[ClaimedJob]:
+        """The attempts the executor holds and whose leases must be kept."""
+        raise NotImplementedError
+
+    def has_room(self) -> bool:
+        return len(self.held_claims()) + len(self._unrecorded) < self.options.max_jobs
+
+    def claim_fit(self) -> dict[str, Any]:
+        """Extra arguments of :func:`tracker.store.queue.claim` (what this executor can fit)."""
+        return {}
+
+    def start(self, claim: ClaimedJob, devices: tuple[int, ...]) -> bool:
+        """Start (or hand over) a claimed attempt; False: claim no more this tick."""
+        raise NotImplementedError
+
+    def follow(self) -> None:
+        """One pass over the held attempts: output, time limits, ends (``finish``)."""
+        raise NotImplementedError
+
+    def lose(self, job_id: int) -> None:
+        """The lease of ``job_id`` is lost: stop it, write nothing more about it."""
+        raise NotImplementedError
+
+    def cancel(self, job_id: int) -> None:
+        """A cancel was requested for ``job_id`` (called on every poll until it ends)."""
+        raise NotImplementedError
+
+    def heartbeat_gpus(self) -> list[dict[str, Any]] | None:
+        return None
+
+    def before_loop(self) -> None:
+        pass
+
+    def after_loop(self) -> None:
+        pass
+
+    def drain(self) -> None:
+        """The first signal: claiming has stopped."""
+
+    def force(self) -> None:
+        """The second signal."""
+
+    def busy(self) -> bool:
+        return bool(self.held_claims()) or bool(self._unrecorded)
+
+    def should_exit(self) -> bool:
+        if self.busy():
+            return False
+        if self._stopping:
+            return True
+        if self.options.once and self._claimed >= 1:
+            return True
+        return self.options.exit_when_idle and self._idle
+
+    def wait_time(self) -> float:
+        return self.options.poll_interval
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> int:
+        """Run until stopped (a signal, ``once``, ``exit_when_idle``); the exit status."""
+        self.register()
+        self.install_signals()
+        self.before_loop()
+        lease_every = max(0.2, self.options.lease_s / 3)
+        self._house.every(lease_every, "lease", self.renew)
+        # a silent row reads as a lost worker even when leases are long (the dispatcher's)
+        beat = min(lease_every, WORKER_TTL_S / 4)
+        self._house.every(beat, "heartbeat", lambda: self.heartbeat(self.status()))
+        if self.options.housekeeping:
+            self._house.add_housekeeping(self.store, self.options.housekeeping_options)
+        self._house.start()
+        try:
+            while not self.should_exit():
+                self.handle_signals()
+                self.tick()
+                if self.should_exit():
+                    break
+                self._wake.wait(self.wait_time())
+                self._wake.clear()
+        finally:
+            self.after_loop()
+            self._house.shutdown()
+            self._mark_stopped()
+        log.info("%s %s stopped", self.noun, self.id)
+        return 0
+
+    def tick(self) -> None:
+        """One pass: ends the store owes, leases and cancels, the executor's own follow-up,
+        then new claims."""
+        try:
+            self.retry_records()
+            self.apply_leases()
+            self.follow()
+            if not self._stopping:
+                self.fill()
+        except StoreUnavailable as exc:
+            log.warning("the store is unavailable, will retry: %s", exc.message)
+
+    def status(self) -> str:
+        return "draining" if self._stopping else "running"
+
+    # ------------------------------------------------------------------ signals
+
+    def install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # A signal ignored since start stays ignored (as a shell ignores SIGINT for
+            # `worker &`): `tracker up` starts its worker so, to stop it with one SIGTERM.
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        self._wake.set()
+
+    def stop(self) -> None:
+        """As one signal."""
+        self._on_signal(signal.SIGTERM, None)
+
+    def handle_signals(self) -> None:
+        if self._signals >= 1 and not self._stopping:
+            self._stopping = True
+            self.drain()
+        if self._signals >= 2 and not self._forced:
+            self._forced = True
+            self.force()
+
+    # ------------------------------------------------------------------ claims
+
+    def fill(self) -> None:
+        while (
+            self.has_room()
+            and not self._stopping
+            and time.monotonic() >= self._next_claim
+            and not (self.options.once and self._claimed >= 1)
+        ):
+            try:
+                got = queue.claim(
+                    self.store, self.id, lease_s=self.options.lease_s, **self.claim_fit()
+                )
+            except StoreUnavailable as exc:
+                log.warning("claim failed, the store is unavailable: %s", exc.message)
+                got = None
+            if got is None:
+                self._idle = True
+                if self.claim_throttled:
+                    self._next_claim = time.monotonic() + self.options.poll_interval
+                return
+            self._idle = False
+            self._claimed += 1
+            with self._lock:
+                self._starting = got[0]
+            try:
+                more = self.start(*got)
+            finally:
+                with self._lock:
+                    self._starting = None
+            self.handle_signals()
+            if not more:
+                return
+
+    def prepare(self, claim: ClaimedJob) -> Launch | None:
+        """What ``claim`` starts with; None when it must not start: its lease was lost at
+        once, the store is unavailable (the reaper requeues it once the lease expires), or
+        its command is missing here (recorded as ``missing_file``)."""
+        job = claim.job
+        try:
+            resume = resume_checkpoint(self.store, claim)
+            if claim.attempt > 1 and not queue.set_resume_checkpoint(self.store, claim, resume):
+                return None  # lost at once; the new holder runs it
+            budget = self.log_budget(claim)
+        except StoreUnavailable as exc:
+            log.error("job %s: not started, the store is unavailable: %s", job.id, exc.message)
+            return None
+        try:
+            root = choose_project_root(
+                self.project_root, self.project_root_given, job.project_root, job.cwd
+            )
+            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
+        except SpawnError as exc:
+            self.finish(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
+            return None
+        return Launch(claim, list(argv), cwd, resume, budget)
+
+    def log_budget(self, claim: ClaimedJob, *, adopted: bool = False) -> logs.LogBudget:
+        """The output ``claim`` may still store (only a retry or an adopted attempt has
+        output stored already)."""
+        limit = self.options.log_limit
+        if claim.attempt == 1 and not adopted:
+            return logs.LogBudget(limit)
+        return logs.load_budget(self.store, claim.job.id, limit)
+
+    def job_env(
+        self, claim: ClaimedJob, resume: str | None, extra: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        uri = self.options.job_uri or self.store.absolute_uri()
+        return job_environment(claim, uri, resume, extra)
+
+    # ------------------------------------------------------------------ leases
+
+    def leased_claims(self) -> list[ClaimedJob]:
+        """Every attempt whose lease this process keeps: held, starting, or ended with the
+        end not yet in the store."""
+        with self._lock:
+            claims = {c.job.id: c for c in self.held_claims()}
+            if self._starting is not None:
+                claims.setdefault(self._starting.job.id, self._starting)
+            for e in self._unrecorded.values():
+                claims.setdefault(e.claim.job.id, e.claim)
+        return list(claims.values())
+
+    def renew(self) -> None:
+        """Timer thread: extend every lease; lost ones are acted on by the loop."""
+        claims = self.leased_claims()
+        lost = queue.renew(self.store, claims, lease_s=self.options.lease_s)
+        if lost:  # by token: the job may already run again under a newer attempt
+            with self._lock:
+                self._lost |= {c.lease_token for c in claims if c.job.id in lost}
+            self._wake.set()
+
+    def apply_leases(self) -> None:
+        """Hand lost leases (renewal's, or a poll's) and cancel requests to the executor."""
+        with self._lock:
+            tokens, self._lost = self._lost, set()
+            claims = self.held_claims()
+        for job_id, e in list(self._unrecorded.items()):
+            if e.claim.lease_token in tokens:
+                log.error("job %s: lease lost before the end was recorded; nothing written", job_id)
+                with self._lock:
+                    self._unrecorded.pop(job_id, None)
+        lost = {c.job.id for c in claims if c.lease_token in tokens}
+        now = time.monotonic()
+        if claims and now >= self._next_poll:
+            self._next_poll = now + POLL_S
+            try:
+                states = queue.poll(self.store, claims)
+            except StoreUnavailable as exc:
+                log.warning("poll failed, the store is unavailable: %s", exc.message)
+                states = {}
+            for job_id, state in states.items():
+                if not state.held:
+                    lost.add(job_id)
+                elif state.cancel_requested and job_id not in lost:
+                    self.cancel(job_id)
+        for job_id in lost:
+            self.lose(job_id)
+
+    # ------------------------------------------------------------------ records
+
+    def finish(
+        self,
+        claim: ClaimedJob,
+        exit_code: int | None,
+        failure: Failure | None,
+        took_s: float | None = None,
+    ) -> None:
+        """Record how ``claim`` ended; while the store is unavailable the end is kept and
+        written on a later tick (its lease renewed meanwhile)."""
+        ending = Ending(claim, exit_code, failure, took_s)
+        if not self._record(ending):
+            with self._lock:
+                self._unrecorded[claim.job.id] = ending
+        self._next_claim = 0.0  # room again: claim at once
+        self._wake.set()
+
+    def retry_records(self) -> None:
+        for job_id, ending in list(self._unrecorded.items()):
+            if self._record(ending):
+                with self._lock:
+                    self._unrecorded.pop(job_id, None)
+                self._next_claim = 0.0
+
+    def _record(self, e: Ending) -> bool:
+        retry = self.options.housekeeping_options.policy.next_retry
+        if not verdict.record(self.store, e.claim, e.exit_code, e.failure, retry, took_s=e.took_s):
+            return False
+        self._ended += 1
+        return True
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat(self, status: str) -> None:
+        try:
+            workers.heartbeat_worker(self.store, self.id, status=status, gpus=self.heartbeat_gpus())
+        except StoreUnavailable as exc:
+            log.warning("%s heartbeat failed: %s", self.noun, exc.message)
+
+    def _mark_stopped(self) -> None:
+        try:
+            self.heartbeat("stopped")
+        except Exception:
+            log.exception("could not mark %s %s stopped", self.noun, self.id)
