@@ -5,20 +5,47 @@ Each row is a real job (tests/runner/scripts/behaviour.py) and the end the store
 both executors share one verdict (runner/verdict.py) and one job-environment rule
 (runner/job_env.py), so a row may never differ between them. Before they did: a job whose
 loss went NaN succeeded under Slurm, and the dispatcher's MASTER_PORT reached its jobs.
+
+The rows, and what each executor does to make them happen:
+
+- how a job's own code ends (``TABLE``): ok, NaN loss, missing module, exception, environment;
+- a timeout the job ignores SIGTERM for, and a cancel (``STOPS``): the job ends
+  ``timed_out``/``timeout`` resp. ``cancelled``/``cancelled``, its run ``killed``, and its
+  process is gone. The worker stops a job at its ``timeout_s`` (SIGTERM, SIGKILL after the
+  grace); Slurm at its time limit, ``timeout_s`` + grace + 60 s of signal slack in whole
+  minutes (``rules.slurm.time_limit``), so the Slurm row takes two minutes;
+- preemption: the retry resumes from the last *verified* checkpoint (the job's newest one is
+  damaged, so the one before it). Slurm: ``scontrol requeue``. Locally there is no scheduler
+  to take a job back; the equivalent is the worker being stopped (SIGTERM, as a machine
+  being shut down sends it) and another worker running the retry;
+- node failure: the attempt ends ``crashed``, the retry resumes as above. Slurm: the node set
+  DOWN. Locally the worker's host going away is the worker SIGKILLed (its supervisor takes
+  the job with it): the lease expires, the reaper crashes the attempt.
+
+The first attempt of the last two rows is named by what the executor saw (``INTERRUPTED``),
+and that differs: only a cluster scheduler says "preempted" or "node failed"; the worker
+knows it was told to stop (``killed_by_signal``) and the reaper that a lease expired
+(``crashed``). Both are retried by the same rule (``runner.retry.ALWAYS_RETRIED``).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.polling import wait_for
-from tests.support.runner import REAP, Proc, Procs, script
-from tracker.entities import JobSpec
+from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
+from tests.support.slurm_cluster import SlurmCluster, slurm_jobs
+from tracker.entities import JobInfo, JobSpec
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
+
+KINDS = ["local", pytest.param("slurm", marks=pytest.mark.slurm)]
 
 # mode of behaviour.py -> (job status, failure class, words in the failure hint)
 TABLE: dict[str, tuple[str, str | None, str]] = {
@@ -29,24 +56,56 @@ TABLE: dict[str, tuple[str, str | None, str]] = {
     "env": ("succeeded", None, ""),
 }
 
+# a job stopped from outside -> (job status, failure class, run status)
+STOPS: dict[str, tuple[str, str, str]] = {
+    "timeout": ("timed_out", "timeout", "killed"),  # the job ignores SIGTERM
+    "cancel": ("cancelled", "cancelled", "killed"),
+}
 
-def _start(kind: str, procs: Procs, tmp: Path, request: pytest.FixtureRequest) -> Proc:
+# (row, executor) -> (status, failure class) of the attempt the row interrupted
+INTERRUPTED: dict[tuple[str, str], tuple[str, str]] = {
+    ("preemption", "local"): ("failed", "killed_by_signal"),
+    ("preemption", "slurm"): ("crashed", "preempted"),
+    ("node failure", "local"): ("crashed", "crashed"),
+    ("node failure", "slurm"): ("crashed", "node_fail"),
+}
+
+
+def _start(
+    kind: str, procs: Procs, tmp: Path, request: pytest.FixtureRequest, *args: str,
+    jobs: int = 1, local: Sequence[str] = (), until_idle: bool = True,
+) -> Proc:  # fmt: skip
+    """The worker or the dispatcher with ``args``; the worker runs ``jobs`` jobs at once and
+    also gets ``local`` (the dispatcher hands Slurm up to 100)."""
+    idle = ["--exit-when-idle"] if until_idle else []
     if kind == "local":
-        return procs.worker("--gpus", "none", "--exit-when-idle", "--max-jobs", "3")
+        return procs.worker("--gpus", "none", "--max-jobs", str(jobs), *local, *idle, *args)
     request.getfixturevalue("slurm")  # the cluster, started once per session
-    return _dispatcher(procs, tmp, "dispatcher")
+    return _dispatcher(procs, tmp, "dispatcher", *idle, *args)
 
 
 def _dispatcher(procs: Procs, tmp: Path, name: str, *args: str) -> Proc:
     return procs.tracker(
         "dispatcher", "--poll-interval", "0.3", "--lease-seconds", "6", "--log-dir",
-        str(tmp / "slurm-logs"), *REAP, "--exit-when-idle", *args, name=name,
+        str(tmp / "slurm-logs"), *REAP, *args, name=name,
     )  # fmt: skip
 
 
 def _stdout(store: Store, job_id: int) -> str:
     chunks = logs.logs_after(store, job_id, limit=10_000, stream="stdout")
     return "".join(c.text for c in chunks)
+
+
+def _ended(store: Store, job_id: int, timeout: float, what: str) -> JobInfo:
+    found: JobInfo = wait_for(
+        lambda: (j := store_jobs.get_job(store, job_id)).is_final and j, timeout, what
+    )
+    return found
+
+
+def _published(path: Path, timeout: float, what: str) -> str:
+    text: str = wait_for(lambda: path.exists() and path.read_text(), timeout, what)
+    return text
 
 
 @pytest.mark.slow
@@ -65,7 +124,7 @@ def test_behaviour_table(
     jobs = {
         mode: queue.enqueue(store, JobSpec(argv=script("behaviour.py", mode))) for mode in TABLE
     }
-    starter = _start(kind, procs, tmp_path, request)
+    starter = _start(kind, procs, tmp_path, request, jobs=3)
     for mode, job in jobs.items():
         wait_for(
             lambda j=job.id: store_jobs.get_job(store, j).is_final, 120, f"the {mode} job to end"
@@ -77,6 +136,92 @@ def test_behaviour_table(
         assert store.get_run(job.run_id).failure_class == cls, (kind, mode)
     assert _stdout(store, jobs["env"].id) == "MASTER_PORT=-\nBEHAVIOUR_MARK=from-starter\n"
     assert starter.wait(60) == 0, starter.output()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeout_and_cancel_end_the_job_and_its_process(
+    kind: str, store: Store, procs: Procs, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    out = {row: tmp_path / row for row in STOPS}
+    for d in out.values():
+        d.mkdir()
+    spec = {
+        "timeout": JobSpec(argv=script("behaviour.py", "stubborn", str(out["timeout"])),
+                           timeout_s=2),
+        "cancel": JobSpec(argv=script("behaviour.py", "sleep", str(out["cancel"]))),
+    }  # fmt: skip
+    jobs = {row: queue.enqueue(store, spec[row]) for row in STOPS}
+    starter = _start(kind, procs, tmp_path, request, "--grace-seconds", "1", jobs=2)
+    pids = {row: int(_published(out[row] / "pid-1", 60, f"{row} job to start")) for row in STOPS}
+    said = procs.run("jobs", "cancel", str(jobs["cancel"].id))
+    assert "cancel requested" in said.stdout, said.stdout + said.stderr
+    for row, job in jobs.items():
+        done = _ended(store, job.id, 240, f"the {row} job to end")
+        status, cls, run_status = STOPS[row]
+        assert (done.status, done.failure_class, done.attempt) == (status, cls, 1), (
+            kind, row, done.failure_hint,
+        )  # fmt: skip
+        run = store.get_run(job.run_id)
+        assert (run.status, run.failure_class) == (run_status, cls), (kind, row)
+        wait_for(lambda p=pids[row]: not alive(p), 30, f"the {row} job's process to end")
+    assert starter.wait(60) == 0, starter.output()
+
+
+def _interrupt(
+    row: str, kind: str, starter: Proc, procs: Procs, request: pytest.FixtureRequest,
+    store: Store, job_id: int,
+) -> None:  # fmt: skip
+    """Preempt the running job, or fail its node, the way ``kind`` can; a retry follows."""
+    if kind == "local":
+        starter.signal(signal.SIGTERM if row == "preemption" else signal.SIGKILL)
+        starter.wait(30, "the stopped worker to exit")
+        # another worker runs the retry (and reaps the killed worker's expired lease)
+        procs.worker("--gpus", "none", name="second-worker")
+        return
+    cluster: SlurmCluster = request.getfixturevalue("slurm")
+    [(slurm_id, _, _)] = slurm_jobs(cluster, store, job_id)
+    if row == "preemption":
+        cluster.run("scontrol", "requeue", slurm_id)
+        return
+    with cluster.node_down():
+        wait_for(lambda: store_jobs.attempts(store, job_id)[0].status != "running", 90,
+                 "the node failure to end attempt 1")  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("row", ["preemption", "node failure"])
+def test_interrupted_job_is_retried_from_its_last_verified_checkpoint(
+    row: str, kind: str, store: Store, procs: Procs, tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    job = queue.enqueue(
+        store, JobSpec(argv=script("behaviour.py", "resume", str(out)), max_retries=1)
+    )
+    # a short lease: the reaper finds the SIGKILLed worker's job within seconds
+    local = ["--lease-seconds", "2", "--no-housekeeping"]
+    starter = _start(kind, procs, tmp_path, request, "--grace-seconds", "1", local=local,
+                     until_idle=False)  # fmt: skip
+    saved = _published(out / "saved-1", 120, "attempt 1 to checkpoint")
+    first: Any = read_json(out / "attempt-1.json")
+    _interrupt(row, kind, starter, procs, request, store, job.id)
+    wait_for(lambda: not alive(first["pid"]), 60, "attempt 1's process to end")
+    done = _ended(store, job.id, 180, "the retry to end")
+    tries = store_jobs.attempts(store, job.id)
+    assert [(t.status, t.failure_class) for t in tries] == [
+        INTERRUPTED[row, kind],
+        ("succeeded", None),
+    ], (tries[0].failure_hint, done.failure_hint)
+    assert (done.status, done.attempt) == ("succeeded", 2)
+    assert tries[1].resume_checkpoint == saved  # step 2: the damaged step 3 was skipped
+    second: Any = read_json(out / "attempt-2.json")
+    assert (second["resume"], second["env"], second["start"]) == (saved, saved, 3)
+    run = store.get_run(job.run_id)
+    assert run.status == "finished"
+    assert [p.step for p in store.metric_history(run.id, "loss")] == [0, 1, 2, 3, 4, 5]
 
 
 TICKER = """

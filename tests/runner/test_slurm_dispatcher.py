@@ -7,12 +7,10 @@ real dispatcher process against SQLite and PostgreSQL and real jobs through sbat
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,10 +20,9 @@ import pytest
 
 from tests.support.polling import wait_for
 from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
-from tests.support.slurm_cluster import SlurmCluster
+from tests.support.slurm_cluster import SlurmCluster, slurm_jobs
 from tracker.entities import JobSpec
-from tracker.rules.slurm import SQUEUE_FORMAT, SlurmSite, parse_comment, parse_squeue
-from tracker.runner.dispatcher import store_namespace
+from tracker.rules.slurm import SlurmSite
 from tracker.runner.slurm import SlurmExecutor
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
@@ -39,20 +36,6 @@ def dispatcher(procs: Procs, tmp: Path, *args: str) -> Proc:
         "dispatcher", "--poll-interval", "0.3", "--lease-seconds", "6", "--log-dir",
         str(log_dir), *REAP, *args, name="dispatcher",
     )  # fmt: skip
-
-
-def slurm_jobs(
-    cluster: SlurmCluster, store: Store, job_id: int
-) -> list[tuple[str, str, str | None]]:
-    """(slurm id, state, reason) of every Slurm job submitted for ``job_id`` of ``store``."""
-    found = parse_squeue(cluster.run("squeue", "-h", "-t", "all", "-O", SQUEUE_FORMAT))
-    namespace = store_namespace(store)
-    out = []
-    for j in found:
-        tag = parse_comment(j.comment)
-        if tag is not None and tag.job_id == job_id and tag.namespace == namespace:
-            out.append((j.slurm_id, j.state, j.reason))
-    return out
 
 
 def job_text(store: Store, job_id: int, stream: str | None = None) -> str:
@@ -294,10 +277,6 @@ def test_requeue_marks_the_run_preempted_and_the_retry_resumes(
     assert len(states) == 2 and states[slurm_id] == "CANCELLED"  # the old copy never reruns
 
 
-def _node_idle(cluster: SlurmCluster) -> bool:
-    return cluster.run("sinfo", "-h", "-N", "-o", "%t").strip() == "idle"
-
-
 def test_node_failure_of_a_requeued_job_is_node_fail_and_never_cancelled_again(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
@@ -306,14 +285,8 @@ def test_node_failure_of_a_requeued_job_is_node_fail_and_never_cancelled_again(
     first = dispatcher(procs, tmp_path)
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60, "the job to start")
     assert len(slurm_jobs(slurm, store, job.id)) == 1
-    node = f"nodename={slurm.host}"
-    slurm.run("scontrol", "update", node, "state=down", "reason=tracker-test")  # the node fails
-    try:
+    with slurm.node_down():  # the node fails
         done = ended(store, job.id, 90, "the node failure to end the attempt")
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError):  # ReturnToService=2 may
-            slurm.run("scontrol", "update", node, "state=resume")  # have brought it back
-        wait_for(lambda: _node_idle(slurm), 60, "the test node to be idle again")
     assert done.failure_class == "node_fail", done.failure_hint
     assert "NODE_FAIL" in done.failure_hint
     [attempt] = store_jobs.attempts(store, job.id)

@@ -7,8 +7,10 @@ touches nothing of the host's own Slurm setup. There is no accounting (``sacct``
 work), so ``MinJobAge=600`` keeps finished jobs visible to ``scontrol`` for ten minutes.
 
 ``SlurmCluster.start()`` returns once ``sinfo`` shows the node idle; ``stop()`` kills the
-daemons it started. :func:`skip_reason` says why a cluster cannot run here (not root,
-packages missing) -- the only cases in which the tests that need one are skipped.
+daemons it started; ``node_down()`` fails the node for a while (a node failure, for real);
+``slurm_jobs`` lists the Slurm jobs a dispatcher submitted for one tracker job.
+:func:`skip_reason` says why a cluster cannot run here (not root, packages missing) -- the
+only cases in which the tests that need one are skipped.
 """
 
 from __future__ import annotations
@@ -21,13 +23,19 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 
+from tracker.rules.slurm import SQUEUE_FORMAT, parse_comment, parse_squeue
+from tracker.runner.dispatcher import store_namespace
+from tracker.store import Store
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
 MUNGE_KEY = Path("/etc/munge/munge.key")
 MUNGE_SOCKET_DIR = Path("/run/munge")
+_UP = ("idle", "mix", "alloc", "comp")  # sinfo %t of a node that takes jobs
 
 
 def skip_reason() -> str | None:
@@ -155,6 +163,29 @@ class SlurmCluster:
         done = subprocess.run(argv, env=self.env, capture_output=True, text=True, check=True)
         return done.stdout
 
+    def node_state(self) -> str:
+        """The node's state as ``sinfo`` abbreviates it (``idle``, ``mix``, ``down*``, ...)."""
+        return self.run("sinfo", "-h", "-N", "-o", "%t").strip()
+
+    @contextlib.contextmanager
+    def node_down(self, reason: str = "tracker-test") -> Iterator[None]:
+        """The node is DOWN inside the block (Slurm ends its jobs as NODE_FAIL and requeues
+        those submitted with ``--requeue``); after it, the node is resumed and takes jobs again
+        (idle, or already running a job that waited for it)."""
+        node = f"nodename={self.host}"
+        self.run("scontrol", "update", node, "state=down", f"reason={reason}")
+        try:
+            yield
+        finally:
+            # ReturnToService=2 may have brought it back already
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self.run("scontrol", "update", node, "state=resume")
+            deadline = time.monotonic() + 60
+            while (state := self.node_state()) not in _UP:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the test Slurm node is {state!r} 60 s after resuming it")
+                time.sleep(0.2)
+
     def stop(self) -> None:
         """Kill the daemons this cluster started (its jobs die with slurmd's steps)."""
         # the controller may already be gone; the daemons are killed below
@@ -187,6 +218,20 @@ class SlurmCluster:
                     proc.kill()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+
+
+def slurm_jobs(
+    cluster: SlurmCluster, store: Store, job_id: int
+) -> list[tuple[str, str, str | None]]:
+    """(slurm id, state, reason) of every Slurm job submitted for ``job_id`` of ``store``."""
+    found = parse_squeue(cluster.run("squeue", "-h", "-t", "all", "-O", SQUEUE_FORMAT))
+    namespace = store_namespace(store)
+    out = []
+    for j in found:
+        tag = parse_comment(j.comment)
+        if tag is not None and tag.job_id == job_id and tag.namespace == namespace:
+            out.append((j.slurm_id, j.state, j.reason))
+    return out
 
 
 def start_cluster() -> SlurmCluster:
