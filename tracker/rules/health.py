@@ -823,12 +823,15 @@ def amp_scale_collapse(
     """
     limits = limits or HealthLimits()
     pts = _finite(_sorted(scale))
+    counts = _finite(_sorted(skipped))
     if pts and pts[-1][1] <= limits.scale_floor:
         k = len(pts) - 1
         # back to the first point of the final decline (halvings, or a floor plateau)
         while k > 0 and (pts[k - 1][1] > pts[k][1] or pts[k - 1][1] <= limits.scale_floor):
             k -= 1
         onset = pts[min(k + 1, len(pts) - 1)][0]  # the first lowered scale
+        if k == 0 and counts and counts[0][0] == pts[0][0] and counts[0][1] > 0:
+            onset = pts[0][0]  # skipped from the first update on: already lowered there
         return Diagnosis(
             AMP_SCALE_COLLAPSE,
             "error",
@@ -839,7 +842,6 @@ def amp_scale_collapse(
             _AMP_HINT,
             Evidence("amp/loss_scale", (onset, pts[-1][0]), _values(pts, onset, pts[-1][0])),
         )
-    counts = _finite(_sorted(skipped))
     inc = _increments(counts)
     k = len(inc)
     while k > 0 and inc[k - 1][1] > 0:
