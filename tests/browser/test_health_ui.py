@@ -1,8 +1,11 @@
 """The doctor in the pages, in real Chromium: the Health panel on the run page, a marker
-at the onset step on the diagnosed metric's chart, and a badge in the runs table."""
+at the onset step on the diagnosed metric's chart, and a chip in the runs table (coloured
+by severity, with the onset step)."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
 import pytest
@@ -71,3 +74,46 @@ def test_a_failed_run_says_how_it_ended_in_the_health_panel(
     assert "No problem found in its series." in text
     assert page.locator("#run-health").is_visible()
     screenshot(page, "run-failed-health")
+
+
+def test_runs_table_chips_carry_severity_colour_and_onset_step(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
+    """A warning chip is amber and an error chip red (the Health panel's colours), each says
+    its onset step ("loss spike @1200") and gives the message as its tooltip."""
+    store = dashboard.store
+    diverged = dashboard.seeded.runs["adam-lr1e-1-diverged"]
+    [nonfinite] = [d for d in diagnose_run(store, diverged) if d.key == "nonfinite:train/loss"]
+    assert (nonfinite.severity, nonfinite.step) == ("error", 420)
+    spiky = store.create_run("chips", "spiky")
+    [key] = store.intern_keys({"train/loss": 0.0}).values()
+    wall = int(time.time() * 1000)
+    loss = [2.0 * math.exp(-s / 400) + 0.3 + 0.02 * math.sin(s) for s in range(1500)]
+    loss[1200] *= 8  # one bad batch: a loss spike, a warning
+    store.write_points([(spiky.id, key, s, wall + s, v) for s, v in enumerate(loss)])
+    store.finish_run(spiky.id, "finished")
+    found = diagnose_run(store, spiky.id)
+    assert [(d.code, d.severity, d.step) for d in found] == [("loss_spike", "warning", 1200)]
+
+    page.goto(f"{dashboard.url}/?q=diagnosis%20!%3D%20null", timeout=60_000)
+    warning = page.locator(f"#runs-body tr:has(a[href='/runs/{spiky.id}']) .health-badge")
+    error = page.locator(f"#runs-body tr:has(a[href='/runs/{diverged}']) .health-badge")
+    warning.first.wait_for()
+    error.first.wait_for()
+    assert warning.count() == 1 and warning.inner_text() == "loss spike @1200"
+    assert warning.get_attribute("class") == "health-badge warning"
+    assert warning.get_attribute("data-step") == "1200"
+    assert warning.get_attribute("title").startswith("warning at step 1200: train/loss")
+    chip = error.and_(page.locator("[data-code='nonfinite']"))
+    assert chip.inner_text() == "NaN/Inf @420" and "error" in chip.get_attribute("class").split()
+    assert chip.get_attribute("title").startswith(f"error at step 420: {nonfinite.message}")
+    colours = page.evaluate(
+        "els => els.map(e => { const s = getComputedStyle(e);"
+        " return [s.borderLeftColor, s.color]; })",
+        [warning.element_handle(), chip.element_handle()],
+    )
+    assert colours == [
+        ["rgb(245, 158, 11)", "rgb(146, 64, 14)"],  # amber: #f59e0b, as the panel's warning
+        ["rgb(220, 38, 38)", "rgb(185, 28, 28)"],  # red: #dc2626, as the panel's error
+    ]
+    screenshot(page, "runs-health-chips")

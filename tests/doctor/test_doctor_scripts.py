@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.runner import TRACKER, Procs
+from tracker.rules.health import diagnose
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
-from tracker.store.diagnoses import list_diagnoses
+from tracker.store.diagnoses import list_diagnoses, read_run_series
 
 pytestmark = pytest.mark.slow
 
@@ -135,3 +136,54 @@ def test_torchrun_job_names_the_first_failing_rank(store: Store, procs: Procs) -
     assert (info.status, info.failure_class) == ("failed", "python_exception"), info
     assert info.failure_hint is not None
     assert info.failure_hint.startswith("rank 1 failed first: ValueError: rank 1 could not read")
+
+
+def _every_live_pass(store: Store, run_id: int) -> set[tuple[str, int | None, str | None]]:
+    """What a live pass would have found at each step of the stored run (every prefix)."""
+    series = read_run_series(store, run_id)
+    last = max(s for points in series.values() for s, _ in points)
+    found = set()
+    for end in range(1, last + 2):
+        prefix = {k: [p for p in v if p[0] < end] for k, v in series.items()}
+        live = diagnose({k: v for k, v in prefix.items() if v}, final=False)
+        found |= {(d.code, d.step, d.metric) for d in live}
+    return found
+
+
+def test_real_amp_calibration_is_no_problem_live_or_final(tmp_path: Path) -> None:
+    """A real GradScaler calibrating on fp16 gradients skips its first five steps (the
+    clipped gradient norm the loop logs is NaN/Inf there): no live pass and not the final
+    one may call that ``nonfinite`` (it was ``nonfinite@0`` with the hint "use a
+    GradScaler") or a collapse."""
+    uri = f"sqlite:///{tmp_path / 'tracker.db'}"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "amp_calibration.py"), "healthy"], env=_env(uri),
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = Store(uri)
+    [run] = store.list_runs()
+    series = read_run_series(store, run.id)
+    # the calibration really happened: five skips, the scale halved five times
+    assert [v for _, v in series["amp/skipped_steps"]][:6] == [1.0, 2.0, 3.0, 4.0, 5.0, 5.0]
+    assert series["amp/loss_scale"][4] == (4, 2.0**15)
+    assert not any(math.isfinite(v or math.nan) for _, v in series["grad_norm"][:5])
+    assert list_diagnoses(store, run.id) == []
+    assert _every_live_pass(store, run.id) == set()
+
+
+def test_real_amp_collapse_after_calibration_is_found_at_its_onset(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'tracker.db'}"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "amp_calibration.py"), "collapse"], env=_env(uri),
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    store = Store(uri)
+    [run] = store.list_runs()
+    found = {(e.data["code"], e.data["metric"]): e.data for e in list_diagnoses(store, run.id)}
+    assert set(found) == {("nonfinite", "loss"), ("amp_scale_collapse", "amp/loss_scale")}
+    assert {d["step"] for d in found.values()} == {60}
+    assert "GradScaler skips" in found["nonfinite", "loss"]["hint"]  # not "use a GradScaler"
+    live = _every_live_pass(store, run.id)
+    assert {step for _, step, _ in live} == {60}, live  # nothing during the calibration

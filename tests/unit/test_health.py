@@ -22,6 +22,7 @@ from tracker.rules.health import (
     loss_spike,
     memory_growth,
     nonfinite,
+    scaler_skips,
     throughput_drop,
 )
 
@@ -57,6 +58,47 @@ def _grad(n: int, start: float = 5.0, end: float = 0.5, seed: int = 3) -> list:
     rng = random.Random(seed)
     return [(s, (end + (start - end) * math.exp(-5 * s / n)) * math.exp(rng.gauss(0, 0.2)))
             for s in range(n)]  # fmt: skip
+
+
+def _grad_scaler_run(n: int, overflows: Callable[[int, float], bool], *, every: int = 50,
+                     init_scale: float = 65536.0, growth_interval: int = 2000,
+                     nan_loss_from: int | None = None) -> Series:  # fmt: skip
+    """The series a loop with a GradScaler stores, step by step as torch produces them.
+
+    ``overflows(step, scale)`` says whether the fp16 gradients overflow at that scale: the
+    scaler then skips the step and halves its scale, else it steps and doubles the scale
+    after ``growth_interval`` steps in a row. The loop logs ``loss`` and ``grad_norm``
+    (``clip_grad_norm_`` after ``scaler.unscale_``: Inf on a skipped step); ``watch(scaler=)``
+    logs ``amp/loss_scale`` and the cumulative ``amp/skipped_steps`` after each skip and every
+    ``every``-th update, and ``grad/global_norm`` on every ``every``-th optimizer step (an
+    optimizer hook: a skipped step has none)."""
+    loss, grads = _loss(n), _grad(n)
+    out: Series = {"loss": [], "grad_norm": [], "amp/loss_scale": [], "amp/skipped_steps": [],
+                   "grad/global_norm": []}  # fmt: skip
+    scale, skipped, stepped, tracker = init_scale, 0, 0, 0
+    for s in range(n):
+        skip = overflows(s, scale)
+        bad_loss = nan_loss_from is not None and s >= nan_loss_from
+        out["loss"].append((s, NAN if bad_loss else loss[s][1]))
+        out["grad_norm"].append((s, INF if skip else grads[s][1]))
+        if skip:
+            scale, skipped, tracker = scale * 0.5, skipped + 1, 0
+        else:
+            stepped, tracker = stepped + 1, tracker + 1
+            if tracker == growth_interval:
+                scale, tracker = scale * 2, 0
+            if stepped % every == 0:
+                out["grad/global_norm"].append((s, grads[s][1]))
+        if skip or (s + 1) % every == 0:
+            out["amp/loss_scale"].append((s, scale))
+            out["amp/skipped_steps"].append((s, float(skipped)))
+    return out
+
+
+def _overflow_above(limit: float, *, from_step: int = 0) -> Callable[[int, float], bool]:
+    """Gradients whose largest element needs a scale below ``limit`` (calibration), and from
+    ``from_step`` on gradients that overflow at any scale (a broken model)."""
+    return lambda s, scale: scale > limit or s >= from_step > 0
 
 
 # ------------------------------------------------------------------ failing runs
@@ -140,6 +182,18 @@ def _spike() -> Series:
     return {"train/loss": loss}
 
 
+def _amp_nan_loss_after_calibration() -> Series:
+    return _grad_scaler_run(600, _overflow_above(2.0**11), nan_loss_from=400)
+
+
+def _amp_collapse_after_calibration() -> Series:
+    return _grad_scaler_run(600, _overflow_above(2.0**11, from_step=300))
+
+
+def _amp_broken_from_the_start() -> Series:
+    return _grad_scaler_run(100, lambda s, scale: True)
+
+
 FAILING: list[tuple[str, Callable[[], Series], str, int, int]] = [
     ("nan from a too-high lr", _nan_from_high_lr, "nonfinite", 185, 0),
     ("nan after AMP calibration", _nan_after_amp_calibration, "nonfinite", 250, 0),
@@ -151,6 +205,9 @@ FAILING: list[tuple[str, Callable[[], Series], str, int, int]] = [
     ("recompiles", _recompiles, "recompiles", 35, 0),  # 7 recompiles: torch's limit of 8
     ("amp scale collapse", _scale_collapse, "amp_scale_collapse", 120, 0),
     ("all steps skipped", _all_skipped, "amp_scale_collapse", 310, 10),
+    ("scaler: NaN loss", _amp_nan_loss_after_calibration, "nonfinite", 400, 0),
+    ("scaler: collapse", _amp_collapse_after_calibration, "amp_scale_collapse", 300, 0),
+    ("scaler: all skipped", _amp_broken_from_the_start, "amp_scale_collapse", 0, 0),
     ("grad explosion", _explosion, "grad_explosion", 150, 0),
     ("grad vanishing", _vanishing, "grad_vanishing", 100, 0),
     ("loss divergence", _divergence, "divergence", 200, 15),
@@ -322,6 +379,24 @@ def _every_50_watch() -> Series:
             "amp/skipped_steps": [(s, 3.0) for s in range(0, 2000, 50)]}  # fmt: skip
 
 
+def _grad_scaler_calibration() -> Series:
+    # 65536 halved five times (the fp16 gradients need <= 2048), then stable: the issue's run
+    return _grad_scaler_run(600, _overflow_above(2.0**11))
+
+
+def _grad_scaler_long_calibration() -> Series:
+    return _grad_scaler_run(600, _overflow_above(2.0**4))  # twelve skips, still far from 1
+
+
+def _grad_scaler_growth_overflows() -> Series:
+    # after each growth interval the doubled scale overflows once: one skip, halved again
+    return _grad_scaler_run(3000, _overflow_above(2.0**15), growth_interval=500)
+
+
+def _grad_scaler_watch_every_step() -> Series:
+    return _grad_scaler_run(300, _overflow_above(2.0**11), every=1)
+
+
 HEALTHY: list[tuple[str, Callable[[], Series]]] = [
     ("warmup + cosine", _warmup_cosine),
     ("step schedule", _step_schedule),
@@ -347,6 +422,10 @@ HEALTHY: list[tuple[str, Callable[[], Series]]] = [
     ("small RSS growth", _small_rss_growth),
     ("one skipped NaN batch", _one_skipped_nan),
     ("watch every 50 steps", _every_50_watch),
+    ("GradScaler calibration (5 skips)", _grad_scaler_calibration),
+    ("GradScaler calibration (12 skips)", _grad_scaler_long_calibration),
+    ("GradScaler overflow after each growth", _grad_scaler_growth_overflows),
+    ("GradScaler watched every step", _grad_scaler_watch_every_step),
 ]
 
 
@@ -358,6 +437,47 @@ def test_healthy_run_has_no_diagnosis(series: Callable[[], Series], final: bool)
 
 def test_at_least_twenty_healthy_shapes() -> None:
     assert len(HEALTHY) >= 20
+
+
+def _live(series: Series, end: int) -> list[Diagnosis]:
+    """A live pass that sees the points before ``end``."""
+    prefix = {k: [p for p in v if p[0] < end] for k, v in series.items()}
+    return diagnose({k: v for k, v in prefix.items() if v}, final=False)
+
+
+@pytest.mark.parametrize(
+    "series",
+    [_grad_scaler_calibration, _grad_scaler_long_calibration, _grad_scaler_watch_every_step],
+)
+def test_grad_scaler_calibration_is_no_problem_to_a_live_pass(
+    series: Callable[[], Series],
+) -> None:
+    """Live passes during the calibration see Inf gradient norms that have not recovered
+    yet and a run of skipped steps: neither is ``nonfinite`` nor a collapse."""
+    run = series()
+    for end in range(1, 60):
+        assert _live(run, end) == [], end
+
+
+@pytest.mark.parametrize(
+    ("series", "code", "metric", "onset", "seen_by"),
+    [
+        (_amp_nan_loss_after_calibration, "nonfinite", "loss", 400, 403),
+        (_amp_collapse_after_calibration, "amp_scale_collapse", "amp/skipped_steps", 300, 305),
+        (_amp_broken_from_the_start, "amp_scale_collapse", "amp/loss_scale", 0, 17),
+    ],
+)
+def test_grad_scaler_problem_found_live_at_its_onset_and_not_before(
+    series: Callable[[], Series], code: str, metric: str, onset: int, seen_by: int
+) -> None:
+    run = series()
+    for end in range(1, onset):
+        assert _live(run, end) == [], end
+    found = [(d.code, d.metric, d.step) for d in _live(run, seen_by)]
+    assert (code, metric, onset) in found, found
+    final = diagnose(run, final=True)
+    assert {d.code for d in final} == {code}, final  # the grad norm's Inf is the scaler's
+    assert all(d.step == onset for d in final), final
 
 
 # ------------------------------------------------------------------ single rules
@@ -381,6 +501,32 @@ def test_nonfinite_counts_only_persistent_stretches(
 ) -> None:
     found = nonfinite(points, "loss", final=final, amp=amp)
     assert (found.step if found else None) == step
+
+
+def test_scaler_skips_from_the_count_or_the_scale() -> None:
+    skipped = [(0, 1.0), (1, 2.0), (2, 2.0), (49, 2.0), (80, 3.0)]
+    assert scaler_skips((), skipped) == (0, 1, 80)
+    assert scaler_skips([(0, 8.0), (1, 4.0), (49, 8.0), (80, 4.0)]) == (1, 80)
+    assert scaler_skips((), [(9, 0.0), (19, 0.0), (20, 1.0)]) == (20,)  # no skip before 9
+
+
+@pytest.mark.parametrize(
+    ("metric", "points", "skips", "final", "step"),
+    [
+        ("grad_norm", [(0, INF), (1, INF), (2, INF)], (0, 1, 2), False, None),  # calibrating
+        ("grad_norm", [(0, INF), (1, INF), (2, INF)], (), False, 0),  # no scaler skipped
+        ("grad_norm", [(0, 1.0), (1, INF), (2, INF), (3, INF)], (4,), True, None),  # logged later
+        ("grad_norm", [(0, 1.0), (1, INF), (2, INF), (3, INF)], (0,), True, 1),  # skip before it
+        ("loss", [(0, 1.0), (1, NAN), (2, NAN), (3, NAN)], (1, 2, 3), False, 1),  # a loss lasts
+    ],
+)
+def test_nonfinite_of_a_gradient_while_the_scaler_skips_is_the_scalers(
+    metric: str, points: list, skips: tuple[int, ...], final: bool, step: int | None
+) -> None:
+    found = nonfinite(points, metric, final=final, skips=skips)
+    assert (found.step if found else None) == step
+    if found is not None and skips:
+        assert "GradScaler skips" in found.hint  # never "train with a GradScaler"
 
 
 def test_nonfinite_message_names_metric_step_and_last_finite_value() -> None:

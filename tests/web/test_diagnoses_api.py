@@ -111,3 +111,25 @@ def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
     assert nan_id
     bad = client.get("/api/v1/runs", query_string={"q": "metrics.loss > nan"})
     assert bad.status_code == 400 and "only works with == and !=" in envelope(bad)["message"]
+
+
+def test_run_listing_gives_each_code_once_with_severity_and_onset(
+    client: FlaskClient, store: Store
+) -> None:
+    """The runs table's chips: one per code, by onset; of a code's diagnoses (one per
+    metric) the most severe, earliest one gives the severity, step and message."""
+    run = store.create_run("p", "chips")
+    for s in range(60):
+        grad = math.nan if s >= 40 else 1.0  # a warning (not a loss) from step 40
+        loss = math.nan if s >= 50 else 1.0 / (s + 1)  # an error from step 50
+        store.log_metrics(run.id, s, {"loss": loss, "grad_norm": grad})
+    store.finish_run(run.id, "failed")
+    found = diagnose_run(store, run.id)
+    assert sorted((d.metric, d.severity, d.step) for d in found) == [
+        ("grad_norm", "warning", 40), ("loss", "error", 50)]  # fmt: skip
+    [hit] = client.get("/api/v1/runs", query_string={"q": "name == chips"}).json["runs"]
+    assert hit["diagnoses"] == ["nonfinite"]
+    [chip] = hit["health"]
+    loss_message = next(d.message for d in found if d.metric == "loss")
+    assert chip == {"code": "nonfinite", "severity": "error", "step": 50, "metric": "loss",
+                    "message": loss_message, "count": 2}  # fmt: skip

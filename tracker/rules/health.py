@@ -62,6 +62,7 @@ __all__ = [
     "memory_growth",
     "nonfinite",
     "recompiles",
+    "scaler_skips",
     "throughput_drop",
 ]
 
@@ -264,6 +265,25 @@ _NONFINITE_HINT = (
     "(torch.nn.utils.clip_grad_norm_), check the inputs and labels for NaN, or train in bf16 "
     "/ with a GradScaler instead of plain fp16."
 )
+_NONFINITE_AMP_HINT = (
+    "The run's GradScaler skips the steps whose gradients overflow, but it cannot make a "
+    "non-finite value finite: lower the learning rate (or lengthen its warmup), clip "
+    "gradients after scaler.unscale_(optimizer), check the inputs and labels for NaN, and "
+    "compute the loss in fp32 (torch.autocast(..., enabled=False)) or train in bf16."
+)
+
+
+def scaler_skips(scale: Iterable[Point] = (), skipped: Iterable[Point] = ()) -> tuple[int, ...]:
+    """The steps at which a GradScaler skipped an optimizer step, from its series: where
+    ``amp/skipped_steps`` rose (a cumulative count from 0 at ``watch()``, or per-point
+    counts) or ``amp/loss_scale`` fell (every skip halves the scale; nothing else lowers it).
+    """
+    steps = {s for (_, p), (s, v) in itertools.pairwise(_finite(_sorted(scale))) if v < p}
+    counts = _finite(_sorted(skipped))
+    if counts and counts[0][1] > 0:
+        steps.add(counts[0][0])  # skips before the first point: the count started at 0
+    steps.update(s for s, v in _increments(counts) if v > 0)
+    return tuple(sorted(steps))
 
 
 def nonfinite(
@@ -272,18 +292,26 @@ def nonfinite(
     *,
     final: bool = True,
     amp: bool = False,
+    skips: Sequence[int] = (),
     limits: HealthLimits | None = None,
 ) -> Diagnosis | None:
     """The first step of a *persistent* stretch of NaN/±Inf values of one metric.
 
     A stretch is persistent when it lasts ``limits.persist`` points or more, or when it
     reaches the last point of a run that has ended (``final``). A stretch that recovers
-    (finite values follow) and is shorter than ``persist`` is a transient (a skipped batch),
-    and with ``amp`` (the run logs a GradScaler) any stretch that recovers is AMP's own
-    overflow-and-skip, not a problem.
+    (finite values follow) and is shorter than ``persist`` is a transient (a skipped batch).
+
+    With ``amp`` (the run logs a GradScaler) any stretch that recovers is AMP's own
+    overflow-and-skip, not a problem; and a stretch of a metric that is not a loss (a
+    gradient norm) is the scaler's business whenever the scaler skipped steps during it
+    (``skips``, from :func:`scaler_skips`), recovered or not: that is its calibration (the
+    first steps halve a too-high initial scale) or an overflow it handles; a scale that never
+    recovers is :func:`amp_scale_collapse`'s. A loss is computed before the scaling, so a
+    non-finite loss that lasts is a problem with or without a scaler.
     """
     limits = limits or HealthLimits()
     pts = _sorted(points)
+    amp = amp or bool(skips)
     i = 0
     while i < len(pts):
         if math.isfinite(pts[i][1]):
@@ -297,14 +325,25 @@ def nonfinite(
             counts = length >= limits.persist and not amp
         else:
             counts = final or length >= limits.persist
+        if counts and not is_loss_key(metric) and _skipped_during(pts, i, j, skips):
+            counts = False
         if counts:
-            return _nonfinite_diagnosis(metric, pts, i, j, recovered)
+            return _nonfinite_diagnosis(metric, pts, i, j, recovered, amp)
         i = j
     return None
 
 
+def _skipped_during(pts: list[tuple[int, float]], i: int, j: int, skips: Sequence[int]) -> bool:
+    """The scaler skipped a step between the finite points around ``pts[i:j]`` (the step
+    after the last one when none follows: the scaler's point may be logged one step later)."""
+    lo = pts[i - 1][0] if i > 0 else -math.inf
+    hi = pts[j][0] if j < len(pts) else pts[-1][0] + 1
+    k = bisect.bisect_right(skips, lo)
+    return k < len(skips) and skips[k] <= hi
+
+
 def _nonfinite_diagnosis(
-    metric: str, pts: list[tuple[int, float]], i: int, j: int, recovered: bool
+    metric: str, pts: list[tuple[int, float]], i: int, j: int, recovered: bool, amp: bool
 ) -> Diagnosis:
     step, value = pts[i]
     before = [(s, v) for s, v in pts[:i] if math.isfinite(v)]
@@ -317,7 +356,7 @@ def _nonfinite_diagnosis(
         "error" if is_loss_key(metric) else "warning",
         step,
         f"{metric} became {_fmt(value)} at step {step}{last} {how} (to step {end}).",
-        _NONFINITE_HINT,
+        _NONFINITE_AMP_HINT if amp else _NONFINITE_HINT,
         Evidence(metric, (first, end), _values(pts, first, end)),
     )
 
@@ -777,16 +816,22 @@ def amp_scale_collapse(
     was skipped for ``skipped_points`` logged points in a row (up to the last one).
 
     The onset is the first step of the final run of decreases that led below the floor:
-    ordinary calibration (a few halvings at the start, then growth) never reaches it.
+    ordinary calibration (a few halvings at the start, then growth) never reaches it. Skips
+    from the scaler's first logged point on, with the scale still above the floor, are that
+    calibration (a live pass sees it before the first step that is not skipped); only the
+    floor tells a calibration that never ends, so without a scale series they count.
     """
     limits = limits or HealthLimits()
     pts = _finite(_sorted(scale))
+    counts = _finite(_sorted(skipped))
     if pts and pts[-1][1] <= limits.scale_floor:
         k = len(pts) - 1
         # back to the first point of the final decline (halvings, or a floor plateau)
         while k > 0 and (pts[k - 1][1] > pts[k][1] or pts[k - 1][1] <= limits.scale_floor):
             k -= 1
         onset = pts[min(k + 1, len(pts) - 1)][0]  # the first lowered scale
+        if k == 0 and counts and counts[0][0] == pts[0][0] and counts[0][1] > 0:
+            onset = pts[0][0]  # skipped from the first update on: already lowered there
         return Diagnosis(
             AMP_SCALE_COLLAPSE,
             "error",
@@ -797,11 +842,12 @@ def amp_scale_collapse(
             _AMP_HINT,
             Evidence("amp/loss_scale", (onset, pts[-1][0]), _values(pts, onset, pts[-1][0])),
         )
-    inc = _increments(_finite(_sorted(skipped)))
+    inc = _increments(counts)
     k = len(inc)
     while k > 0 and inc[k - 1][1] > 0:
         k -= 1
-    if len(inc) - k >= limits.skipped_points:
+    calibrating = bool(pts and counts) and k == 0 and counts[0][1] > 0
+    if len(inc) - k >= limits.skipped_points and not calibrating:
         onset = inc[k][0]
         return Diagnosis(
             AMP_SCALE_COLLAPSE,
@@ -921,9 +967,10 @@ def diagnose(
     """
     limits = limits or HealthLimits()
     amp = "amp/loss_scale" in series or "amp/skipped_steps" in series
+    skips = scaler_skips(series.get("amp/loss_scale", ()), series.get("amp/skipped_steps", ()))
     found: list[Diagnosis | None] = []
     for key, points in series.items():
-        found.append(nonfinite(points, key, final=final, amp=amp, limits=limits))
+        found.append(nonfinite(points, key, final=final, amp=amp, skips=skips, limits=limits))
         if is_loss_key(key):
             div = divergence(points, key, limits=limits)
             found.append(div)

@@ -63,6 +63,7 @@ from tracker.store.store import Store, deleted_filter, run_select, tag_filter
 __all__ = [
     "MAX_LIMIT",
     "SORT_ATTRIBUTES",
+    "DiagnosisChip",
     "RunHit",
     "RunPage",
     "RunSearch",
@@ -121,6 +122,19 @@ class RunSearch:
 
 
 @dataclass(frozen=True)
+class DiagnosisChip:
+    """One health code of a run as the runs table shows it: of that code's diagnoses (one per
+    metric), the most severe one with the earliest onset: its severity, step and message."""
+
+    code: str
+    severity: str  # "error" or "warning"
+    step: int | None
+    metric: str | None
+    message: str
+    count: int = 1  # diagnoses of this code (metrics)
+
+
+@dataclass(frozen=True)
 class RunHit:
     id: int
     project: str
@@ -138,6 +152,7 @@ class RunHit:
     config: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     diagnoses: list[str] = field(default_factory=list)  # health codes, by onset step
+    health: list[DiagnosisChip] = field(default_factory=list)  # the same codes, with detail
     deleted_at: float | None = None
 
     @property
@@ -540,7 +555,7 @@ def _load_rows(
     query = run_select().add_columns(*config_cols).where(m.RunRow.id.in_(ids))
     by_id = {r.id: r for r in conn.execute(query)}
     metrics = _metric_columns(conn, ids, spec.metric_columns, key_ids)
-    codes = _diagnosis_codes(conn, ids)
+    chips = _diagnosis_chips(conn, ids)
     out = []
     for run_id in ids:
         r = by_id[run_id]
@@ -551,23 +566,46 @@ def _load_rows(
                 json.loads(raw) if isinstance(raw, str) and dialect != "postgresql" else raw
             )
         hit = _row(r, config, metrics.get(run_id, {}))
-        out.append(dataclasses.replace(hit, diagnoses=codes.get(run_id, [])))
+        found = chips.get(run_id, [])
+        out.append(dataclasses.replace(hit, diagnoses=[c.code for c in found], health=found))
     return out
 
 
-def _diagnosis_codes(conn: sa.Connection, ids: list[int]) -> dict[int, list[str]]:
-    """The doctor's codes per run (tracker.store.diagnoses), each once, in onset order."""
+def _diagnosis_chips(conn: sa.Connection, ids: list[int]) -> dict[int, list[DiagnosisChip]]:
+    """The doctor's codes per run (tracker.store.diagnoses), each once, by onset step."""
     query = (
-        sa.select(m.RunEventRow.run_id, m.RunEventRow.code)
+        sa.select(m.RunEventRow.run_id, m.RunEventRow.code, m.RunEventRow.data)
         .where(m.RunEventRow.run_id.in_(ids), m.RunEventRow.kind == "diagnosis")
+        .where(m.RunEventRow.code.is_not(None))
         .order_by(m.RunEventRow.run_id, m.RunEventRow.id)
     )
-    out: dict[int, list[str]] = {}
-    for run_id, code in conn.execute(query):
-        seen = out.setdefault(run_id, [])
-        if code and code not in seen:
-            seen.append(code)
-    return out
+    by_run: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for run_id, code, data in conn.execute(query):
+        by_run.setdefault(run_id, {}).setdefault(code, []).append(data or {})
+    return {
+        run_id: sorted(
+            (_chip(code, found) for code, found in codes.items()),
+            key=lambda c: (c.step if c.step is not None else -1, c.code),
+        )
+        for run_id, codes in by_run.items()
+    }
+
+
+def _chip(code: str, found: list[dict[str, Any]]) -> DiagnosisChip:
+    def onset(d: dict[str, Any]) -> int:
+        step = d.get("step")
+        return step if isinstance(step, int) else -1
+
+    first = min(found, key=lambda d: (d.get("severity") != "error", onset(d)))
+    step = first.get("step")
+    return DiagnosisChip(
+        code=code,
+        severity="error" if first.get("severity") == "error" else "warning",
+        step=step if isinstance(step, int) else None,
+        metric=first.get("metric"),
+        message=str(first.get("message") or ""),
+        count=len(found),
+    )
 
 
 def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunHit:

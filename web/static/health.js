@@ -1,5 +1,7 @@
 /* The doctor's diagnoses in the pages (API: GET /api/v1/runs/<id>/diagnoses).
- * - Health.badges(codes): one badge per code, for the runs table (like the failure class).
+ * - Health.badges(chips): one chip per code, for the runs table (like the failure class):
+ *   coloured by severity (error red, warning amber, as the Health panel), with the onset
+ *   step ("loss spike @1200") and the message as its tooltip.
  * - On the run page (#run-health present): the Health panel (severity, code, onset step,
  *   message, what to try), refreshed every 5 s while the run is live, and a marker on the
  *   chart of each diagnosed metric: a dashed line at the onset step and a band over the
@@ -17,11 +19,20 @@ const Health = (() => {
     checkpoint_corrupt: "corrupt checkpoint",
   };
 
-  function badges(codes) {
-    return (codes || []).map((code) => h("span", {
-      class: "health-badge", title: `diagnosed: ${code} (see the run's Health panel)`,
-      dataset: { code },
-    }, LABEL[code] || code));
+  // chips: the run's `health` from /api/v1/runs ({code, severity, step, metric, message,
+  // count}, by onset step)
+  function badges(chips) {
+    return (chips || []).map((chip) => {
+      const severity = chip.severity === "error" ? "error" : "warning";
+      const at = chip.step === null || chip.step === undefined ? null : chip.step;
+      const more = chip.count > 1 ? ` (+${chip.count - 1} more)` : "";
+      const dataset = { code: chip.code, severity };
+      if (at !== null) dataset.step = String(at);
+      return h("span", {
+        class: `health-badge ${severity}`, dataset,
+        title: `${severity}${at === null ? "" : ` at step ${at}`}: ${chip.message}${more}`,
+      }, LABEL[chip.code] || chip.code, at === null ? null : h("span", { class: "health-badge-step" }, ` @${at}`));
+    });
   }
 
   let found = [];

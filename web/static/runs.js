@@ -173,7 +173,7 @@
     box.checked = selected.has(r.id);
     const cells = [
       h("td", { class: "check" }, box),
-      h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint), Health.badges(r.diagnoses)),
+      h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint), Health.badges(r.health)),
       h("td", { class: "name" }, T.runLink(r), h("span", { class: "muted id" }, ` #${r.id}`),
         r.deleted_at ? h("span", { class: "tag deleted", title: `deleted ${T.fmtTime(r.deleted_at)}` }, "deleted") : null),
       h("td", {}, r.project),
