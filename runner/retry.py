@@ -11,9 +11,10 @@ Policy (``max_retries`` is the number of retries a job may have; 0 means none):
   same code again, resumed from its last checkpoint, can succeed.
 - Every other class (``python_exception``, ``exit_code``, ``cuda_oom``, ``nccl``,
   ``device_assert``, ``nonfinite_loss``, ``import_error``, ``missing_module``,
-  ``missing_file``, and unknown classes) comes from the job itself and would most likely
-  fail the same way again; it is retried only when the user asked for it with
-  ``retry_on_failure=True`` and retries remain.
+  ``missing_file``, the doctor's kinds a job's ``fail_on`` policy failed it for --
+  ``divergence``, ``amp_scale_collapse``, ``memory_growth``... -- and unknown classes)
+  comes from the job itself and would most likely fail the same way again; it is retried
+  only when the user asked for it with ``retry_on_failure=True`` and retries remain.
 
 Delays grow exponentially: ``base_delay_s * 2 ** (attempt - 1)``, capped at ``max_delay_s``.
 There is no randomness unless an ``rng`` is passed in; then the delay is "equal jitter":

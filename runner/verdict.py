@@ -4,9 +4,12 @@ An executor knows what only it can see (the exit code, the signal, its own flags
 cancelled, host memory pressure) and hands that here; this module adds what the store knows:
 
 - the peak GPU memory the job's run reported (``classify`` reads a CUDA OOM by it);
-- the doctor's final pass: a job that exited 0 but whose loss went NaN/Inf for good has
-  failed (``nonfinite_loss``). Before this module the Slurm dispatcher had no such pass and
-  recorded such a job as succeeded while the local worker failed it;
+- the doctor's final pass: a job that exited 0 has failed when a diagnosis its ``fail_on``
+  policy names holds (``tracker.rules.fail_on``; by default every error-severity one: a
+  loss that went NaN/Inf for good, ``nonfinite_loss``, a divergence, a collapsed AMP
+  scale...), with the diagnosis kind as failure class. Before this module the Slurm
+  dispatcher had no such pass and recorded a NaN-loss job as succeeded while the local
+  worker failed it; before job policies, only a non-finite loss failed a job that exited 0;
 - the record of the end, which reports a store outage instead of raising, so that the
   executor keeps the outcome and writes it on a later tick (its lease keeps being renewed,
   so the job stays its own meanwhile).
@@ -21,7 +24,8 @@ import logging
 
 from tracker.entities import ClaimedJob, Failure, job_status_for
 from tracker.errors import StoreUnavailable
-from tracker.rules.failure import NONFINITE_LOSS, classify
+from tracker.rules.fail_on import failing, failure_for
+from tracker.rules.failure import classify
 from tracker.store import Store, diagnoses, queue
 
 log = logging.getLogger(__name__)
@@ -39,16 +43,17 @@ def peak_gpu_bytes(store: Store, run_id: int) -> int | None:
 
 
 def doctor_failure(store: Store, claim: ClaimedJob) -> Failure | None:
-    """The doctor's final pass over the job's run: ``nonfinite_loss`` when it finds a
-    persistent NaN/Inf loss, else None (also when the store is unavailable, logged)."""
+    """The doctor's final pass over the job's run (its diagnoses are recorded whatever the
+    policy): the failure of the diagnosis the job's ``fail_on`` policy fails it for (a
+    non-finite loss first, else the earliest onset; ``tracker.rules.fail_on.failing``), else
+    None (also when the store is unavailable, logged)."""
     try:
-        found = diagnoses.nonfinite_loss(diagnoses.diagnose_run(store, claim.run_id, final=True))
+        found = diagnoses.diagnose_run(store, claim.run_id, final=True)
     except StoreUnavailable as exc:
         log.warning("job %s: doctor could not read the run: %s", claim.job.id, exc.message)
         return None
-    if found is None:
-        return None
-    return Failure(NONFINITE_LOSS, f"{found.message} {found.hint}")
+    failed = failing(found, claim.job.fail_on)
+    return None if failed is None else failure_for(failed, claim.job.fail_on)
 
 
 def judge(

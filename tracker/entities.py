@@ -207,6 +207,8 @@ class JobSpec:
     ``config`` holds the submitted overrides (nested); the client deep-merges them over the
     script's own config. ``env`` adds variables to the job's environment.
     ``gpu_memory_bytes`` is the free memory each assigned GPU must have (checked with NVML).
+    ``fail_on`` is the policy that says which of the doctor's diagnoses fail the job after
+    an exit 0 (``errors``, ``none`` or a comma list of kinds: ``tracker.rules.fail_on``).
     """
 
     argv: list[str]
@@ -233,6 +235,7 @@ class JobSpec:
     cpus: int | None = None
     memory_bytes: int | None = None
     sbatch: tuple[str, ...] = ()  # extra sbatch options, checked by tracker.rules.slurm
+    fail_on: str = "errors"  # which diagnoses fail an exit 0 (tracker.rules.fail_on)
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,7 @@ class JobInfo:
     ended_at: float | None
     position: int | None = None
     project_root: str | None = None  # on the submitting host (see JobSpec.project_root)
+    fail_on: str = "errors"  # which diagnoses fail an exit 0 (see JobSpec.fail_on)
 
     @property
     def gpus(self) -> int:

@@ -158,3 +158,30 @@ def test_metric_seq_upgrade_keeps_stored_points(empty_store_url: str) -> None:
         ).all()
     assert [tuple(r) for r in found] == [(2, 0, 3.0), (2, 1, 4.0)]
     assert store.get_run(run).last_metrics == {"loss": 4.0}
+
+
+def test_fail_on_down_and_up_again_keeps_the_jobs(empty_store_url: str) -> None:
+    """0016_job_fail_on: a downgrade drops the policy and keeps the job; upgrading again gives
+    it the default (``errors``, what every job stored before the revision gets)."""
+    from tracker.entities import JobSpec
+    from tracker.store import jobs as store_jobs
+    from tracker.store import queue
+
+    store = Store(empty_store_url)
+    job = queue.enqueue(store, JobSpec(argv=["python", "train.py"], fail_on="none")).id
+    assert store_jobs.get_job(store, job).fail_on == "none"
+    store.close()
+    cfg = _config()
+    engine = sa.create_engine(empty_store_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0015_attempt_external_id")
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
+        assert "fail_on" not in columns and "retry_on_failure" in columns
+        assert conn.execute(sa.text("SELECT id FROM jobs")).scalars().all() == [job]
+        command.upgrade(cfg, "head")
+        command.check(cfg)  # equals the models again
+    engine.dispose()
+    store = Store(empty_store_url)
+    assert store_jobs.get_job(store, job).fail_on == "errors"
+    store.close()

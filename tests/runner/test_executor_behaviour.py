@@ -22,10 +22,11 @@ The rows, and what each executor does to make them happen:
   DOWN. Locally the worker's host going away is the worker SIGKILLed (its supervisor takes
   the job with it): the lease expires, the reaper crashes the attempt.
 
-The first attempt of the last two rows is named by what the executor saw (``INTERRUPTED``),
-and that differs: only a cluster scheduler says "preempted" or "node failed"; the worker
-knows it was told to stop (``killed_by_signal``) and the reaper that a lease expired
-(``crashed``). Both are retried by the same rule (``runner.retry.ALWAYS_RETRIED``).
+The first attempt of a preemption ends ``crashed``/``preempted`` on both executors (a worker
+told to stop took the job back as a scheduler does). A node failure is named by what the
+executor saw (``INTERRUPTED``): only a cluster scheduler says "node failed"; locally the
+reaper sees a lease that expired (``crashed``). Both are retried by the same rule
+(``runner.retry.ALWAYS_RETRIED``).
 """
 
 from __future__ import annotations
@@ -44,16 +45,25 @@ from tests.support.slurm_cluster import SlurmCluster, slurm_jobs
 from tracker.entities import JobInfo, JobSpec
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.diagnoses import list_diagnoses
 
 KINDS = ["local", pytest.param("slurm", marks=pytest.mark.slurm)]
 
-# mode of behaviour.py -> (job status, failure class, words in the failure hint)
-TABLE: dict[str, tuple[str, str | None, str]] = {
-    "ok": ("succeeded", None, ""),
-    "nan": ("failed", "nonfinite_loss", "loss became NaN at step 5"),
-    "missing": ("failed", "missing_module", "no_such_dep_pkg"),
-    "exception": ("failed", "python_exception", "ValueError: bad value 42"),
-    "env": ("succeeded", None, ""),
+# row -> (mode of behaviour.py, the job's --fail-on), (job status, failure class, words in the
+# failure hint). A diverged loss or a leak ends as the job's policy says (runner/verdict.py).
+TABLE: dict[str, tuple[tuple[str, str], tuple[str, str | None, str]]] = {
+    "ok": (("ok", "errors"), ("succeeded", None, "")),
+    "nan": (("nan", "errors"), ("failed", "nonfinite_loss", "loss became NaN at step 5")),
+    "diverge": (("diverge", "errors"), ("failed", "divergence", "loss diverged from step 25")),
+    "diverge-allowed": (("diverge", "none"), ("succeeded", None, "")),
+    "leak": (("leak", "errors"), ("succeeded", None, "")),  # memory growth is a warning
+    "leak-listed": (
+        ("leak", "errors,memory_growth"),
+        ("failed", "memory_growth", "(--fail-on errors,memory_growth)"),
+    ),
+    "missing": (("missing", "errors"), ("failed", "missing_module", "no_such_dep_pkg")),
+    "exception": (("exception", "errors"), ("failed", "python_exception", "ValueError: bad value")),
+    "env": (("env", "errors"), ("succeeded", None, "")),
 }
 
 # a job stopped from outside -> (job status, failure class, run status)
@@ -64,7 +74,7 @@ STOPS: dict[str, tuple[str, str, str]] = {
 
 # (row, executor) -> (status, failure class) of the attempt the row interrupted
 INTERRUPTED: dict[tuple[str, str], tuple[str, str]] = {
-    ("preemption", "local"): ("failed", "killed_by_signal"),
+    ("preemption", "local"): ("crashed", "preempted"),
     ("preemption", "slurm"): ("crashed", "preempted"),
     ("node failure", "local"): ("crashed", "crashed"),
     ("node failure", "slurm"): ("crashed", "node_fail"),
@@ -122,18 +132,23 @@ def test_behaviour_table(
     monkeypatch.setenv("MASTER_PORT", "12345")
     monkeypatch.setenv("BEHAVIOUR_MARK", "from-starter")
     jobs = {
-        mode: queue.enqueue(store, JobSpec(argv=script("behaviour.py", mode))) for mode in TABLE
+        row: queue.enqueue(store, JobSpec(argv=script("behaviour.py", mode), fail_on=fail_on))
+        for row, ((mode, fail_on), _) in TABLE.items()
     }
     starter = _start(kind, procs, tmp_path, request, jobs=3)
-    for mode, job in jobs.items():
+    for row, job in jobs.items():
         wait_for(
-            lambda j=job.id: store_jobs.get_job(store, j).is_final, 120, f"the {mode} job to end"
+            lambda j=job.id: store_jobs.get_job(store, j).is_final, 120, f"the {row} job to end"
         )
-    for mode, (status, cls, hint) in TABLE.items():
-        job = store_jobs.get_job(store, jobs[mode].id)
-        assert (job.status, job.failure_class) == (status, cls), (kind, mode, job.failure_hint)
-        assert hint in (job.failure_hint or ""), (kind, mode, job.failure_hint)
-        assert store.get_run(job.run_id).failure_class == cls, (kind, mode)
+    for row, (_, (status, cls, hint)) in TABLE.items():
+        job = store_jobs.get_job(store, jobs[row].id)
+        assert (job.status, job.failure_class) == (status, cls), (kind, row, job.failure_hint)
+        assert hint in (job.failure_hint or ""), (kind, row, job.failure_hint)
+        assert store.get_run(job.run_id).failure_class == cls, (kind, row)
+    # the doctor recorded what it found whatever the policy: the run that succeeded too
+    allowed = store.get_run(jobs["diverge-allowed"].run_id)
+    assert allowed.status == "finished"
+    assert "divergence" in {e.data["code"] for e in list_diagnoses(store, allowed.id) if e.data}
     assert _stdout(store, jobs["env"].id) == "MASTER_PORT=-\nBEHAVIOUR_MARK=from-starter\n"
     assert starter.wait(60) == 0, starter.output()
 

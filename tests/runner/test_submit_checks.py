@@ -44,6 +44,11 @@ def refused(procs: Procs, *args: str) -> str:
         (("sweep", "train.py", "--random", "2", "-c", "lr=logunifrom(1e-5,1e-3)"),
          "unknown distribution 'logunifrom': did you mean loguniform(...)?"),
         (("submit", "train.py", "-c", "lr=nan"), "config.lr is nan: config values must be finite"),
+        (("submit", "train.py", "--fail-on", "divergense"),
+         "--fail-on 'divergense': unknown diagnosis kind 'divergense' (did you mean divergence?)"),
+        (("sweep", "train.py", "-c", "lr=1,2", "--fail-on", "none,errors"),
+         "--fail-on 'none,errors': none cannot be combined with other kinds"),
+        (("schedule", "add", "0 3 * * *", "train.py", "--fail-on", ""), "--fail-on is empty"),
     ],
 )  # fmt: skip
 def test_refused_at_submit_and_nothing_queued(

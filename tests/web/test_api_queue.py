@@ -248,3 +248,37 @@ def test_bad_schedules_are_refused(client: FlaskClient, store: Store) -> None:
     assert (
         envelope(client.patch("/api/v1/schedules/1", json={"paused": "yes"}))["field"] == "paused"
     )
+
+
+def test_the_fail_on_policy_is_shown_copied_and_edited(client: FlaskClient, store: Store) -> None:
+    """A job's ``fail_on`` (which diagnoses fail an exit 0) is in the job object; a clone or
+    a schedule keeps it unless the body changes it, by the rule of ``tracker submit``."""
+    source = runner_job(store, fail_on="Divergence, memory_growth")
+    doc = client.get(f"/api/v1/jobs/{source.id}").json
+    assert doc["fail_on"] == "divergence,memory_growth"  # stored canonical
+    assert client.get("/api/v1/jobs").json["jobs"][0]["fail_on"] == "divergence,memory_growth"
+    (kept,) = client.post(f"/api/v1/jobs/{source.id}/clone", json={}).json["job_ids"]
+    edit = client.post(f"/api/v1/jobs/{source.id}/clone", json={"fail_on": "none"})
+    (edited,) = edit.json["job_ids"]
+    assert client.get(f"/api/v1/jobs/{kept}").json["fail_on"] == "divergence,memory_growth"
+    assert client.get(f"/api/v1/jobs/{edited}").json["fail_on"] == "none"
+    from_run = client.post(
+        f"/api/v1/runs/{source.run_id}/clone", json={"fail_on": "errors,amp_scale_collapse"}
+    )
+    (copied,) = from_run.json["job_ids"]
+    assert store_jobs.get_job(store, copied).fail_on == "errors,amp_scale_collapse"
+    for body in ({"fail_on": "divergense"}, {"fail_on": ["errors"]}, {"fail_on": ""}):
+        response = client.post(f"/api/v1/jobs/{source.id}/clone", json=body)
+        assert response.status_code == 400, body
+        error = envelope(response)
+        assert (error["code"], error["field"]) == ("invalid_fail_on", "fail_on"), error
+    bad = envelope(client.post(f"/api/v1/jobs/{source.id}/clone", json={"fail_on": "divergense"}))
+    assert "unknown diagnosis kind 'divergense' (did you mean divergence?)" in bad["message"]
+    scheduled = client.post(
+        "/api/v1/schedules", json={"job_id": source.id, "cron": "0 3 * * *", "fail_on": "none"}
+    )
+    assert scheduled.status_code == 201, scheduled.json
+    assert scheduled.json["spec"]["fail_on"] == "none"
+    fired = store_schedules.fire_due(store, now=time.time() + 2 * 86400)
+    assert [store_jobs.get_job(store, job).fail_on for _, _, job in fired] == ["none"]
+    assert len(store_jobs.list_jobs(store)) == 5  # the refused clones queued nothing

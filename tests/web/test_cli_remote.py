@@ -55,7 +55,7 @@ def _seed(store: Store, tmp_path: Path) -> dict[str, int]:
     second, _ = queue.claim(store, "w-1", lease_s=600, max_gpus=1) or pytest.fail("no claim")
     logs.append(store, first, [("stdout", 1.0, "step 1 loss 0.5\n"), ("stderr", 2.0, "OOM!\n")])
     queue.finish(store, first, exit_code=1, failure=Failure("oom", "lower the batch size"))
-    queue.enqueue(store, JobSpec(argv=argv, cwd=str(tmp_path), project="later"))
+    queue.enqueue(store, JobSpec(argv=argv, cwd=str(tmp_path), project="later", fail_on="none"))
     return {"run": run.id, "failed_job": first.job.id, "running_job": second.job.id,
             "sweep": sweep[0].id}  # fmt: skip
 
@@ -170,6 +170,15 @@ def test_runs_ls_prints_byte_metrics_with_units(
     _, url, _ = dashboard
     listed = ok(remote(url, "runs", "ls", "--project", "nlp")).stdout
     assert "io/read_bytes=2 GiB" in listed and "val/acc=0.5" in listed
+
+
+def test_jobs_show_gives_the_fail_on_policy_over_http(
+    dashboard: tuple[str, str, dict[str, int]],
+) -> None:
+    _, url, _ = dashboard
+    assert "  fail on:         none\n" in ok(remote(url, "jobs", "show", "3")).stdout
+    assert '"fail_on": "none"' in ok(remote(url, "jobs", "show", "3", "--json")).stdout
+    assert "  fail on:         errors\n" in ok(remote(url, "jobs", "show", "1")).stdout
 
 
 def test_jobs_ls_shows_the_config_of_each_sweep_job(

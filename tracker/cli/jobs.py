@@ -87,6 +87,11 @@ def job_options(f: Callable[..., Any]) -> Callable[..., Any]:
                           "the last checkpoint)."),
         click.option("--retry-on-failure", is_flag=True,
                      help="Also retry failures of the job's own code (exceptions, exit codes)."),
+        click.option("--fail-on", "fail_on", default="errors", show_default=True,
+                     metavar="KINDS",
+                     help="Which of the doctor's diagnoses fail a job that exited 0: 'errors' "
+                          "(every error-severity one), 'none', or a comma list of kinds "
+                          "(divergence,memory_growth,...; may include errors)."),
         click.option("--env", "env_items", multiple=True, metavar="KEY[=VALUE]",
                      help="Environment variable for the job; KEY alone copies it from here."),
         click.option("--cwd", type=click.Path(file_okay=False), default=None,
@@ -113,6 +118,7 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
     """A JobSpec from the shared options (``o`` as click passes them)."""
     from tracker.cli.job_command import build_command
     from tracker.entities import JobSpec
+    from tracker.rules.fail_on import parse_fail_on
 
     cwd = os.path.abspath(o["cwd"] or os.getcwd())
     if not os.path.isdir(cwd):
@@ -130,6 +136,7 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
         timeout_s=parse_duration(o["timeout"], field="timeout") if o["timeout"] else None,
         max_retries=o["retries"],
         retry_on_failure=o["retry_on_failure"],
+        fail_on=parse_fail_on(o["fail_on"], name="--fail-on"),
         env=parse_env(o["env_items"]),
         nproc_per_node=o["nproc_per_node"],
         name=o["name"],
@@ -141,8 +148,8 @@ def spec_from_options(command: Sequence[str], config: dict[str, Any], **o: Any) 
 
 
 _JOB_KEYS = ("project", "name", "tags", "gpus", "gpu_memory", "priority", "timeout", "retries",
-             "retry_on_failure", "env_items", "cwd", "project_root", "nproc_per_node", "cpus",
-             "memory", "sbatch")  # fmt: skip
+             "retry_on_failure", "fail_on", "env_items", "cwd", "project_root", "nproc_per_node",
+             "cpus", "memory", "sbatch")  # fmt: skip
 
 
 def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -323,6 +330,7 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         ("priority", job.priority),
         ("timeout", fmt_duration(job.timeout_s) if job.timeout_s else None),
         ("retries", f"{job.max_retries}" + (" (also on failure)" if job.retry_on_failure else "")),
+        ("fail on", job.fail_on),
         ("attempt", job.attempt),
         ("worker", job.lease_owner),
         ("created", fmt_time(job.created_at)),

@@ -2,7 +2,8 @@
 --demo`` and schedules made from the dashboard): the spec of an existing job or run, with
 its config edited and optionally expanded over a grid, enqueued through
 :func:`tracker.store.queue.enqueue_many` -- so every copy passes ``check_spec`` like any
-other job. Only the config, the priority and the grid come from the caller: the argv, cwd, env
+other job. Only the config, the priority, the grid and the ``fail_on`` policy (which
+diagnoses fail the job, ``tracker.rules.fail_on``) come from the caller: the argv, cwd, env
 and resources are the source job's. A run is cloned through the job that ran it; a run
 that no job ran (reported over the ingest or MLflow APIs, or by a script run by hand) is
 refused (``Conflict``): what a worker executes always comes from a trusted submitter.
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 from tracker.entities import JobInfo, JobSpec
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.rules.config import normalize_config
+from tracker.rules.fail_on import parse_fail_on
 from tracker.rules.sweep import MAX_CONFIGS, grid_configs
 from tracker.store import models as m
 from tracker.store.engine import read_conn
@@ -60,6 +62,7 @@ def spec_from_job(store: Store, job_id: int) -> JobSpec:
         timeout_s=job.timeout_s,
         max_retries=job.max_retries,
         retry_on_failure=bool(job.retry_on_failure),
+        fail_on=job.fail_on,
         env=dict(job.env or {}),
         nproc_per_node=job.nproc_per_node,
         tags=tags,
@@ -108,13 +111,15 @@ def clone_specs(
     config: Any = None,
     grid: Any = None,
     priority: Any = None,
+    fail_on: Any = None,
 ) -> list[JobSpec]:
-    """The jobs a clone makes: ``template`` with ``config`` (default: its own) and
-    ``priority`` (default: its own), once per combination of ``grid``, a mapping of dotted
+    """The jobs a clone makes: ``template`` with ``config``, ``priority`` and ``fail_on``
+    (each by default its own), once per combination of ``grid``, a mapping of dotted
     config keys to non-empty lists of values (``{"lr": [0.1, 0.01]}``). Pure.
 
     Raises:
         InvalidInput: config not a JSON object, or not JSON-like.
+        FailOnError: a bad ``fail_on`` (``tracker.rules.fail_on.parse_fail_on``).
         SweepSpecError: a bad grid, more than ``MAX_CONFIGS`` jobs, or a key that crosses a
             value that is not a mapping (the rule of ``tracker.rules.sweep.set_path``).
     """
@@ -123,8 +128,11 @@ def clone_specs(
     base = normalize_config(dict(template.config if config is None else config))
     configs = grid_configs(base, grid, max_configs=MAX_CONFIGS) if grid else [copy.deepcopy(base)]
     new_priority = template.priority if priority is None else priority
+    new_fail_on = template.fail_on if fail_on is None else parse_fail_on(fail_on)
     return [
-        dataclasses.replace(template, config=normalize_config(c), priority=new_priority)
+        dataclasses.replace(
+            template, config=normalize_config(c), priority=new_priority, fail_on=new_fail_on
+        )
         for c in configs
     ]
 
@@ -136,6 +144,7 @@ def clone(
     config: Any = None,
     grid: Any = None,
     priority: Any = None,
+    fail_on: Any = None,
     now: float | None = None,
 ) -> list[JobInfo]:
     """Enqueue copies of a ``("job", id)`` or ``("run", id)`` with an edited config (see
@@ -147,5 +156,5 @@ def clone(
     """
     kind, source_id = source
     template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
-    specs = clone_specs(template, config=config, grid=grid, priority=priority)
+    specs = clone_specs(template, config=config, grid=grid, priority=priority, fail_on=fail_on)
     return enqueue_many(store, specs, now=now)

@@ -29,12 +29,10 @@ import sqlalchemy as sa
 from tracker import filedigest
 from tracker.entities import RunEventInfo
 from tracker.rules.health import (
-    NONFINITE,
     CheckpointFact,
     Diagnosis,
     HealthLimits,
     diagnose,
-    is_loss_key,
 )
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
@@ -49,7 +47,6 @@ __all__ = [
     "diagnose_run",
     "diagnosis_json",
     "list_diagnoses",
-    "nonfinite_loss",
     "read_run_series",
     "record_diagnoses",
 ]
@@ -177,14 +174,6 @@ def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
             for e in conn.execute(query)
         ]
     return sorted(rows, key=lambda e: ((e.data or {}).get("step") or 0, e.id))
-
-
-def nonfinite_loss(diagnoses: Sequence[Diagnosis]) -> Diagnosis | None:
-    """The first non-finite diagnosis of a loss-like metric (what fails a queued job)."""
-    for d in diagnoses:
-        if d.code == NONFINITE and d.metric is not None and is_loss_key(d.metric):
-            return d
-    return None
 
 
 @dataclass

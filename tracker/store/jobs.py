@@ -32,6 +32,7 @@ from tracker.entities import (
 )
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.rules.config import normalize_config
+from tracker.rules.fail_on import parse_fail_on
 from tracker.rules.slurm import check_extra_options
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
@@ -88,8 +89,14 @@ def check_spec(spec: JobSpec) -> JobSpec:
         _check_int("memory", spec.memory_bytes, 1, 1 << 60)
     sbatch = check_extra_options(list(spec.sbatch))
     config = normalize_config(dict(spec.config))
+    fail_on = parse_fail_on(spec.fail_on)
     return dataclasses.replace(
-        spec, argv=list(spec.argv), config=config, tags=tuple(spec.tags), sbatch=sbatch
+        spec,
+        argv=list(spec.argv),
+        config=config,
+        tags=tuple(spec.tags),
+        sbatch=sbatch,
+        fail_on=fail_on,
     )
 
 
@@ -137,6 +144,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
             timeout_s=spec.timeout_s,
             max_retries=spec.max_retries,
             retry_on_failure=spec.retry_on_failure,
+            fail_on=spec.fail_on,
             attempt=0,
             nproc_per_node=spec.nproc_per_node,
             not_before=spec.not_before,
@@ -212,6 +220,7 @@ def job_info(row: Any, position: int | None = None) -> JobInfo:
         ended_at=row.ended_at,
         position=position,
         project_root=row.project_root,
+        fail_on=row.fail_on,
     )
 
 

@@ -266,6 +266,8 @@ class JobRow(Base):
     timeout_s: Mapped[float | None]
     max_retries: Mapped[int] = mapped_column(default=0)
     retry_on_failure: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
+    # which diagnoses fail an exit 0: tracker.rules.fail_on's canonical text
+    fail_on: Mapped[str] = mapped_column(sa.String(200), default="errors", server_default="errors")
     attempt: Mapped[int] = mapped_column(default=0)
     nproc_per_node: Mapped[int | None]
     not_before: Mapped[float | None]

@@ -171,12 +171,13 @@ def add_schedule_from(
     *,
     config: Any = None,
     priority: Any = None,
+    fail_on: Any = None,
     name: Any = None,
     timezone: Any = "UTC",
     now: float | None = None,
 ) -> ScheduleInfo:
     """Schedule a copy of a ``("job", id)`` or ``("run", id)`` (what the dashboard offers):
-    its spec with ``config`` and ``priority`` edited as a clone would be
+    its spec with ``config``, ``priority`` and ``fail_on`` edited as a clone would be
     (``tracker.store.clone.clone_specs``), then ``add_schedule``.
 
     Raises NotFound (no such job or run), Conflict (a run that no job ran), and as
@@ -184,7 +185,7 @@ def add_schedule_from(
     """
     kind, source_id = source
     template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
-    (spec,) = clone_specs(template, config=config, priority=priority)
+    (spec,) = clone_specs(template, config=config, priority=priority, fail_on=fail_on)
     return add_schedule(store, cron, spec, name=name, timezone=timezone, now=now)
 
 

@@ -39,8 +39,8 @@ LAUNCH_FIELDS = ("argv", "command", "cwd", "project_root", "env")
 
 
 def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The edits a clone or a schedule may make to the job it copies: ``config``, ``grid``
-    and ``priority`` (checked further by ``tracker.store.clone.clone_specs``).
+    """The edits a clone or a schedule may make to the job it copies: ``config``, ``grid``,
+    ``priority`` and ``fail_on`` (checked further by ``tracker.store.clone.clone_specs``).
 
     Raises:
         InvalidInput (400): the body tries to set the argv, command, cwd, project root or env.
@@ -52,7 +52,7 @@ def clone_edits(body: Mapping[str, Any]) -> dict[str, Any]:
                 "of the job it copies; to run something else, submit it with `tracker submit`",
                 field=name,
             )
-    return {name: body.get(name) for name in ("config", "grid", "priority")}
+    return {name: body.get(name) for name in ("config", "grid", "priority", "fail_on")}
 
 
 def _type_name(value: Any) -> Any:

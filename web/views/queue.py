@@ -5,10 +5,10 @@ Each view parses the request, makes one store call and serializes the answer. Wr
 through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs``,
 ``.schedules``, ``.workers``), so a clone passes the same checks as ``tracker submit``. New jobs and
 schedules are always copies of a submitted job (a run is copied through the job that ran it;
-a run no job ran is refused with 409): a request may edit the config, priority and grid,
-never the argv, cwd or env (400, ``tracker.web.core.fields.clone_edits``). Schedules are
-shown with their spec's env names only, never its values. Lists of jobs and schedules name
-the config keys that differ between their items (``differing_config_keys``).
+a run no job ran is refused with 409): a request may edit the config, priority, grid and
+``fail_on`` policy, never the argv, cwd or env (400, ``tracker.web.core.fields.clone_edits``).
+Schedules are shown with their spec's env names only, never its values. Lists of jobs and
+schedules name the config keys that differ between their items (``differing_config_keys``).
 """
 
 from __future__ import annotations

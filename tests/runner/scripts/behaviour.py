@@ -1,6 +1,6 @@
 """One job per row of the executor behaviour table (tests/runner/test_executor_behaviour.py).
 
-behaviour.py ok | nan | exception | missing | env
+behaviour.py ok | nan | diverge | leak | exception | missing | env
 behaviour.py sleep DIR | stubborn DIR   (publish the pid to DIR/pid-<attempt>, sleep;
                                           stubborn ignores SIGTERM)
 behaviour.py resume DIR                  (checkpoint, then wait to be stopped; a retry resumes)
@@ -41,13 +41,18 @@ def main() -> None:
             print(f"{name}={os.environ.get(name, '-')}", flush=True)
         return
     tracker.init(project="behaviour")
-    for step in range(10):
+    for step in range(40 if mode in ("diverge", "leak") else 10):
         loss = float("nan") if mode == "nan" and step >= 5 else 1.0 / (step + 1)
+        if mode == "diverge" and step >= 25:  # up to 1.7e25, finite: a divergence, an error
+            loss = 1.7 * 10 ** (step - 14)
         tracker.log({"loss": loss}, step=step)
+        if mode == "leak":  # +4 MiB a step, 156 MiB in all: memory growth, a warning
+            tracker.log({"mem/rss_bytes": float(2**28 + step * 2**22)}, step=step)
     tracker.finish()
     if mode == "exception":
         raise ValueError("bad value 42 in batch 7")
-    print(f"done {mode}", flush=True)  # exit 0: a NaN loss fails by the doctor's final pass
+    # exit 0: a NaN loss or a divergence fails by the doctor's final pass and the job's policy
+    print(f"done {mode}", flush=True)
 
 
 def sleep(out: Path, *, ignore_term: bool) -> None:
