@@ -30,7 +30,7 @@ import psutil
 
 from tracker.entities import ClaimedJob, Failure
 from tracker.errors import StoreUnavailable
-from tracker.rules.failure import KILLED_BY_SIGNAL, MISSING_FILE
+from tracker.rules.failure import MISSING_FILE, PREEMPTED
 from tracker.runner import verdict
 from tracker.runner.devices import GpuSlots, Nvml, parse_gpus
 from tracker.runner.distributed import is_python, wrap_argv
@@ -277,9 +277,12 @@ class Worker(JobLoop):
         ex = r.execution
         code = ex.returncode
         if r.shutdown and not r.cancelled and not r.timed_out and code != 0:
+            # the worker took the job back, as a cluster scheduler preempts one: the same
+            # class on every executor (crashed, retried from the last verified checkpoint)
             return Failure(
-                KILLED_BY_SIGNAL,
-                f"The worker {self.id} shut down (SIGTERM) and stopped the job; it can be retried.",
+                PREEMPTED,
+                f"The worker {self.id} shut down (SIGTERM) and stopped the job; it is retried "
+                "from its last verified checkpoint.",
             )
         tail = ex.stdout_tail() + "\n" + ex.stderr_tail()  # stderr last: its traceback wins
         return verdict.judge(
