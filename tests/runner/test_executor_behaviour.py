@@ -169,6 +169,11 @@ def test_timeout_and_cancel_end_the_job_and_its_process(
     jobs = {row: queue.enqueue(store, spec[row]) for row in STOPS}
     starter = _start(kind, procs, tmp_path, request, "--grace-seconds", "1", jobs=2)
     pids = {row: int(_published(out[row] / "pid-1", 60, f"{row} job to start")) for row in STOPS}
+    if kind == "slurm":
+        cluster: SlurmCluster = request.getfixturevalue("slurm")
+        [(slurm_id, _, _)] = slurm_jobs(cluster, store, jobs["timeout"].id)
+        # 2 s, the 1 s grace, Slurm's 60 s signal slack: 63 s, rounded up to whole minutes
+        assert "TimeLimit=00:02:00" in cluster.run("scontrol", "show", "job", "-o", slurm_id)
     said = procs.run("jobs", "cancel", str(jobs["cancel"].id))
     assert "cancel requested" in said.stdout, said.stdout + said.stderr
     for row, job in jobs.items():
@@ -180,6 +185,9 @@ def test_timeout_and_cancel_end_the_job_and_its_process(
         run = store.get_run(job.run_id)
         assert (run.status, run.failure_class) == (run_status, cls), (kind, row)
         wait_for(lambda p=pids[row]: not alive(p), 30, f"the {row} job's process to end")
+    if kind == "slurm":  # Slurm itself stopped the job that ignored SIGTERM, at its time limit
+        [(_, state, _)] = slurm_jobs(request.getfixturevalue("slurm"), store, jobs["timeout"].id)
+        assert state == "TIMEOUT"
     assert starter.wait(60) == 0, starter.output()
 
 
@@ -256,7 +264,10 @@ def test_three_dispatchers_on_one_store_follow_each_job_once(
     jobs = [
         queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", TICKER, str(n)])) for n in range(6)
     ]
-    started = [_dispatcher(procs, tmp_path, f"dispatcher{n}", "--max-jobs", "2") for n in range(3)]
+    started = [
+        _dispatcher(procs, tmp_path, f"dispatcher{n}", "--max-jobs", "2", "--exit-when-idle")
+        for n in range(3)
+    ]
     for job in jobs:
         wait_for(
             lambda j=job.id: store_jobs.get_job(store, j).is_final, 180, f"job {job.id} to end"
