@@ -36,6 +36,7 @@ from typing import Any
 from tracker.entities import ClaimedJob, Failure
 from tracker.errors import StoreUnavailable
 from tracker.rules.failure import EXIT_CODE, KILLED_BY_SIGNAL, NODE_FAIL, classify
+from tracker.rules.slurm import STARTER_PATH
 from tracker.runner import verdict
 from tracker.runner.distributed import wrap_argv
 from tracker.runner.executor import Executor, ExecutorError, ExternalJob, SubmitRequest
@@ -136,6 +137,7 @@ class Dispatcher(JobLoop):
         )
         self.options: DispatcherOptions = options
         self.executor = executor
+        self.interpreter = executor.interpreter
         self.tracked: dict[int, Tracked] = {}
         self._judged: set[str] = set()  # scheduler job ids found not to be ours to adopt
         self._recheck: dict[str, float] = {}  # scheduler job ids a live owner follows
@@ -281,6 +283,8 @@ class Dispatcher(JobLoop):
         for path in (out, err):  # a rerun attempt number never reads an older file
             if os.path.exists(path):
                 os.unlink(path)
+        env = self.job_env(claim, launch.resume)
+        env[STARTER_PATH] = env.get("PATH", "")  # a template that changes it chose a python
         request = SubmitRequest(
             namespace=self.namespace,
             job_id=job.id,
@@ -289,7 +293,7 @@ class Dispatcher(JobLoop):
             name=f"tracker-{job.id}",
             argv=wrap_argv(launch.argv, job.nproc_per_node),
             cwd=launch.cwd,
-            env=self.job_env(claim, launch.resume),
+            env=env,
             output=out,
             error=err,
             gpus=job.gpus,

@@ -105,6 +105,10 @@ class Executor(Protocol):
     """Hands attempts to a cluster scheduler; see the module docstring."""
 
     name: str
+    # What a job recorded as ``python ...`` starts with: an interpreter's path, or
+    # ``python`` when the executor's own launch script chooses one (Slurm's batch script:
+    # the site template's, else the dispatcher's).
+    interpreter: str
 
     def submit(self, request: SubmitRequest) -> Submission:
         """Submit one attempt. Raises ExecutorError (the scheduler refused it)."""

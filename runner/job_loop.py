@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -107,6 +108,7 @@ class JobLoop:
     answer ``held_claims`` from it."""
 
     noun = "worker"  # in log lines
+    interpreter = sys.executable  # what a job recorded as ``python ...`` starts with
     claim_throttled = True  # after an empty claim wait ``poll_interval`` before the next
 
     def __init__(self, store: Store, options: LoopOptions, loop_id: str) -> None:
@@ -317,7 +319,7 @@ class JobLoop:
             root = choose_project_root(
                 self.project_root, self.project_root_given, job.project_root, job.cwd
             )
-            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host)
+            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host, self.interpreter)
         except SpawnError as exc:
             self.finish(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
             return None

@@ -21,10 +21,12 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tracker.rules.slurm import (
+    PYTHON_ARG,
     SQUEUE_FORMAT,
     SlurmJob,
     SlurmRequest,
@@ -57,6 +59,7 @@ class SlurmExecutor:
     """Submit to and follow Slurm as the user the dispatcher runs as."""
 
     name = "slurm"
+    interpreter = PYTHON_ARG  # the batch script chooses (batch_script: the template's, or ours)
 
     def __init__(
         self, site: SlurmSite, log_dir: str, *, env: Mapping[str, str] | None = None
@@ -69,7 +72,7 @@ class SlurmExecutor:
         self.script = self.log_dir / "tracker-batch.sh"
         self._history: list[bool] = [False, True]  # sacct modes left to try: accounting, -c
         self._causes: dict[tuple[str, int], str | None] = {}  # (slurm id, restarts): cause
-        text = batch_script(site.template)
+        text = batch_script(site.template, sys.executable)
         if not self.script.exists() or self.script.read_text() != text:
             tmp = self.script.with_suffix(".tmp")
             tmp.write_text(text)

@@ -93,6 +93,29 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
     assert store_jobs.external_ids(store, [job.id]) == {job.id: slurm_id}
 
 
+def test_the_site_template_chooses_the_python_of_a_py_job(
+    slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
+) -> None:
+    """``tracker submit train.py`` records ``python train.py``; a template that activates an
+    environment (here: puts its bin first on PATH) runs the job under that python, and a
+    template that chose none under the dispatcher's."""
+    bin_dir = tmp_path / "venv-bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "python"
+    shim.write_text(f'#!/bin/sh\necho "site python" >&2\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    train = tmp_path / "train.py"
+    train.write_text("print('trained')\n")
+    template = tmp_path / "site.sh"
+    template.write_text(f'#!/bin/sh\n#SBATCH --nice=0\nexport PATH="{bin_dir}:$PATH"\n')
+    job = queue.enqueue(store, JobSpec(argv=["python", str(train)], cwd=str(tmp_path)))
+    dispatcher(procs, tmp_path, "--template", str(template), "--exit-when-idle")
+    done = ended(store, job.id, 90, "the job to end")
+    assert (done.status, done.exit_code) == ("succeeded", 0), done.failure_hint
+    assert job_text(store, job.id, "stdout") == "trained\n"
+    assert job_text(store, job.id, "stderr") == "site python\n"
+
+
 def test_failing_job_gets_its_failure_class(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -144,11 +148,55 @@ def test_comment_round_trip_and_foreign_comments() -> None:
         assert parse_comment(foreign) is None, foreign
 
 
-def test_batch_script_ends_in_exec_of_the_arguments() -> None:
-    assert batch_script(None) == '#!/bin/sh\nexec "$@"\n'
+def test_batch_script_is_the_template_then_exec_of_the_arguments() -> None:
+    assert batch_script(None).startswith("#!/bin/sh\nif ")
     site = "#!/bin/bash\n#SBATCH --constraint=a100\nmodule load cuda\n"
-    assert batch_script(site) == site + 'exec "$@"\n'
-    assert batch_script("module load cuda") == '#!/bin/sh\nmodule load cuda\nexec "$@"\n'
+    assert batch_script(site).startswith(site)  # #SBATCH lines before any command
+    assert batch_script("module load cuda").startswith("#!/bin/sh\nmodule load cuda\n")
+    for text in (None, site):
+        assert batch_script(text).endswith('\nexec "$@"\n')
+
+
+SHIM = """#!/bin/sh
+echo "the template's python" >&2
+exec {python} "$@"
+"""
+
+
+@pytest.mark.parametrize(
+    ("template", "chosen"),
+    [
+        (None, "ours"),  # no template: the dispatcher's interpreter
+        ("#!/bin/sh\n#SBATCH --nice=0\nexport SITE=x\n", "ours"),  # it chose no python
+        ('#!/bin/sh\nexport PATH="{bin}:$PATH"\n', "shim"),  # a venv's activate does this
+        ("#!/bin/sh\nTRACKER_PYTHON={bin}/python\n", "shim"),  # said outright
+        ('#!/bin/sh\nexport PATH="{bin}:$PATH"\nTRACKER_PYTHON={python}\n', "ours"),  # it wins
+    ],
+)
+def test_the_template_chooses_the_python_of_a_python_job(
+    tmp_path: Path, template: str | None, chosen: str
+) -> None:
+    """Run by a real sh, as sbatch runs it: a job recorded as ``python ...`` starts under the
+    interpreter the template set (TRACKER_PYTHON, or the python of the PATH it changed),
+    else under the dispatcher's; any other program is left alone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "python"
+    shim.write_text(SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    text = template.format(bin=bin_dir, python=sys.executable) if template else None
+    script = tmp_path / "batch.sh"
+    script.write_text(batch_script(text, sys.executable))
+    env = {"PATH": os.environ["PATH"], "TRACKER_STARTER_PATH": os.environ["PATH"]}
+    code = "import sys; print(sys.argv[1:])"
+    ran = subprocess.run(["sh", str(script), "python", "-c", code, "a b", "$HOME"],
+                         env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "['a b', '$HOME']\n"  # arguments arrive as they were, never as text
+    assert ("the template's python" in ran.stderr) == (chosen == "shim"), ran.stderr
+    other = subprocess.run(["sh", str(script), "echo", "python"], env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (other.stdout, other.returncode) == ("python\n", 0)
 
 
 def test_parse_squeue_five_and_four_fields() -> None:

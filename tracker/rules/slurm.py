@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -196,13 +197,37 @@ def check_extra_options(options: Sequence[str], *, field: str = "sbatch") -> tup
     return tuple(out)
 
 
-def batch_script(template: str | None) -> str:
+PYTHON_ARG = "python"  # a job's recorded interpreter (``tracker submit train.py``)
+STARTER_PATH = "TRACKER_STARTER_PATH"  # the PATH the job was handed, before the template
+
+# After the template: a job recorded as ``python ...`` runs under the interpreter the
+# template chose -- ``TRACKER_PYTHON`` when it set one, else the ``python`` on the PATH it
+# changed (a venv's activate, ``conda activate``, ``module load``) -- and under the
+# dispatcher's own interpreter when it chose none.
+_CHOOSE_PYTHON = """if [ "$1" = {arg} ]; then
+    shift
+    if [ -n "${{TRACKER_PYTHON:-}}" ]; then
+        set -- "$TRACKER_PYTHON" "$@"
+    elif [ "$PATH" != "${{{starter}:-$PATH}}" ] \\
+        && found="$(command -v python || command -v python3)"; then
+        set -- "$found" "$@"
+    else
+        set -- {python} "$@"
+    fi
+fi
+"""
+
+
+def batch_script(template: str | None, python: str = "python3") -> str:
     """The batch script: the site template (``#!`` line and ``#SBATCH`` lines, module loads),
-    then ``exec "$@"`` -- the job's argv arrives as the script's arguments, never as text."""
+    then the choice of interpreter for a job recorded as ``python ...`` (``python``: the
+    dispatcher's own, used when the template chose none; see ``_CHOOSE_PYTHON``), then
+    ``exec "$@"`` -- the job's argv arrives as the script's arguments, never as text."""
     head = (template or "").rstrip("\n")
     if not head.startswith("#!"):
         head = "#!/bin/sh\n" + head if head else "#!/bin/sh"
-    return f'{head}\nexec "$@"\n'
+    choose = _CHOOSE_PYTHON.format(arg=PYTHON_ARG, starter=STARTER_PATH, python=shlex.quote(python))
+    return f'{head}\n{choose}exec "$@"\n'
 
 
 def sbatch_argv(
