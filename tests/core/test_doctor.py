@@ -49,15 +49,33 @@ def test_record_is_idempotent_and_final_pass_replaces(store: Store) -> None:
     assert event.data is not None and event.data["step"] == 20
     record_diagnoses(store, run_id, [_d("loss_spike", "loss", 5)])  # live: adds, keeps
     assert len(list_diagnoses(store, run_id)) == 2
-    record_diagnoses(store, run_id, [_d("loss_spike", "loss", 7)])  # same key: updated
+    record_diagnoses(store, run_id, [_d("loss_spike", "loss", 7)])  # live: its onset stays
     steps = {e.data["code"]: e.data["step"] for e in list_diagnoses(store, run_id) if e.data}
-    assert steps == {"nonfinite": 20, "loss_spike": 7}
+    assert steps == {"nonfinite": 20, "loss_spike": 5}
+    worse = Diagnosis("loss_spike", "error", 9, "worse", "hint", Evidence("loss", (9, 9)))
+    record_diagnoses(store, run_id, [worse])  # live, but its severity rose: reported again
+    steps = {e.data["code"]: e.data["step"] for e in list_diagnoses(store, run_id) if e.data}
+    assert steps == {"nonfinite": 20, "loss_spike": 9}
     diagnose_run(store, run_id)  # final pass: the spike no longer holds
     assert [e.data["code"] for e in list_diagnoses(store, run_id) if e.data] == ["nonfinite"]
     other = store.create_run("p", "other")
     store.add_event(other.id, "note", "not a diagnosis")
     diagnose_run(store, other.id, final=True)
     assert [e.kind for e in store.list_events(other.id)] == ["note"]
+
+
+def test_live_onsets_stay_where_first_reported(store: Store) -> None:
+    """A leak's onset seen live at 140 must not move to 173 and back as points arrive; the
+    final pass then says what the whole run shows."""
+    run = store.create_run("p", "live")
+    for step in (140, 173, 140, 151):
+        record_diagnoses(store, run.id, [_d("memory_growth", "sys/rss_bytes", step)])
+        [event] = list_diagnoses(store, run.id)
+        assert event.data is not None and event.data["step"] == 140
+        assert event.message == "memory_growth msg"
+    record_diagnoses(store, run.id, [_d("memory_growth", "sys/rss_bytes", 151)], replace=True)
+    [event] = list_diagnoses(store, run.id)
+    assert event.data is not None and event.data["step"] == 151
 
 
 def test_live_sweep_diagnoses_running_runs_once_per_change(store: Store) -> None:

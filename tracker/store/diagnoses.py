@@ -128,12 +128,22 @@ def record_diagnoses(
     replace: bool = False,
     now: float | None = None,
 ) -> None:
-    """Upsert one ``diagnosis`` event per ``code:metric``; with ``replace``, delete the
-    run's other diagnoses (those that no longer hold)."""
+    """Upsert one ``diagnosis`` event per ``code:metric``; with ``replace`` (the final
+    pass), delete the run's other diagnoses (those that no longer hold).
+
+    Without ``replace`` (a live pass while the run trains) a diagnosis already reported
+    keeps its onset and message -- a user watching the Health panel saw "from step 140"
+    and must not see it move to 173 and back with each new point -- unless its severity
+    rose (a warning that became an error is reported again). The final pass writes what
+    the whole run shows."""
     now = time.time() if now is None else now
     events = m.RunEventRow
     with write_begin(store.engine) as conn:
+        reported = {} if replace else _reported_severity(conn, run_id)
         for d in diagnoses:
+            was = reported.get(d.key)
+            if was is not None and _RANK.get(d.severity, 0) <= _RANK.get(was, 0):
+                continue  # reported already: its onset stays
             insert = dialect_insert(conn)(events).values(
                 run_id=run_id,
                 at=now,
@@ -158,6 +168,18 @@ def record_diagnoses(
                     events.dedupe_key.not_in(keep) if keep else sa.true(),
                 )
             )
+
+
+_RANK = {"warning": 1, "error": 2}
+
+
+def _reported_severity(conn: sa.Connection, run_id: int) -> dict[str, str]:
+    """The run's diagnoses already stored: dedupe key -> severity."""
+    events = m.RunEventRow
+    query = sa.select(events.dedupe_key, events.data).where(
+        events.run_id == run_id, events.kind == DIAGNOSIS, events.code.is_not(None)
+    )
+    return {key: str((data or {}).get("severity", "")) for key, data in conn.execute(query)}
 
 
 def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
