@@ -223,7 +223,7 @@ class Dispatcher(JobLoop):
         listed = {e.external_id for e in external}
         self._judged &= listed  # forgotten by the scheduler
         self._recheck = {k: v for k, v in self._recheck.items() if k in listed}
-        now = time.time()
+        now = self.store.now()  # the clock recheck_at is stamped with
         for ext in external:
             if ext.namespace != self.namespace:
                 continue  # another tracker's job in the same account
@@ -330,7 +330,7 @@ class Dispatcher(JobLoop):
             base_delay_s=self.options.submit_retry_s,
             max_delay_s=self.options.submit_retry_max_s,
         )
-        retry_at = time.time() + delay
+        retry_at = self.store.now() + delay  # not_before is compared with the store's clock
         stamp = time.strftime("%H:%M:%S", time.localtime(retry_at))
         reason = f"{self.executor.name} could not be reached, trying again at {stamp}: {message}"
         log.warning("job %s attempt %s: %s", claim.job.id, claim.attempt, reason)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -60,7 +59,7 @@ def housekeeping_once(
     # The reaper reads the clock itself when not given a time: it stamps the attempts' end
     # once it holds their rows, after any write that committed before the takeover.
     jobs = reap_expired_leases(store, retry=options.policy.next_retry, now=now)
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     runs = periodic.crash_silent_runs_once(store, options.run_stale_s, now=now)
     if options.pending_reasons:
         update_pending_reasons(store, explain_pending, now=now)
@@ -84,7 +83,7 @@ def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[perio
             periodic.Task(
                 "pending reasons",
                 every,
-                lambda: update_pending_reasons(store, explain_pending, now=time.time()),
+                lambda: update_pending_reasons(store, explain_pending, now=store.now()),
             )
         )
     if options.doctor_s > 0:

@@ -24,11 +24,13 @@ have_pg_server() {
 need_chromium=0
 need_pg=0
 need_slurm=0
+need_faketime=0
 command -v chromium >/dev/null || need_chromium=1
 have_pg_server || need_pg=1
 [[ -x /usr/sbin/slurmctld || -n "$(command -v slurmctld)" ]] || need_slurm=1
+command -v faketime >/dev/null || need_faketime=1  # the clock-skew tests' skewed machine
 
-if ((need_chromium || need_pg || need_slurm)); then
+if ((need_chromium || need_pg || need_slurm || need_faketime)); then
     if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
         echo "==> apt-get update"
         apt-get update -qq
@@ -46,6 +48,9 @@ if ((need_chromium || need_pg || need_slurm)); then
         fi
         if ((need_slurm)); then
             packages+=(slurm-wlm munge)
+        fi
+        if ((need_faketime)); then
+            packages+=(faketime)
         fi
         echo "==> apt-get install ${packages[*]}"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"

@@ -174,7 +174,7 @@ def crash_silent_runs(store: Store, stale_s: float, every_s: float = 5.0) -> Tas
 
 
 def crash_silent_runs_once(store: Store, stale_s: float, now: float | None = None) -> list[int]:
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     crashed = store.mark_stale_runs_crashed(older_than=now - stale_s, now=now)
     for run_id in crashed:
         log.warning("run %s: no heartbeat for %.0f s, marked crashed", run_id, stale_s)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -401,7 +400,7 @@ def cancel(store: Store, job_id: int, *, now: float | None = None) -> CancelResu
         NotFound: no such job.
         StoreUnavailable: the database cannot be reached.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     with write_begin(store.engine) as conn:
         row = _lock_job(conn, job_id)
         if row.status == JobStatus.RUNNING:

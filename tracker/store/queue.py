@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -118,7 +117,7 @@ def enqueue_many(
 ) -> list[JobInfo]:
     """Queue several jobs in one transaction (all or none), in order. Raises as ``enqueue``."""
     checked = [check_spec(s) for s in specs]
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     with write_begin(store.engine) as conn:
         ids = [insert_job(conn, spec, now) for spec in checked]
     return jobs_by_id(store, ids)
@@ -155,7 +154,7 @@ def claim(
     Raises:
         StoreUnavailable: the database cannot be reached.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     if fits is None and queue_fast.supported(store):
         return _claim_fast(store, worker_id, lease_s, max_gpus, host, now)
     ready = sa.and_(
@@ -347,7 +346,7 @@ def adopt(
     later attempt holds it): then the caller must stop that attempt, not adopt it.
     Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     fenced = sa.and_(
         m.JobRow.id == job_id, m.JobRow.lease_token == token, m.JobRow.status == JobStatus.RUNNING
     )
@@ -399,7 +398,7 @@ def release(
     run is queued again with an event saying why. Returns False (nothing written) when the
     lease was lost. Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     job_id, attempt = claim_.job.id, claim_.attempt
     fenced = sa.and_(m.JobRow.id == job_id, m.JobRow.lease_token == claim_.lease_token)
     with write_begin(store.engine) as conn:
@@ -451,7 +450,7 @@ def renew(
     A lost job was taken over (crashed by the reaper, possibly claimed again): its worker
     must kill the process and write nothing more about it.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     claims = list(claims)
     lost: set[int] = set()
     if not claims:
@@ -520,7 +519,7 @@ def finish(
 
     Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     if failure is None and queue_fast.supported(store):  # the common case, prewritten
         held = queue_fast.succeed(store, claim_.job.id, claim_.lease_token, exit_code, now)
         return FinishResult(JobStatus.SUCCEEDED) if held else None
@@ -663,7 +662,7 @@ def reap_expired_leases(
     Raises StoreUnavailable.
     """
     given = now
-    now = time.time() if given is None else given
+    now = store.now() if given is None else given
     expired = (
         sa.select(*JOB_COLUMNS, m.JobRow.lease_token)
         .where(m.JobRow.status == JobStatus.RUNNING, m.JobRow.lease_expires_at < now)
@@ -680,7 +679,7 @@ def reap_expired_leases(
     done = []
     with write_begin(store.engine) as conn:
         rows = conn.execute(expired).all()
-        ended = time.time() if given is None else given  # after the lock (see above)
+        ended = store.now() if given is None else given  # after the lock (see above)
         for row in rows:
             who = row.lease_owner or "its worker"
             if row.cancel_requested:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
-import time
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
@@ -119,7 +118,7 @@ def add_schedule(
     if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 200):
         raise InvalidInput("name must be 1 to 200 characters", field="name")
     spec = check_spec(spec)
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     with write_begin(store.engine) as conn:
         chosen = name if name is not None else _default_name(conn, spec, cron)
         # ON CONFLICT DO NOTHING: a name taken by a concurrent add is refused like any other
@@ -191,7 +190,7 @@ def add_schedule_from(
 
 def get_schedule(store: Store, schedule_id: int, *, now: float | None = None) -> ScheduleInfo:
     """Raises NotFound for an unknown id."""
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     with read_conn(store.engine) as conn:
         row = conn.execute(
             sa.select(*m.ScheduleRow.__table__.columns).where(m.ScheduleRow.id == schedule_id)
@@ -203,7 +202,7 @@ def get_schedule(store: Store, schedule_id: int, *, now: float | None = None) ->
 
 def list_schedules(store: Store, *, now: float | None = None) -> list[ScheduleInfo]:
     """Every schedule, oldest first."""
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     query = sa.select(*m.ScheduleRow.__table__.columns).order_by(m.ScheduleRow.id)
     with read_conn(store.engine) as conn:
         return [schedule_info(r, now) for r in conn.execute(query)]
@@ -217,7 +216,7 @@ def set_paused(
 
     Raises NotFound for an unknown id, StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     values: dict[str, Any] = {"paused": paused}
     if not paused:
         values["last_fire_at"] = now
@@ -249,7 +248,7 @@ def fire_due(store: Store, *, now: float | None = None) -> list[tuple[int, float
     Returns (schedule id, fire time, job id) for the fires *this* call won. Raises
     StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     query = sa.select(*m.ScheduleRow.__table__.columns).where(m.ScheduleRow.paused.is_(False))
     with read_conn(store.engine) as conn:
         rows = conn.execute(query).all()

@@ -30,6 +30,7 @@ from tracker.entities import (
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.store import fencing, points, rollups
 from tracker.store import models as m
+from tracker.store.clock import StoreClock
 from tracker.store.engine import (
     create_engine,
     current_revision,
@@ -78,9 +79,15 @@ class Store:
         if not create:
             require_existing(self.uri)
         self.engine = create_engine(self.uri)
+        self.clock = StoreClock(self.engine)
         self._rollup_chunks = rollups.ChunkSizer(points.REFRESH_CHUNK_POINTS)
         if upgrade:
             ensure_schema(self.engine)
+
+    def now(self) -> float:
+        """The store's clock (:mod:`tracker.store.clock`): what leases, heartbeats and run
+        times are stamped with, the same on every machine."""
+        return self.clock.now()
 
     @property
     def dialect(self) -> str:
@@ -146,7 +153,7 @@ class Store:
     ) -> RunInfo:
         """Create a run (``running`` by default; ``queued`` for a job not started yet)."""
         _check_status(status)
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         started = now if status == "running" else None
         with write_begin(self.engine) as conn:
             project_pk = project_id(conn, project, now)
@@ -204,7 +211,7 @@ class Store:
                 run stays as it ended.
             AttemptSuperseded: ``fence`` no longer holds (:mod:`tracker.store.fencing`).
         """
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         values: dict[str, Any] = {"status": "running", "heartbeat_at": now, "ended_at": None}
         values.update({"host": host, "pid": pid, "exit_code": None, "error": None})
         values.update({"failure_class": None, "failure_hint": None})
@@ -252,7 +259,7 @@ class Store:
         (``fence`` no longer holds: nothing changed).
         """
         _check_status(status)
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         values: dict[str, Any] = {"status": status, "ended_at": now}
         for key, value in (
             ("exit_code", exit_code),
@@ -281,7 +288,7 @@ class Store:
         self, run_id: int, now: float | None = None, *, fence: AttemptFence | None = None
     ) -> None:
         """The run's process is alive. Raises AttemptSuperseded when ``fence`` no longer holds."""
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         with write_begin(self.engine) as conn:
             fencing.check(conn, run_id, fence)
             conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(heartbeat_at=now))
@@ -298,7 +305,7 @@ class Store:
 
         Raises StoreUnavailable.
         """
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         held = (
             sa.select(m.JobRow.id)
             .where(
@@ -487,7 +494,7 @@ class Store:
         *,
         now: float | None = None,
     ) -> CheckpointInfo:
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         with write_begin(self.engine) as conn:
             new_id = conn.execute(
                 sa.insert(m.CheckpointRow)
@@ -536,7 +543,7 @@ class Store:
         fence: AttemptFence | None = None,
     ) -> None:
         """Record a run event. Raises AttemptSuperseded when ``fence`` no longer holds."""
-        now = time.time() if now is None else now
+        now = self.now() if now is None else now
         with write_begin(self.engine) as conn:
             fencing.check(conn, run_id, fence)
             conn.execute(

@@ -10,7 +10,6 @@ Why a queued job waits is decided by a rule the caller passes in (the runner's p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +46,7 @@ def list_workers(
     ``lost``. ``include_stopped`` adds stopped ones; ``include_lost=False`` leaves out those
     without a recent heartbeat. Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     query = sa.select(*m.WorkerRow.__table__.columns).order_by(m.WorkerRow.started_at.desc())
     if not include_stopped:
         query = query.where(m.WorkerRow.status != "stopped")
@@ -113,7 +112,7 @@ def register_worker(
 
     Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     values = {
         "host": host,
         "pid": pid,
@@ -144,7 +143,7 @@ def heartbeat_worker(
 
     Raises StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     values: dict[str, Any] = {"heartbeat_at": now, "status": status}
     if gpus:
         values["gpus"] = gpus
@@ -164,7 +163,7 @@ def update_pending_reasons(
     Jobs waiting out a retry backoff keep the reason their retry wrote. Raises
     StoreUnavailable.
     """
-    now = time.time() if now is None else now
+    now = store.now() if now is None else now
     workers = list_workers(store, include_lost=False, now=now)
     query = sa.select(
         m.JobRow.id, m.JobRow.resources, m.JobRow.not_before, m.JobRow.pending_reason

@@ -1,0 +1,116 @@
+"""Machines whose clocks disagree share one PostgreSQL store: leases and heartbeats are
+stamped with the store's clock (tracker/store/clock.py), not each machine's.
+
+The skewed machine is a real process under libfaketime (Debian's ``faketime``): its
+``time.time()`` runs 10 minutes behind or ahead. Before the store clock, a worker 10 minutes
+behind wrote leases that had expired before they were written, and every other process's
+reaper took its job away at once (crashed, killed, retried, again and again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import create_pg_database, drop_pg_database
+from tests.support.polling import wait_for
+from tests.support.runner import FAST, TRACKER, Proc, Procs
+from tracker.entities import JobSpec
+from tracker.store import Store, queue
+from tracker.store import jobs as store_jobs
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("faketime") is None, reason="needs faketime (apt-get install faketime)"
+)
+
+SKEW = 600  # seconds
+
+
+def _faketime(skew: int) -> list[str]:
+    return ["faketime", "-f", f"{skew:+d}s"]
+
+
+def _skewed_env(env: dict[str, str]) -> dict[str, str]:
+    # only the wall clock is skewed, as on a machine whose clock is off
+    return {**env, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+@pytest.fixture
+def pg_url(pg_template_url: str | None) -> Iterator[str]:
+    if pg_template_url is None:
+        pytest.skip("needs PostgreSQL (./scripts/test.sh starts a server)")
+    server = os.environ["TRACKER_TEST_PG_URL"]
+    url = create_pg_database(server, template=sa.make_url(pg_template_url).database)
+    yield url
+    drop_pg_database(server, url)
+
+
+READ_CLOCKS = """
+import json, time
+from tracker.store import Store
+store = Store()
+print(json.dumps({"local": time.time(), "store": store.now()}))
+"""
+
+
+@pytest.mark.parametrize("skew", [-SKEW, SKEW])
+def test_a_skewed_process_reads_the_store_clock(pg_url: str, skew: int) -> None:
+    env = _skewed_env({**os.environ, "TRACKER_URI": pg_url})
+    ran = subprocess.run(
+        [*_faketime(skew), sys.executable, "-c", READ_CLOCKS],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    real = time.time()
+    assert ran.returncode == 0, ran.stderr
+    clocks = json.loads(ran.stdout)
+    assert abs(clocks["local"] - (real + skew)) < 30  # faketime did skew it
+    assert abs(clocks["store"] - real) < 5, clocks  # the store's clock did not move
+
+
+def test_sqlite_store_clock_is_this_machines(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 't.db'}")
+    try:
+        assert store.clock.offset == 0.0
+        assert abs(store.now() - time.time()) < 1
+    finally:
+        store.close()
+
+
+SLEEPER = "import time; time.sleep(6); print('done', flush=True)"
+
+
+def test_a_worker_whose_clock_is_behind_keeps_its_job(pg_url: str, tmp_path: Path) -> None:
+    """Its leases (3 s) would read as 10 minutes expired by the reaper of a machine with the
+    right time, which runs beside it."""
+    store = Store(pg_url)
+    procs = Procs(pg_url, tmp_path)
+    try:
+        # the job itself runs on the right clock (libfaketime breaks its time.sleep)
+        argv = ["env", "-u", "LD_PRELOAD", "-u", "FAKETIME", sys.executable, "-c", SLEEPER]
+        job = queue.enqueue(store, JobSpec(argv=argv))
+        procs.scheduler()  # the reaper, every 0.5 s, on this machine's clock
+        worker = Proc(
+            [*_faketime(-SKEW), *TRACKER, "worker", *FAST, "--gpus", "none",
+             "--lease-seconds", "3", "--exit-when-idle", "--no-housekeeping"],
+            tmp_path / "skewed-worker.log", _skewed_env(procs.env()), tmp_path,
+        )  # fmt: skip
+        procs.started.append(worker)
+        done = wait_for(
+            lambda: (j := store_jobs.get_job(store, job.id)).is_final and j, 90, "the job to end"
+        )
+        assert (done.status, done.attempt) == ("succeeded", 1), (done.failure_hint,
+                                                                 worker.output())  # fmt: skip
+        assert worker.wait(30) == 0, worker.output()
+        assert "lease lost" not in worker.output()
+    finally:
+        procs.close()
+        store.close()
