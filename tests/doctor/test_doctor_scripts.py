@@ -101,6 +101,11 @@ def test_failing_script_run_by_hand_is_diagnosed(
     if name == "torn_checkpoint.py":
         kinds = [e.kind for e in store.list_events(run.id)]
         assert "checkpoint_skipped" in kinds and "resumed from step 20" in done.stdout
+    if name == "recompiles.py":  # a real torch.compile: torch's reason, quoted
+        [d] = [e.data for e in list_diagnoses(store, run.id) if e.data and e.data["code"] == code]
+        # nn.Sequential's forward is torch's own code: torch compiles a wrapper frame
+        assert "torch's wrapper around the compiled module's forward" in d["hint"], d
+        assert "tensor 'args[0]' size mismatch at index 0. expected 70, actual 71" in d["hint"]
 
 
 @pytest.mark.timeout(1500)  # nine small trainings, three at a time

@@ -114,6 +114,13 @@ class Failsafe:
                 f"{ENV_STRICT}=1 raises instead)"
             )
 
+    def queue_event(self, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        """Queue a run event of the client's own evidence (``tracker.watch``'s recompile
+        limit) for the writer thread: stored like the failure events, no store write on the
+        calling thread. Never raises."""
+        with self._lock:
+            self.events.append({"kind": kind, "message": message, "data": data})
+
     def take_events(self) -> list[dict[str, Any]]:
         """The events not yet stored, taken off the queue."""
         with self._lock:

@@ -26,7 +26,10 @@ after ``optimizer.step()`` is on):
 * ``compile/recompiles`` and ``compile/graph_breaks`` (cumulative) when ``torch._dynamo`` was
   already imported: graph breaks from ``torch._dynamo.utils.counters["graph_break"]``,
   recompiles from Dynamo's compile-start callbacks (a compile id ``F/N`` with N > 0 is the
-  N-th recompile of frame F), counted from the ``watch()`` call on.
+  N-th recompile of frame F), counted from the ``watch()`` call on; and a run event
+  ``recompile_limit`` when a frame reaches torch's recompile limit, naming the frame and the
+  guard failure torch gave as the reason (:mod:`tracker.client.compile_watch`), which the
+  doctor's ``recompiles`` hint quotes.
 
 Cost: a Python call per optimizer step (a counter); on a watched step the norms are computed
 on the device with ``torch._foreach_norm`` and read back with **one** device sync. Without an
@@ -43,13 +46,13 @@ computing the norms is reported once as a run event (``warning``) and the watch 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import sys
 import time
 from typing import Any
 
+from tracker.client.compile_watch import CompileWatch
 from tracker.client.values import convert_value, is_tensor
 from tracker.errors import InvalidInput
 from tracker.rules.keys import MAX_KEY_LENGTH, check_key
@@ -92,8 +95,7 @@ class _Watcher(Watch):
         self._skipped_logged = 0
         self._optimizer_steps = 0
         self._before: Any = None  # (param norms, grad stuff) of a watched step in progress
-        self._recompiles = 0
-        self._dynamo_callback: Any = None
+        self._compile = CompileWatch(run)
         self.active = True
         if optimizer is not None:
             if not hasattr(optimizer, "register_step_pre_hook"):
@@ -108,7 +110,8 @@ class _Watcher(Watch):
             self._handles.append(module.register_forward_pre_hook(self._on_forward))
         if self._scaler is not None:
             self._wrap_scaler(self._scaler)
-        self._watch_dynamo()
+        if self._compile.start():
+            self._handles.append(_Undo(self._compile.remove))
 
     # ------------------------------------------------------------------ hooks
 
@@ -205,11 +208,11 @@ class _Watcher(Watch):
             items["update/ratio"] = norm / param_norm if param_norm else math.inf
         if "grad_norms" in measured:
             items.update(_grad_items(measured["grad_names"], values, self._top))
-        items.update(self._compile_counters())
+        items.update(self._compile.counters())
         run = self._run
         run._put((run._step, time.time(), items, False))
 
-    # ------------------------------------------------------------------ AMP, compile
+    # ------------------------------------------------------------------ AMP
 
     def _wrap_scaler(self, scaler: Any) -> None:
         """Count ``scaler.step()`` calls and read the scale after ``scaler.update()``
@@ -253,35 +256,6 @@ class _Watcher(Watch):
         run = self._run
         run._put((run._step, time.time(), items, is_tensor(value)))
 
-    def _watch_dynamo(self) -> None:
-        if "torch._dynamo" not in sys.modules:
-            return
-        try:
-            from torch._dynamo.callback import callback_handler
-        except ImportError:  # an older torch: graph breaks only
-            return
-
-        def on_start(args: Any) -> None:
-            frame_compile = str(getattr(args, "compile_id", "")).rpartition("/")[2]
-            if frame_compile.isdigit() and int(frame_compile) > 0:
-                self._recompiles += 1
-
-        callback_handler.register_start_callback(on_start)
-        self._handles.append(_Undo(lambda: _remove(callback_handler, on_start)))
-        self._dynamo_callback = on_start
-
-    def _compile_counters(self) -> dict[str, float]:
-        dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is None:
-            return {}
-        counters = getattr(getattr(dynamo, "utils", None), "counters", None)
-        out: dict[str, float] = {}
-        if counters is not None:
-            out["compile/graph_breaks"] = float(sum(counters["graph_break"].values()))
-        if self._dynamo_callback is not None:
-            out["compile/recompiles"] = float(self._recompiles)
-        return out
-
 
 class _Undo:
     """A hook handle that runs ``undo`` once on ``remove()``."""
@@ -293,11 +267,6 @@ class _Undo:
         undo, self._undo = self._undo, None
         if undo is not None:
             undo()
-
-
-def _remove(handler: Any, callback: Any) -> None:
-    with contextlib.suppress(ValueError):  # already removed
-        handler.remove_start_callback(callback)
 
 
 def _global(torch: Any, norms: list[Any]) -> Any:

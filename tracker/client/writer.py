@@ -53,9 +53,10 @@
   ``UPLOAD_SLICE_S`` at a time, so points and heartbeats keep flowing): encoded here,
   retried with the same backoff on ``StoreUnavailable``, flushed by ``flush()``/``close()``
   and spilled with the points when ``close()`` gives up or the writer fails.
-* The run events of the tracker's own failures (:class:`~tracker.client.failsafe.Failsafe`)
-  are stored by this thread while the store takes writes, else spilled with the points
-  (``tracker db replay`` stores them).
+* The run events of the tracker's own failures (:class:`~tracker.client.failsafe.Failsafe`),
+  and the events it queues for others (``Failsafe.queue_event``), are stored by this thread
+  while the store takes writes, else spilled with the points (``tracker db replay`` stores
+  them).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from typing import Any
 
 from tracker.errors import InvalidInput
 from tracker.rules.jsonvalues import encode_float
+from tracker.rules.recompile_reasons import RecompileFact, advice
 from tracker.rules.units import format_bytes
 
 __all__ = [
@@ -876,14 +877,23 @@ def recompiles(
     metric: str = "compile/recompiles",
     *,
     limits: HealthLimits | None = None,
+    frames: Sequence[RecompileFact] = (),
 ) -> Diagnosis | None:
     """torch.compile reached its recompile limit: ``recompile_limit`` (torch's
     ``recompile_limit``, 8) compiles of a frame are 1 compile and ``recompile_limit - 1``
     recompiles, after which Dynamo stops compiling the frame and runs it eagerly ("hit
-    config.recompile_limit (8)"). ``compile/recompiles`` is a cumulative count (per-interval
-    counts are summed); the onset is the step it reached ``recompile_limit - 1``."""
+    config.recompile_limit (8)").
+
+    ``frames`` are torch's own account (``tracker.watch``'s ``recompile_limit`` events): the
+    first frame to reach the limit then in force gives the onset (the step of its last
+    compile) and the hint names it and the guard that failed. Without them,
+    ``compile/recompiles`` -- a cumulative count over every frame (per-interval counts are
+    summed) -- decides: the onset is the step it reached ``recompile_limit - 1``."""
     limits = limits or HealthLimits()
+    reached = sorted((f for f in frames if f.compiles >= f.limit), key=lambda f: f.step)
     pts = _finite(_sorted(points))
+    if reached:
+        return _frame_at_limit(reached, pts, metric)
     vals = [v for _, v in pts]
     cumulative = all(b >= a for a, b in itertools.pairwise(vals))
     total = 0.0
@@ -910,6 +920,42 @@ def recompiles(
                 ),
             )
     return None
+
+
+def _frame_at_limit(
+    reached: Sequence[RecompileFact], pts: Sequence[tuple[int, float]], metric: str
+) -> Diagnosis:
+    first = reached[0]
+    others = len({f.frame for f in reached} - {first.frame})
+    more = f" ({others} other frame(s) too)" if others else ""
+    if first.reason:
+        hint = (
+            f"The last recompile of {first.frame} was triggered by the guard failure "
+            f'"{first.reason}": {advice(first.reason)}. TORCH_LOGS=recompiles prints the '
+            "reason of every recompile."
+        )
+    else:
+        hint = (
+            f"TORCH_LOGS=recompiles prints why {first.frame} recompiles: changing shapes, "
+            "dtypes or Python values the graph depends on; pad to fixed shapes, mark dynamic "
+            "dimensions (torch._dynamo.mark_dynamic or dynamic=True), keep scalars as tensors."
+        )
+    start = pts[0][0] if pts else first.step
+    return Diagnosis(
+        RECOMPILES,
+        "warning",
+        first.step,
+        f"torch.compile compiled {first.frame} {first.compiles} times by step {first.step}, "
+        f"torch's recompile limit ({first.limit}){more}: from the next recompile on it runs "
+        "without compiling; each recompile also stalls training.",
+        hint,
+        Evidence(
+            metric,
+            (min(start, first.step), first.step),
+            _values(pts, min(start, first.step), first.step),
+            {"limit": float(first.limit), "compiles": float(first.compiles)},
+        ),
+    )
 
 
 # -------------------------------------------------------------------- checkpoints
@@ -953,6 +999,7 @@ def diagnose(
     *,
     final: bool,
     checkpoints: Sequence[CheckpointFact] = (),
+    recompiled: Sequence[RecompileFact] = (),
     limits: HealthLimits | None = None,
 ) -> list[Diagnosis]:
     """Every diagnosis of one run, from its series keyed by metric name, by onset step.
@@ -963,7 +1010,9 @@ def diagnose(
     script's own ``mem/rss_bytes`` -- for memory growth; ``sys/step_time_s`` (less
     ``sys/step_wait_s`` and ``sys/step_cpu_s``) for throughput;
     ``grad/global_norm`` (and ``grad/norm/<param>`` for vanishing) for gradients;
-    ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles``.
+    ``amp/loss_scale`` + ``amp/skipped_steps``; ``compile/recompiles`` with ``recompiled``
+    (the frames ``tracker.watch`` saw reach torch's recompile limit, which also diagnose a
+    run that has no such series).
     """
     limits = limits or HealthLimits()
     amp = "amp/loss_scale" in series or "amp/skipped_steps" in series
@@ -986,12 +1035,14 @@ def diagnose(
             found.append(grad_explosion(points, key, limits=limits))
             found.append(grad_vanishing(points, key, limits=limits))
         elif key == "compile/recompiles":
-            found.append(recompiles(points, key, limits=limits))
+            found.append(recompiles(points, key, limits=limits, frames=recompiled))
     if amp:
         found.append(
             amp_scale_collapse(
                 series.get("amp/loss_scale", ()), series.get("amp/skipped_steps", ()), limits=limits
             )
         )
+    if recompiled and "compile/recompiles" not in series:
+        found.append(recompiles((), limits=limits, frames=recompiled))
     found.append(checkpoint_problems(checkpoints))
     return sorted((d for d in found if d is not None), key=lambda d: (d.step or 0, d.code))

@@ -1,13 +1,15 @@
 """The doctor's data: read a run's series, run the health detectors, record diagnoses.
 
 ``diagnose_run`` reads every metric of one run (the last ``MAX_POINTS`` points of each;
-``LIVE_POINTS`` in a live pass, where the evidence is recent),
-its checkpoints (optionally re-hashing their files), runs :func:`tracker.rules.health.
-diagnose` and records the result as run events of kind ``diagnosis``. Recording is
-idempotent: each diagnosis is one row per run and ``code:metric`` (the unique index
-``uq_run_events_run_dedupe_key``), so running the doctor again -- by hand, at finish, or
-in several housekeeping processes at once -- updates that row instead of adding one. A
-final pass (the run has ended) also removes diagnoses that no longer hold.
+``LIVE_POINTS`` in a live pass, where the evidence is recent), its checkpoints (optionally
+re-hashing their files) and the frames ``tracker.watch`` saw reach torch.compile's
+recompile limit (run events of kind ``recompile_limit``), runs
+:func:`tracker.rules.health.diagnose` and records the result as run events of kind
+``diagnosis``. Recording is idempotent: each diagnosis is one row per run and
+``code:metric`` (the unique index ``uq_run_events_run_dedupe_key``), so running the doctor
+again -- by hand, at finish, or in several housekeeping processes at once -- updates that
+row instead of adding one. A final pass (the run has ended) also removes diagnoses that no
+longer hold.
 
 ``sweep_live`` is the housekeeping pass over running runs: one query finds the runs with
 points newer than the last pass, and only those are diagnosed (cheap when nothing moved).
@@ -34,6 +36,7 @@ from tracker.rules.health import (
     HealthLimits,
     diagnose,
 )
+from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact, fact_from_event
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import dialect_insert
@@ -91,6 +94,16 @@ def _checkpoint_facts(store: Store, run_id: int, verify: bool) -> list[Checkpoin
     return facts
 
 
+def _recompile_facts(store: Store, run_id: int) -> list[RecompileFact]:
+    """The frames that reached torch's recompile limit (malformed events are skipped)."""
+    query = sa.select(m.RunEventRow.data).where(
+        m.RunEventRow.run_id == run_id, m.RunEventRow.kind == RECOMPILE_LIMIT_EVENT
+    )
+    with read_conn(store.engine) as conn:
+        found = [fact_from_event(data) for (data,) in conn.execute(query)]
+    return [f for f in found if f is not None]
+
+
 def _verify_file(path: Path, sha256: str, size: int) -> str:
     return filedigest.verify(path, size, sha256)
 
@@ -115,7 +128,8 @@ def diagnose_run(
         final = run.status not in ("running", "queued")
     series = read_run_series(store, run_id, max_points=MAX_POINTS if final else LIVE_POINTS)
     facts = _checkpoint_facts(store, run_id, verify_checkpoints)
-    found = diagnose(series, final=final, checkpoints=facts, limits=limits)
+    recompiled = _recompile_facts(store, run_id)
+    found = diagnose(series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits)
     record_diagnoses(store, run_id, found, replace=final, now=now)
     return found
 

@@ -2,7 +2,8 @@
 driver. Each script in this folder has exactly one thing wrong with it (see its docstring)
 and logs what ``tracker.watch`` / the system sampler would log (``grad/global_norm``,
 ``sys/step_time_s``, ``sys/rss_bytes``, ``amp/loss_scale``) directly, so the doctor's
-verdict does not depend on those samplers."""
+verdict does not depend on those samplers (``recompiles.py`` runs a real ``torch.compile``
+under ``tracker.watch``: torch's own reason is what it checks)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,14 @@ def loop(
     steps: int,
     step_fn: Callable[[int], dict[str, Any]],
     project: str = "doctor",
+    on_start: Callable[[], Any] | None = None,
     **init: Any,
 ) -> None:
-    """Run ``step_fn(step)`` for each step, logging its metrics and the step time."""
+    """Run ``step_fn(step)`` for each step, logging its metrics and the step time
+    (``on_start()`` first, once the run is active: ``tracker.watch``)."""
     with tracker.init(project=project, system_interval=None, **init):
+        if on_start is not None:
+            on_start()
         for step in range(steps):
             t0 = time.perf_counter()
             metrics = step_fn(step)
