@@ -138,3 +138,24 @@ def test_diagnose_uses_the_frames_with_or_without_the_series() -> None:
     [d] = diagnose(with_count, final=True, recompiled=[_fact()])
     assert (d.code, d.step) == ("recompiles", 70)
     assert diagnose(series, final=True, recompiled=[]) == []
+
+
+def test_many_frames_recompiling_a_little_are_not_one_at_the_limit() -> None:
+    """watch() logs the most recompiles of any one frame beside the total: 4 frames that
+    recompile twice each (8 in all) are healthy; one frame at 7 is at the limit."""
+    steps = range(100)
+    total = [(s, float(min(s // 10, 8))) for s in steps]
+    spread = {
+        "compile/recompiles": total,
+        "compile/frame_recompiles_max": [(s, float(min(s // 40, 2))) for s in steps],
+    }
+    assert diagnose(spread, final=True) == []
+    one = {
+        "compile/recompiles": total,
+        "compile/frame_recompiles_max": [(s, float(min(s // 10, 8))) for s in steps],
+    }
+    [d] = diagnose(one, final=True)
+    assert (d.code, d.step, d.metric) == ("recompiles", 70, "compile/frame_recompiles_max")
+    # a run logged without the per-frame series: the total decides, as before
+    [d] = diagnose({"compile/recompiles": total}, final=True)
+    assert (d.code, d.step) == ("recompiles", 70)

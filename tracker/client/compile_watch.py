@@ -4,6 +4,8 @@ recompile limit.
 * ``compile/graph_breaks``: ``torch._dynamo.utils.counters["graph_break"]`` (cumulative).
 * ``compile/recompiles``: Dynamo's compile-start callbacks; a compile id ``F/N`` with N > 0
   is the N-th recompile of frame F, counted from the ``watch()`` call on.
+* ``compile/frame_recompiles_max``: the most recompiles of any one frame (the doctor judges
+  the limit by it: several frames recompiling a few times each are not one at the limit).
 * When frame F starts its ``recompile_limit``-th compile (torch's limit, read from
   ``torch._dynamo.config`` at that moment: the frame is then at the limit, and the next
   guard failure makes Dynamo run it without compiling), one run event of kind
@@ -50,6 +52,7 @@ class CompileWatch:
         self._handler: Any = None
         self._reason_lengths: dict[Any, int] = {}  # code object -> reasons already seen
         self._reported: set[str] = set()  # frame ids already reported at the limit
+        self._per_frame: dict[str, int] = {}  # frame id -> its recompiles
         self._broken = False  # reading the reasons failed once: counts only from then on
 
     @property
@@ -87,6 +90,7 @@ class CompileWatch:
             out["compile/graph_breaks"] = float(sum(counters["graph_break"].values()))
         if self._callback is not None:
             out["compile/recompiles"] = float(self.recompiles)
+            out["compile/frame_recompiles_max"] = float(max(self._per_frame.values(), default=0))
         return out
 
     # ------------------------------------------------------------------ Dynamo's side
@@ -98,6 +102,7 @@ class CompileWatch:
         if not nth.isdigit() or int(nth) == 0:
             return
         self.recompiles += 1
+        self._per_frame[frame] = max(self._per_frame.get(frame, 0), int(nth))
         self._guarded(lambda: self._after_recompile(frame, int(nth) + 1))
 
     def _after_recompile(self, frame: str, compiles: int) -> None:

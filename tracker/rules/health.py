@@ -76,6 +76,7 @@ GRAD_EXPLOSION = "grad_explosion"
 GRAD_VANISHING = "grad_vanishing"
 AMP_SCALE_COLLAPSE = "amp_scale_collapse"
 RECOMPILES = "recompiles"
+FRAME_RECOMPILES = "compile/frame_recompiles_max"  # the most recompiles of any one frame
 CHECKPOINT_CORRUPT = "checkpoint_corrupt"
 CODES = (
     NONFINITE,
@@ -1034,7 +1035,11 @@ def diagnose(
         elif key == "grad/global_norm":
             found.append(grad_explosion(points, key, limits=limits))
             found.append(grad_vanishing(points, key, limits=limits))
-        elif key == "compile/recompiles":
+        elif key == "compile/recompiles" and FRAME_RECOMPILES not in series:
+            found.append(recompiles(points, key, limits=limits, frames=recompiled))
+        elif key == FRAME_RECOMPILES:
+            # per frame (watch() counts each frame's compiles): several frames recompiling
+            # a few times each are not one frame at the limit
             found.append(recompiles(points, key, limits=limits, frames=recompiled))
     if amp:
         found.append(
@@ -1042,7 +1047,7 @@ def diagnose(
                 series.get("amp/loss_scale", ()), series.get("amp/skipped_steps", ()), limits=limits
             )
         )
-    if recompiled and "compile/recompiles" not in series:
+    if recompiled and "compile/recompiles" not in series and FRAME_RECOMPILES not in series:
         found.append(recompiles((), limits=limits, frames=recompiled))
     found.append(checkpoint_problems(checkpoints))
     return sorted((d for d in found if d is not None), key=lambda d: (d.step or 0, d.code))
