@@ -38,7 +38,7 @@ CASES: list[tuple[str, str, str, object, int]] = [
     ("nan_lr.py", "nonfinite", "loss", lambda s, r: _first_nonfinite(s, r, "loss"), 0),
     ("leak.py", "memory_growth", "sys/rss_bytes", 0, 8),
     ("stall.py", "throughput_drop", "sys/step_time_s", 100, 3),
-    ("recompiles.py", "recompiles", "compile/recompiles", 70, 0),
+    ("recompiles.py", "recompiles", "compile/frame_recompiles_max", 70, 0),
     ("amp_collapse.py", "amp_scale_collapse", "amp/loss_scale", 60, 1),
     ("grad_explosion.py", "grad_explosion", "grad/global_norm", 100, 1),
     ("grad_vanishing.py", "grad_vanishing", "grad/global_norm", 100, 1),
