@@ -200,14 +200,22 @@ def test_merge_buckets_equals_downsampling_the_raw_points() -> None:
     assert max(b.max for b in coarse.buckets if b.max is not None) == 99.0
 
 
-def test_merge_buckets_returns_input_when_it_fits_and_filters_window() -> None:
+def test_merge_buckets_keeps_buckets_in_distinct_targets_and_filters_window() -> None:
     buckets = (Bucket(0, 9, 0.0, 1.0, 1.0, 10), Bucket(10, 19, 0.0, 2.0, 2.0, 10))
     assert merge_buckets(buckets, max_buckets=5).buckets == buckets
     only_second = merge_buckets(buckets, max_buckets=5, lo=12, hi=30)
     assert only_second.buckets == buckets[1:]
     # A bucket that straddles the window edge is kept whole.
-    straddling = merge_buckets(buckets, max_buckets=5, lo=5, hi=30)
+    straddling = merge_buckets(buckets, max_buckets=26, lo=5, hi=30)
     assert straddling.buckets == buckets
+
+
+def test_merge_buckets_combines_buckets_of_one_target_even_when_they_fit() -> None:
+    # Two buckets whose first steps fall in one target bucket are combined, as the database
+    # groups rollup rows (tracker.store.series), although two buckets would fit in five.
+    buckets = (Bucket(0, 9, 0.0, 1.0, 1.0, 10), Bucket(10, 19, -1.0, 2.0, 2.0, 10))
+    (merged,) = merge_buckets(buckets, max_buckets=5, lo=5, hi=30).buckets
+    assert merged == Bucket(0, 19, -1.0, 2.0, 2.0, 20)
 
 
 def test_merge_buckets_rejects_unsorted_input() -> None:

@@ -219,8 +219,8 @@ def merge_buckets(
 
     A bucket is kept when its step range overlaps ``[lo, hi]`` and is assigned whole to the
     target bucket of its ``first_step`` (clamped into the window), so coarse input buckets at
-    the window's edges are kept rather than cut. If the kept buckets already fit, they are
-    returned unchanged.
+    the window's edges are kept rather than cut. Kept buckets that fall in one target bucket
+    are combined even when they would fit as they are (as the database groups rollup rows).
 
     Raises ``DownsampleError`` when buckets are out of order, ``lo > hi`` or ``max_buckets < 1``.
     """
@@ -237,8 +237,6 @@ def merge_buckets(
     if lo is None or hi is None:
         return Series(buckets=(), lo=None, hi=None)
     kept = [b for b in buckets if b.last_step >= lo and b.first_step <= hi]
-    if len(kept) <= max_buckets:
-        return Series(tuple(kept), lo=lo, hi=hi)
     span = hi - lo + 1
     groups: dict[int, list[Bucket]] = {}
     for b in kept:
