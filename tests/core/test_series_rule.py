@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import groupby
 from typing import Any
 
 import pytest
@@ -20,11 +19,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tracker.rules.downsample import (
-    Bucket,
     DownsampleError,
     Series,
-    combine,
     downsample,
+    level,
     merge_buckets,
 )
 from tracker.store import Store
@@ -69,23 +67,12 @@ def stored_points(rows: Sequence[tuple[int, float]], mlflow: bool) -> list[Point
     return sorted({p[0]: p for p in logged}.values())
 
 
-def point_bucket(step: int, value: float) -> Bucket:
-    return downsample([step], [value], 1).buckets[0]
-
-
-def level(points: Sequence[Point], width: int) -> list[Bucket]:
-    """A rollup level of ``width`` computed by the pure rule."""
-    return [
-        combine([point_bucket(s, v) for s, _, v in group])
-        for _, group in groupby(points, key=lambda p: p[0] // width)
-    ]
-
-
 def expected(points: Sequence[Point], source: str, lo: int, hi: int, n: int) -> Series:
     if source == "points":
         return downsample([p[0] for p in points], [p[2] for p in points], n, lo, hi)
     width = int(source.removeprefix("rollup-"))
-    return merge_buckets(level(points, width), n, lo, hi)
+    rollup = level([p[0] for p in points], [p[2] for p in points], width)
+    return merge_buckets(rollup, n, lo, hi)
 
 
 def comparable(series: Series) -> list[tuple[Any, ...]]:
