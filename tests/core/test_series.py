@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 import random
-from itertools import groupby, pairwise
+from itertools import pairwise
 
 import pytest
 import sqlalchemy as sa
 
-from tracker.rules.downsample import Bucket, combine, downsample, merge_buckets
+from tracker.rules.downsample import Bucket, downsample, level, merge_buckets
 from tracker.store import Store
 from tracker.store.engine import create_engine, upgrade
 from tracker.store.rollups import LEVELS
@@ -30,16 +30,9 @@ def write(store: Store, run_id: int, values: dict[int, float], key: str = "m", b
         store.write_points(rows)
 
 
-def point_bucket(step: int, value: float) -> Bucket:
-    return downsample([step], [value], 1).buckets[0]
-
-
 def expected_level(values: dict[int, float], width: int) -> list[Bucket]:
     steps = sorted(values)
-    return [
-        combine([point_bucket(s, values[s]) for s in group])
-        for _, group in groupby(steps, key=lambda s: s // width)
-    ]
+    return list(level(steps, [values[s] for s in steps], width))
 
 
 def stored_level(store: Store, run_id: int, width: int) -> list[Bucket]:

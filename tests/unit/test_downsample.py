@@ -14,10 +14,17 @@ from tracker.rules.downsample import (
     LAST_POSINF,
     Bucket,
     DownsampleError,
+    Grid,
     Series,
     combine,
     downsample,
+    level,
+    level_bucket,
+    level_buckets,
+    level_steps,
     merge_buckets,
+    point_bucket,
+    reduce_buckets,
     to_payload,
 )
 
@@ -200,14 +207,90 @@ def test_merge_buckets_equals_downsampling_the_raw_points() -> None:
     assert max(b.max for b in coarse.buckets if b.max is not None) == 99.0
 
 
-def test_merge_buckets_returns_input_when_it_fits_and_filters_window() -> None:
+def test_merge_buckets_keeps_buckets_in_distinct_targets_and_filters_window() -> None:
     buckets = (Bucket(0, 9, 0.0, 1.0, 1.0, 10), Bucket(10, 19, 0.0, 2.0, 2.0, 10))
     assert merge_buckets(buckets, max_buckets=5).buckets == buckets
     only_second = merge_buckets(buckets, max_buckets=5, lo=12, hi=30)
     assert only_second.buckets == buckets[1:]
     # A bucket that straddles the window edge is kept whole.
-    straddling = merge_buckets(buckets, max_buckets=5, lo=5, hi=30)
+    straddling = merge_buckets(buckets, max_buckets=26, lo=5, hi=30)
     assert straddling.buckets == buckets
+
+
+def test_merge_buckets_combines_buckets_of_one_target_even_when_they_fit() -> None:
+    # Two buckets whose first steps fall in one target bucket are combined, as the database
+    # groups rollup rows (tracker.store.series), although two buckets would fit in five.
+    buckets = (Bucket(0, 9, 0.0, 1.0, 1.0, 10), Bucket(10, 19, -1.0, 2.0, 2.0, 10))
+    (merged,) = merge_buckets(buckets, max_buckets=5, lo=5, hi=30).buckets
+    assert merged == Bucket(0, 19, -1.0, 2.0, 2.0, 20)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "count", "step", "index"),
+    [
+        (0, 9, 5, 0, 0),
+        (0, 9, 5, 1, 0),
+        (0, 9, 5, 2, 1),
+        (0, 9, 5, 9, 4),
+        (10, 12, 5, 11, 1),  # fewer steps than buckets: some buckets stay empty
+        (100, 199, 3, 133, 0),
+        (100, 199, 3, 134, 1),
+        (100, 199, 3, 50, 0),  # before the window: the first bucket
+        (0, 2**52, 1500, 2**52, 1499),  # the widest window the store reads stays exact
+    ],
+)
+def test_grid_index_is_integer_arithmetic_over_the_window(
+    lo: int, hi: int, count: int, step: int, index: int
+) -> None:
+    grid = Grid.over(lo, hi, count)
+    assert grid.span == hi - lo + 1
+    assert grid.index(step) == index
+
+
+def test_grid_refuses_an_empty_window_or_no_buckets() -> None:
+    with pytest.raises(DownsampleError, match="lo must be <= hi"):
+        Grid.over(5, 4, 1)
+    with pytest.raises(DownsampleError, match="integer >= 1") as info:
+        Grid.over(0, 4, 0)
+    assert info.value.field == "max_buckets"
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "width", "buckets", "steps"),
+    [
+        (0, 0, 256, (0, 0), (0, 255)),
+        (255, 256, 256, (0, 1), (0, 511)),
+        (300, 9000, 8192, (0, 1), (0, 16383)),
+        (8192, 8192, 8192, (1, 1), (8192, 16383)),
+    ],
+)
+def test_level_buckets_and_the_steps_they_cover(
+    lo: int, hi: int, width: int, buckets: tuple[int, int], steps: tuple[int, int]
+) -> None:
+    assert level_bucket(lo, width) == buckets[0]
+    assert level_buckets(lo, hi, width) == buckets
+    assert level_steps(lo, hi, width) == steps
+
+
+def test_level_reduces_each_fixed_width_bucket_to_min_max_last() -> None:
+    got = level([0, 3, 4, 9, 10], [2.0, NAN, -1.0, 7.0, INF], 4)
+    assert got == (
+        combine([point_bucket(0, 2.0), point_bucket(3, NAN)]),
+        point_bucket(4, -1.0),
+        combine([point_bucket(9, 7.0), point_bucket(10, INF)]),
+    )
+    assert got[0].min == got[0].max == 2.0 and math.isnan(got[0].last)
+    assert got[2].max == 7.0 and got[2].last == INF and got[2].posinf_count == 1
+
+
+def test_reduce_buckets_groups_by_index_of_first_step_in_index_order() -> None:
+    points = [point_bucket(s, float(s)) for s in (1, 2, 5, 6, 7)]
+    got = reduce_buckets(points, lambda step: step // 5)
+    assert [(b.first_step, b.last_step, b.min, b.max, b.last) for b in got] == [
+        (1, 2, 1.0, 2.0, 2.0),
+        (5, 7, 5.0, 7.0, 7.0),
+    ]
+    assert point_bucket(3, None).nan_count == 1  # None is NaN, as the store keeps it
 
 
 def test_merge_buckets_rejects_unsorted_input() -> None:

@@ -1,14 +1,25 @@
 """Downsampling of metric series for charts: pure functions, no I/O.
 
-A chart of a million points is drawn from a few hundred buckets. Buckets are equal-width in
-*step* space over a window ``[lo, hi]`` and each keeps the first and last step it covers, the
-min and max over its finite values, its last value (finite or not), its point count and how
-many NaN, +Inf and -Inf values fell into it. So a one-step spike survives as its bucket's max
-and a NaN is never averaged away: it is counted and flagged.
+A chart of a million points is drawn from a few hundred buckets, never from a stride sample:
+each bucket keeps the first and last step it covers, the min and max over its finite values,
+its last value (finite or not), its point count and how many NaN, +Inf and -Inf values fell
+into it. So a one-step spike survives as its bucket's max and a NaN is never averaged away: it
+is counted and flagged.
 
-``merge_buckets`` re-buckets already aggregated buckets (min of mins, max of maxes, last of
-lasts, sum of counts), so the store can keep coarse pre-aggregated levels and serve any zoom
-from the finest level that is still coarse enough.
+This module is the one home of that rule; the store's SQL computes the same thing from the
+numbers given here:
+
+* where a bucket's boundaries lie: ``Grid`` (``count`` equal step ranges over a chart window
+  ``[lo, hi]``, the index of a step in integer arithmetic) and ``level_bucket`` /
+  ``level_buckets`` / ``level_steps`` (the fixed-width levels the store keeps pre-aggregated,
+  ``tracker.store.rollups``);
+* how points and buckets reduce: ``point_bucket`` and ``combine`` (min of mins, max of maxes,
+  last of lasts, sum of counts), applied per bucket index by ``reduce_buckets``.
+
+``downsample`` buckets points on a grid, ``level`` buckets them on a fixed width, and
+``merge_buckets`` re-buckets already aggregated buckets on a grid, so the store can keep
+coarse pre-aggregated levels and serve any zoom from the finest level that is still coarse
+enough. ``tests/core/test_series_rule.py`` checks the store's SQL against these functions.
 
 ``to_payload`` turns a ``Series`` into JSON-safe column arrays. Encoding choice: numeric
 columns hold only finite numbers or ``null``; non-finite values are carried by integer
@@ -20,7 +31,7 @@ gap, which is what a NaN should look like.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +44,18 @@ __all__ = [
     "LAST_POSINF",
     "Bucket",
     "DownsampleError",
+    "Grid",
     "Series",
+    "check_bucket_count",
     "combine",
     "downsample",
+    "level",
+    "level_bucket",
+    "level_buckets",
+    "level_steps",
     "merge_buckets",
+    "point_bucket",
+    "reduce_buckets",
     "to_payload",
 ]
 
@@ -107,7 +126,9 @@ def _as_float(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def _point_bucket(step: int, value: float) -> Bucket:
+def point_bucket(step: int, value: float | None) -> Bucket:
+    """The bucket of one point (``None`` means NaN, as the store keeps it)."""
+    value = _as_float(value)
     finite = math.isfinite(value)
     return Bucket(
         first_step=step,
@@ -144,23 +165,85 @@ def combine(buckets: Sequence[Bucket]) -> Bucket:
     )
 
 
-def _check_window(
-    first: int | None, last: int | None, max_buckets: int, lo: int | None, hi: int | None
-) -> tuple[int | None, int | None]:
+def reduce_buckets(buckets: Iterable[Bucket], index: Callable[[int], int]) -> tuple[Bucket, ...]:
+    """The one reduction: ``combine`` the buckets (given in step order) that share
+    ``index(first_step)``, one bucket per index that holds any, in index order."""
+    groups: dict[int, list[Bucket]] = {}
+    for b in buckets:
+        groups.setdefault(index(b.first_step), []).append(b)
+    return tuple(combine(groups[i]) for i in sorted(groups))
+
+
+def check_bucket_count(max_buckets: int) -> None:
+    """Raises ``DownsampleError`` unless ``max_buckets`` is an integer >= 1."""
     if isinstance(max_buckets, bool) or not isinstance(max_buckets, int) or max_buckets < 1:
         raise DownsampleError(
             f"max_buckets: got {max_buckets!r}; it must be an integer >= 1", field="max_buckets"
         )
+
+
+@dataclass(frozen=True)
+class Grid:
+    """``count`` equal step ranges over the chart window ``lo..hi`` (both included).
+
+    Step ``s`` falls in bucket ``(s - lo) * count // span`` (``span = hi - lo + 1``): integer
+    arithmetic, so the database computes the same index from ``lo``, ``count`` and ``span``
+    (steps are >= 0 and never below ``lo`` there, where integer division agrees with ``//``).
+    A step before ``lo`` counts as ``lo``: a pre-aggregated bucket that starts before the
+    window belongs to its first bucket.
+    """
+
+    lo: int
+    hi: int
+    count: int
+
+    @classmethod
+    def over(cls, lo: int, hi: int, count: int) -> Grid:
+        """Raises ``DownsampleError`` when ``lo > hi`` or ``count < 1``."""
+        check_bucket_count(count)
+        if lo > hi:
+            raise DownsampleError(
+                f"lo/hi: window [{lo}, {hi}] is empty; lo must be <= hi", field="lo"
+            )
+        return cls(lo, hi, count)
+
+    @property
+    def span(self) -> int:
+        """Steps in the window."""
+        return self.hi - self.lo + 1
+
+    def index(self, step: int) -> int:
+        """The bucket of ``step`` (0 .. count - 1 for a step within the window)."""
+        return (max(step, self.lo) - self.lo) * self.count // self.span
+
+
+def level_bucket(step: int, width: int) -> int:
+    """The bucket of ``step`` on a level of fixed ``width`` steps: ``step // width`` (bucket
+    0 starts at step 0; steps are >= 0, so the database's integer division agrees)."""
+    return step // width
+
+
+def level_buckets(lo: int, hi: int, width: int) -> tuple[int, int]:
+    """The first and last bucket of a level of ``width`` that hold a step of ``lo..hi``."""
+    return level_bucket(lo, width), level_bucket(hi, width)
+
+
+def level_steps(lo: int, hi: int, width: int) -> tuple[int, int]:
+    """The steps the buckets of a level of ``width`` that hold a step of ``lo..hi`` cover:
+    the first one's first step to the last one's last."""
+    first, last = level_buckets(lo, hi, width)
+    return first * width, (last + 1) * width - 1
+
+
+def _check_window(
+    first: int | None, last: int | None, max_buckets: int, lo: int | None, hi: int | None
+) -> Grid | None:
+    check_bucket_count(max_buckets)
     lo = first if lo is None else lo
     hi = last if hi is None else hi
-    if lo is not None and hi is not None and lo > hi:
-        raise DownsampleError(f"lo/hi: window [{lo}, {hi}] is empty; lo must be <= hi", field="lo")
-    return lo, hi
-
-
-def _bucket_index(step: int, lo: int, span: int, max_buckets: int) -> int:
-    # Integer arithmetic: equal-width buckets over the span of lo..hi inclusive.
-    return (step - lo) * max_buckets // span
+    if lo is None or hi is None:
+        return None
+    return Grid.over(lo, hi, max_buckets)
 
 
 def downsample(
@@ -195,18 +278,24 @@ def downsample(
             )
     first = steps[0] if steps else None
     last = steps[-1] if steps else None
-    lo, hi = _check_window(first, last, max_buckets, lo, hi)
-    if lo is None or hi is None:
+    grid = _check_window(first, last, max_buckets, lo, hi)
+    if grid is None:
         return Series(buckets=(), lo=None, hi=None)
-    points = [(int(s), _as_float(v)) for s, v in zip(steps, values, strict=True) if lo <= s <= hi]
+    points = [
+        point_bucket(int(s), v)
+        for s, v in zip(steps, values, strict=True)
+        if grid.lo <= s <= grid.hi
+    ]
     if len(points) <= max_buckets:
-        return Series(tuple(_point_bucket(s, v) for s, v in points), lo=lo, hi=hi)
-    span = hi - lo + 1
-    groups: dict[int, list[Bucket]] = {}
-    for step, value in points:
-        idx = _bucket_index(step, lo, span, max_buckets)
-        groups.setdefault(idx, []).append(_point_bucket(step, value))
-    return Series(tuple(combine(groups[i]) for i in sorted(groups)), lo=lo, hi=hi)
+        return Series(tuple(points), lo=grid.lo, hi=grid.hi)
+    return Series(reduce_buckets(points, grid.index), lo=grid.lo, hi=grid.hi)
+
+
+def level(steps: Sequence[int], values: Sequence[float | None], width: int) -> tuple[Bucket, ...]:
+    """Points sorted by step bucketed on a level of fixed ``width`` (``level_bucket``): what
+    the store keeps pre-aggregated (``tracker.store.rollups``). ``None`` means NaN."""
+    points = [point_bucket(int(s), v) for s, v in zip(steps, values, strict=True)]
+    return reduce_buckets(points, lambda step: level_bucket(step, width))
 
 
 def merge_buckets(
@@ -219,8 +308,8 @@ def merge_buckets(
 
     A bucket is kept when its step range overlaps ``[lo, hi]`` and is assigned whole to the
     target bucket of its ``first_step`` (clamped into the window), so coarse input buckets at
-    the window's edges are kept rather than cut. If the kept buckets already fit, they are
-    returned unchanged.
+    the window's edges are kept rather than cut. Kept buckets that fall in one target bucket
+    are combined even when they would fit as they are (as the database groups rollup rows).
 
     Raises ``DownsampleError`` when buckets are out of order, ``lo > hi`` or ``max_buckets < 1``.
     """
@@ -233,18 +322,11 @@ def merge_buckets(
             )
     first = buckets[0].first_step if buckets else None
     last = max(b.last_step for b in buckets) if buckets else None
-    lo, hi = _check_window(first, last, max_buckets, lo, hi)
-    if lo is None or hi is None:
+    grid = _check_window(first, last, max_buckets, lo, hi)
+    if grid is None:
         return Series(buckets=(), lo=None, hi=None)
-    kept = [b for b in buckets if b.last_step >= lo and b.first_step <= hi]
-    if len(kept) <= max_buckets:
-        return Series(tuple(kept), lo=lo, hi=hi)
-    span = hi - lo + 1
-    groups: dict[int, list[Bucket]] = {}
-    for b in kept:
-        idx = _bucket_index(max(b.first_step, lo), lo, span, max_buckets)
-        groups.setdefault(idx, []).append(b)
-    return Series(tuple(combine(groups[i]) for i in sorted(groups)), lo=lo, hi=hi)
+    kept = [b for b in buckets if b.last_step >= grid.lo and b.first_step <= grid.hi]
+    return Series(reduce_buckets(kept, grid.index), lo=grid.lo, hi=grid.hi)
 
 
 def _last_kind(value: float) -> int:

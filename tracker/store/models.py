@@ -146,8 +146,9 @@ class MetricRollupRow(Base):
     """Pre-aggregated buckets of one metric series, kept up to date on ingest.
 
     ``width`` is the bucket width in steps (one of ``tracker.store.rollups.LEVELS``) and
-    ``bucket`` is ``step // width``. ``min_value``/``max_value`` are over finite values only
-    (NULL when the bucket has none); ``last_value`` is the value at ``last_step`` (NaN kept).
+    ``bucket`` is ``step // width`` (``tracker.rules.downsample.level_bucket``).
+    ``min_value``/``max_value`` are over finite values only (NULL when the bucket has none);
+    ``last_value`` is the value at ``last_step`` (NaN kept).
     Like ``metric_points``, no foreign keys: it is written on the ingest hot path.
     """
 

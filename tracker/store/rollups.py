@@ -7,6 +7,12 @@ each coarser level from the level below (32 rows per bucket). Recomputing -- rat
 adding the new points to the old totals -- keeps the rollups exact when a batch is retried
 or a resumed run rewrites earlier steps with new values.
 
+The bucket rule is ``tracker.rules.downsample``'s, in SQL: a row's bucket is ``level_bucket``
+(``step / width``; on the next level, ``bucket / ratio``: the same number), the rows
+refreshed are the ``level_steps``/``level_buckets`` of the dirty steps, and a row holds what
+``tracker.rules.downsample.level`` gives for its points (``tests/core/test_series.py``,
+``tests/core/test_series_rule.py``).
+
 The dashboard reads the finest level that answers a request within its row budget.
 Everything here runs inside the caller's transaction on a raw DBAPI cursor.
 
@@ -27,6 +33,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tracker.rules.downsample import level_buckets, level_steps
+
 # Bucket widths in steps, finest first; each divides the next (ratio 32).
 LEVELS = (256, 8192, 262144)
 _PG_LOCK_CLASS = 7242002  # advisory lock namespace: one writer per run refreshes rollups
@@ -45,8 +53,9 @@ _ON_CONFLICT = (
     "count = excluded.count, nan_count = excluded.nan_count, "
     "posinf_count = excluded.posinf_count, neginf_count = excluded.neginf_count"
 )
-# Level 0 from the points. NaN is stored as NULL; min/max are over finite values only; the
-# last value is the one with the highest (step, seq) (MLflow keeps several per step).
+# Level 0 from the points, grouped by level_bucket (step / width). NaN is stored as NULL;
+# min/max are over finite values only; the last value is the one with the highest (step,
+# seq) (MLflow keeps several per step): point_bucket and combine of the rule, in SQL.
 _FROM_POINTS = (
     "INSERT INTO metric_rollups (" + _COLUMNS + ") "
     "SELECT g.run_id, g.key_id, {w}, g.b, g.first_step, g.last_step, q.wall_ms, "
@@ -65,7 +74,8 @@ _FROM_POINTS = (
     "WHERE s.run_id = q.run_id AND s.key_id = q.key_id AND s.step = q.step AND s.seq > q.seq) "
     + _ON_CONFLICT
 )
-# A coarser level from the level below it.
+# A coarser level from the level below it: combine of the rule over its rows (a row's
+# bucket / ratio is level_bucket of its steps at the coarser width).
 _FROM_LEVEL = (
     "INSERT INTO metric_rollups (" + _COLUMNS + ") "
     "SELECT g.run_id, g.key_id, {w}, g.b, g.first_step, g.last_step, q.last_wall_ms, "
@@ -200,17 +210,13 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
     if dialect == "postgresql":
         for run_id in sorted({r for r, _ in bounds}):
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_PG_LOCK_CLASS, run_id))
-    w0 = LEVELS[0]
-    params = [
-        (r, k, lo // w0 * w0, (hi // w0 + 1) * w0 - 1)
-        for (r, k), (lo, hi) in sorted(bounds.items())
-    ]
+    dirty = sorted(bounds.items())
+    # Level 0: every point of the level-0 buckets that hold a dirty step.
+    params = [(r, k, *level_steps(lo, hi, LEVELS[0])) for (r, k), (lo, hi) in dirty]
     cur.executemany(statements[0], params)
-    for i, width in enumerate(LEVELS[1:], start=1):
-        src = LEVELS[i - 1]
-        ratio = width // src
+    for i, (src, width) in enumerate(itertools.pairwise(LEVELS), start=1):
+        # Every row of the level below inside the buckets of ``width`` that hold a dirty step.
         level_params = [
-            (r, k, lo // width * ratio, hi // width * ratio + ratio - 1)
-            for (r, k), (lo, hi) in sorted(bounds.items())
+            (r, k, *level_buckets(*level_steps(lo, hi, width), src)) for (r, k), (lo, hi) in dirty
         ]
         cur.executemany(statements[i], level_params)

@@ -7,11 +7,13 @@ Sources, finest first: the points themselves, then the rollup levels of
 1. if the window holds at most ``max_buckets`` points, they come back as they are
    (full resolution, through ``tracker.rules.downsample.downsample``);
 2. otherwise the finest source with at most ``ROW_BUDGET`` rows in the window is grouped
-   by the database into ``max_buckets`` equal step ranges -- the same bucket rule as
-   ``downsample`` (points) and ``merge_buckets`` (rollup rows, kept whole and assigned by
-   their first step) -- keeping min and max of finite values, the last value, counts and
-   NaN/±Inf counts; the last values come from a second lookup by primary key (of several
-   values at one step, logged through MLflow, the one with the highest ``seq``).
+   by the database into ``max_buckets`` equal step ranges: the bucket of a row is
+   ``tracker.rules.downsample.Grid.index`` computed in SQL (``_GRID_INDEX``) from the grid's
+   own numbers, so the result is the rule's ``downsample`` (points) or ``merge_buckets``
+   (rollup rows, kept whole and assigned by their first step) -- min and max of finite
+   values, the last value, counts and NaN/±Inf counts; the last values come from a second
+   lookup by primary key (of several values at one step, logged through MLflow, the one
+   with the highest ``seq``). ``tests/core/test_series_rule.py`` holds the two equal.
 
 Every read goes through the primary keys ``(run_id, key_id, step, seq)`` and
 ``(run_id, key_id, width, bucket)``, so only the requested range is touched. A 1,000,000
@@ -31,7 +33,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import NotFound
-from tracker.rules.downsample import Bucket, DownsampleError, Series, downsample
+from tracker.rules.downsample import (
+    Bucket,
+    DownsampleError,
+    Grid,
+    Series,
+    check_bucket_count,
+    downsample,
+    level_buckets,
+)
 from tracker.store import models as m
 from tracker.store.engine import read_conn
 from tracker.store.rollups import LEVELS
@@ -47,6 +57,9 @@ MAX_SPAN = 2**52  # rollup rows read to estimate the points in a window
 
 _P = m.MetricPointRow
 _R = m.MetricRollupRow
+# Grid.index in SQL: (step - lo) * count / span, in 64-bit integers (MAX_SPAN keeps the
+# product in range); the parameters come from _grid_params.
+_GRID_INDEX = "({step} - CAST(:lo AS BIGINT)) * CAST(:n AS BIGINT) / CAST(:span AS BIGINT)"
 
 
 @dataclass(frozen=True)
@@ -106,8 +119,7 @@ def read_many(
 def _read_series(
     conn: sa.Connection, run_id: int, key: str, *, lo: int | None, hi: int | None, max_buckets: int
 ) -> SeriesRead:
-    if max_buckets < 1:
-        raise DownsampleError(f"max_buckets={max_buckets}: it must be >= 1", field="max_buckets")
+    check_bucket_count(max_buckets)
     kid = _key_id(conn, key)
     where = (_R.run_id == run_id, _R.key_id == kid)
     if lo is None or hi is None:
@@ -120,30 +132,41 @@ def _read_series(
             return SeriesRead(key, Series((), lo, hi), [], "points")
         lo = first if lo is None else lo
         hi = last if hi is None else hi
-    if lo > hi:
-        raise DownsampleError(f"lo/hi: window [{lo}, {hi}] is empty; lo must be <= hi", field="lo")
+    grid = Grid.over(lo, hi, max_buckets)
     if hi - lo > MAX_SPAN:  # (step - lo) * max_buckets must fit in a 64-bit integer
         raise DownsampleError(f"lo/hi: the window is wider than {MAX_SPAN} steps", field="hi")
     estimate = _estimate_points(conn, where, lo, hi)
     if estimate <= max_buckets:
-        return _full_resolution(conn, run_id, kid, key, lo, hi, max_buckets)
+        return _full_resolution(conn, run_id, kid, key, grid)
     if estimate <= ROW_BUDGET:
-        return _group_points(conn, run_id, kid, key, lo, hi, max_buckets)
+        return _group_points(conn, run_id, kid, key, grid)
     width = next(
-        (w for w in LEVELS if min(estimate, hi // w - lo // w + 1) <= ROW_BUDGET), LEVELS[-1]
+        (w for w in LEVELS if min(estimate, _level_rows(lo, hi, w)) <= ROW_BUDGET), LEVELS[-1]
     )
-    return _group_level(conn, run_id, kid, key, lo, hi, max_buckets, width)
+    return _group_level(conn, run_id, kid, key, grid, width)
+
+
+def _level_rows(lo: int, hi: int, width: int) -> int:
+    """The most rows a rollup level of ``width`` holds for the steps ``lo..hi``."""
+    first, last = level_buckets(lo, hi, width)
+    return last - first + 1
+
+
+def _grid_params(grid: Grid) -> dict[str, int]:
+    """The parameters of ``_GRID_INDEX`` and of the window filter."""
+    return {"lo": grid.lo, "hi": grid.hi, "n": grid.count, "span": grid.span}
 
 
 def _estimate_points(conn: sa.Connection, where: tuple[Any, ...], lo: int, hi: int) -> int:
     """An upper bound of the points in [lo, hi] (edge buckets count whole)."""
-    width = next((w for w in LEVELS if hi // w - lo // w + 1 <= _ESTIMATE_ROWS), LEVELS[-1])
+    width = next((w for w in LEVELS if _level_rows(lo, hi, w) <= _ESTIMATE_ROWS), LEVELS[-1])
+    first, last = level_buckets(lo, hi, width)
     total = conn.execute(
         sa.select(sa.func.sum(_R.count)).where(
             *where,
             _R.width == width,
-            _R.bucket >= lo // width,
-            _R.bucket <= hi // width,
+            _R.bucket >= first,
+            _R.bucket <= last,
             _R.last_step >= lo,
             _R.first_step <= hi,
         )
@@ -152,14 +175,15 @@ def _estimate_points(conn: sa.Connection, where: tuple[Any, ...], lo: int, hi: i
 
 
 def _full_resolution(
-    conn: sa.Connection, run_id: int, kid: int, key: str, lo: int, hi: int, max_buckets: int
+    conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid
 ) -> SeriesRead:
     rows = conn.execute(
         sa.select(_P.step, _P.wall_ms, _P.value)
-        .where(_P.run_id == run_id, _P.key_id == kid, _P.step >= lo, _P.step <= hi)
+        .where(_P.run_id == run_id, _P.key_id == kid, _P.step >= grid.lo, _P.step <= grid.hi)
         .order_by(_P.step, _P.seq)
     ).all()
-    series = downsample([r[0] for r in rows], [r[2] for r in rows], max_buckets, lo, hi)
+    steps, values = [r[0] for r in rows], [r[2] for r in rows]
+    series = downsample(steps, values, grid.count, grid.lo, grid.hi)
     wall = {r[0]: r[1] for r in rows}
     return SeriesRead(key, series, [wall.get(b.last_step) for b in series.buckets], "points")
 
@@ -170,13 +194,11 @@ def _dialect_inf(conn: sa.Connection) -> tuple[str, str]:
     return "9e999", "-9e999"
 
 
-def _group_points(
-    conn: sa.Connection, run_id: int, kid: int, key: str, lo: int, hi: int, n: int
-) -> SeriesRead:
+def _group_points(conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid) -> SeriesRead:
     pinf, ninf = _dialect_inf(conn)
     finite = f"CASE WHEN value > {ninf} AND value < {pinf} THEN value END"
     sql = sa.text(
-        "SELECT (step - CAST(:lo AS BIGINT)) * CAST(:n AS BIGINT) / CAST(:span AS BIGINT), "
+        f"SELECT {_GRID_INDEX.format(step='step')}, "
         f"min(step), max(step), min({finite}), max({finite}), count(*), "
         "sum(CASE WHEN value IS NULL THEN 1 ELSE 0 END), "
         f"sum(CASE WHEN value = {pinf} THEN 1 ELSE 0 END), "
@@ -184,34 +206,34 @@ def _group_points(
         "FROM metric_points WHERE run_id = :run AND key_id = :key "
         "AND step >= :lo AND step <= :hi GROUP BY 1 ORDER BY 1"
     )
-    params = {"lo": lo, "hi": hi, "n": n, "span": hi - lo + 1, "run": run_id, "key": kid}
-    groups = conn.execute(sql, params).all()
-    if sum(int(g[5]) for g in groups) <= n:  # the estimate was loose: it fits after all
-        return _full_resolution(conn, run_id, kid, key, lo, hi, n)
+    groups = conn.execute(sql, {**_grid_params(grid), "run": run_id, "key": kid}).all()
+    if sum(int(g[5]) for g in groups) <= grid.count:  # the estimate was loose: it fits
+        return _full_resolution(conn, run_id, kid, key, grid)
     lasts = conn.execute(
         sa.select(_P.step, _P.wall_ms, _P.value)
         .where(_P.run_id == run_id, _P.key_id == kid, _P.step.in_([g[2] for g in groups]))
         .order_by(_P.step, _P.seq)
     )
     last = {step: (wall, value) for step, wall, value in lasts}  # the highest seq wins
-    return _build(key, groups, last, lo, hi, "points", lambda g: g[2])
+    return _build(key, groups, last, grid, "points", lambda g: g[2])
 
 
 def _group_level(
-    conn: sa.Connection, run_id: int, kid: int, key: str, lo: int, hi: int, n: int, width: int
+    conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid, width: int
 ) -> SeriesRead:
+    # A row that starts before the window belongs to the first bucket, as in Grid.index.
+    first_step = "CASE WHEN first_step > :lo THEN first_step ELSE CAST(:lo AS BIGINT) END"
     sql = sa.text(
-        "SELECT (CASE WHEN first_step > :lo THEN first_step ELSE CAST(:lo AS BIGINT) END "
-        "- CAST(:lo AS BIGINT)) * CAST(:n AS BIGINT) / CAST(:span AS BIGINT), "
+        f"SELECT {_GRID_INDEX.format(step=first_step)}, "
         "min(first_step), max(last_step), min(min_value), max(max_value), sum(count), "
         "sum(nan_count), sum(posinf_count), sum(neginf_count), max(bucket) "
         "FROM metric_rollups WHERE run_id = :run AND key_id = :key AND width = :width "
         "AND bucket >= :blo AND bucket <= :bhi AND last_step >= :lo AND first_step <= :hi "
         "GROUP BY 1 ORDER BY 1"
     )
-    params = {"lo": lo, "hi": hi, "n": n, "span": hi - lo + 1, "run": run_id, "key": kid}
-    params.update(width=width, blo=lo // width, bhi=hi // width)
-    groups = conn.execute(sql, params).all()
+    blo, bhi = level_buckets(grid.lo, grid.hi, width)
+    params = {**_grid_params(grid), "run": run_id, "key": kid, "width": width}
+    groups = conn.execute(sql, {**params, "blo": blo, "bhi": bhi}).all()
     lasts = conn.execute(
         sa.select(_R.bucket, _R.last_wall_ms, _R.last_value).where(
             _R.run_id == run_id,
@@ -221,15 +243,14 @@ def _group_level(
         )
     )
     last = {bucket: (wall, value) for bucket, wall, value in lasts}
-    return _build(key, groups, last, lo, hi, f"rollup-{width}", lambda g: g[9])
+    return _build(key, groups, last, grid, f"rollup-{width}", lambda g: g[9])
 
 
 def _build(
     key: str,
     groups: Sequence[Any],
     last: dict[int, tuple[int, float]],
-    lo: int,
-    hi: int,
+    grid: Grid,
     source: str,
     last_of: Any,
 ) -> SeriesRead:
@@ -251,4 +272,4 @@ def _build(
             )
         )
         walls.append(int(wall))
-    return SeriesRead(key, Series(tuple(buckets), lo, hi), walls, source)
+    return SeriesRead(key, Series(tuple(buckets), grid.lo, grid.hi), walls, source)
