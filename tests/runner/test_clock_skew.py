@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from tests.conftest import create_pg_database, drop_pg_database
 from tests.support.polling import wait_for
-from tests.support.runner import FAST, TRACKER, Proc, Procs
+from tests.support.runner import FAST, REAP, TRACKER, Proc, Procs
 from tracker.entities import JobSpec
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
@@ -55,8 +55,9 @@ def pg_url(pg_template_url: str | None) -> Iterator[str]:
 
 
 READ_CLOCKS = """
-import json, time
+import json, logging, time
 from tracker.store import Store
+logging.basicConfig(level=logging.WARNING)
 store = Store()
 print(json.dumps({"local": time.time(), "store": store.now()}))
 """
@@ -74,6 +75,8 @@ def test_a_skewed_process_reads_the_store_clock(pg_url: str, skew: int) -> None:
     clocks = json.loads(ran.stdout)
     assert abs(clocks["local"] - (real + skew)) < 30  # faketime did skew it
     assert abs(clocks["store"] - real) < 5, clocks  # the store's clock did not move
+    assert "clock is" in ran.stderr and "off the store's" in ran.stderr, ran.stderr  # said once
+    assert ran.stderr.count("off the store's") == 1
 
 
 def test_sqlite_store_clock_is_this_machines(tmp_path: Path) -> None:
@@ -111,6 +114,34 @@ def test_a_worker_whose_clock_is_behind_keeps_its_job(pg_url: str, tmp_path: Pat
                                                                  worker.output())  # fmt: skip
         assert worker.wait(30) == 0, worker.output()
         assert "lease lost" not in worker.output()
+    finally:
+        procs.close()
+        store.close()
+
+
+def test_a_reaper_whose_clock_is_ahead_leaves_a_live_job_alone(pg_url: str, tmp_path: Path) -> None:
+    """A worker on the right clock runs a job under 3 s leases; a ``tracker scheduler`` (the
+    lease reaper and crash watch) 10 minutes ahead runs beside it: before the store clock it
+    read every lease as long expired and crashed the job at once."""
+    store = Store(pg_url)
+    procs = Procs(pg_url, tmp_path)
+    try:
+        job = queue.enqueue(store, JobSpec(argv=[sys.executable, "-c", SLEEPER]))
+        reaper = Proc(
+            [*_faketime(SKEW), *TRACKER, "scheduler", *REAP],
+            tmp_path / "skewed-scheduler.log", _skewed_env(procs.env()), tmp_path,
+        )  # fmt: skip
+        procs.started.append(reaper)
+        worker = procs.worker("--gpus", "none", "--lease-seconds", "3", "--exit-when-idle",
+                              "--no-housekeeping")  # fmt: skip
+        done = wait_for(
+            lambda: (j := store_jobs.get_job(store, job.id)).is_final and j, 90, "the job to end"
+        )
+        assert (done.status, done.attempt) == ("succeeded", 1), (done.failure_hint,
+                                                                 reaper.output())  # fmt: skip
+        assert store.get_run(done.run_id).status == "finished"
+        assert worker.wait(30) == 0, worker.output()
+        assert reaper.popen.poll() is None, reaper.output()  # it was reaping all along
     finally:
         procs.close()
         store.close()

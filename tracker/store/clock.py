@@ -12,6 +12,8 @@ So these times come from one clock, the database server's.
 ``time.time()``: reading the clock costs no query; the offset is measured again every
 ``REFRESH_S``. SQLite is a file on this machine: its clock is this machine's (offset 0).
 
+A host clock more than ``WARN_SKEW_S`` off the server's is logged once as a warning.
+
 Failure modes: when the server cannot be asked (an outage) the last offset is kept (0 before
 the first answer) and the next reading asks again; the clock never raises.
 """
@@ -27,6 +29,7 @@ import sqlalchemy as sa
 log = logging.getLogger(__name__)
 
 REFRESH_S = 60.0  # the offset is measured again this often
+WARN_SKEW_S = 5.0  # a host clock this far from the store's is said once (fix its NTP)
 MAX_ROUND_TRIP_S = 1.0  # a slower answer says little about the offset: kept for later
 _SERVER_NOW = sa.text("SELECT extract(epoch FROM clock_timestamp())")
 
@@ -40,6 +43,7 @@ class StoreClock:
         self._offset = 0.0
         self._measured_at = -REFRESH_S  # monotonic time of the last measurement
         self._lock = threading.Lock()
+        self._warned = False
 
     @property
     def offset(self) -> float:
@@ -62,6 +66,13 @@ class StoreClock:
             self._measured_at = time.monotonic()
             if after - before <= MAX_ROUND_TRIP_S:
                 self._offset = server - (before + after) / 2
+                if abs(self._offset) > WARN_SKEW_S and not self._warned:
+                    self._warned = True
+                    log.warning(
+                        "this host's clock is %+.0f s off the store's (PostgreSQL's); leases and "
+                        "heartbeats use the store's clock, but fix this host's time sync (NTP)",
+                        -self._offset,
+                    )
         except Exception as exc:  # an outage: keep the last offset, ask again next time
             self._measured_at = time.monotonic() - REFRESH_S + 5.0
             log.debug("store clock: could not read the server's time: %s", exc)
