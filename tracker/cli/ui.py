@@ -91,6 +91,9 @@ def server_options(f: Any) -> Any:
                      "PostgreSQL needs one). Must not contain the store."),
         click.option("--max-artifact-bytes", default="5GiB", show_default=True,
                      help="The largest artifact one upload may send (413 beyond)."),
+        click.option("--max-run-artifact-bytes", default=None,
+                     help="A quota: the most artifact bytes one run may hold, e.g. 20GiB "
+                     "(default: none); an upload past what the run has left is refused (413)."),
         click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
@@ -129,6 +132,7 @@ def app_config(
     run_stale_s: float | None = RUN_STALE_S,
     artifact_root: str | None = None,
     max_artifact_bytes: str = "5GiB",
+    max_run_artifact_bytes: str | None = None,
     proxy_hops: int = 0,
     mlflow_idle_s: float | None = None,
 ) -> dict[str, Any]:
@@ -154,6 +158,11 @@ def app_config(
         "LIVE_DOCTOR_S": LIVE_DOCTOR_S,
         "ARTIFACT_ROOT": artifact_root,
         "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
+        "MAX_RUN_ARTIFACT_BYTES": (
+            parse_size(max_run_artifact_bytes, field="max_run_artifact_bytes")
+            if max_run_artifact_bytes
+            else None
+        ),
         "PROXY_HOPS": proxy_hops,
         "MLFLOW_IDLE_S": mlflow_idle_s or None,
     }
@@ -394,7 +403,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None,
        secure_cookie: bool, run_stale_seconds: float, mlflow_idle_s: float,
-       proxy_hops: int, artifact_root: str | None, max_artifact_bytes: str) -> None:  # fmt: skip
+       proxy_hops: int, artifact_root: str | None, max_artifact_bytes: str,
+       max_run_artifact_bytes: str | None) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -406,7 +416,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         secure_cookie, no_auth, run_stale_seconds,
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
-                        max_artifact_bytes=max_artifact_bytes)  # fmt: skip
+                        max_artifact_bytes=max_artifact_bytes,
+                        max_run_artifact_bytes=max_run_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     check_artifact_root(config)  # opens the store: after the port check
@@ -517,7 +528,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        threads: int, dev: bool, allowed_hosts: tuple[str, ...],
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
        run_stale_seconds: float, mlflow_idle_s: float, proxy_hops: int,
-       artifact_root: str | None, max_artifact_bytes: str, demo: bool) -> None:  # fmt: skip
+       artifact_root: str | None, max_artifact_bytes: str, max_run_artifact_bytes: str | None,
+       demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -533,7 +545,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         secure_cookie, no_auth, run_stale_seconds,
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
-                        max_artifact_bytes=max_artifact_bytes)  # fmt: skip
+                        max_artifact_bytes=max_artifact_bytes,
+                        max_run_artifact_bytes=max_run_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     check_artifact_root(config)

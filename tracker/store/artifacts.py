@@ -341,6 +341,18 @@ _COLUMNS = (
 )
 
 
+def run_bytes(store: Store, run_id: int, *, besides: str | None = None) -> int:
+    """The bytes of the run's stored artifacts (``besides``: leaving out that path, which an
+    upload is about to replace)."""
+    query = sa.select(sa.func.coalesce(sa.func.sum(m.ArtifactRow.size), 0)).where(
+        m.ArtifactRow.run_id == run_id
+    )
+    if besides is not None:
+        query = query.where(m.ArtifactRow.path != besides)
+    with read_conn(store.engine) as conn:
+        return int(conn.execute(query).scalar_one())
+
+
 def list_artifacts(store: Store, run_id: int, prefix: str = "") -> list[ArtifactInfo]:
     """The run's artifacts whose path starts with ``prefix`` (``"dir/"`` for a directory),
     sorted by path.

@@ -43,13 +43,18 @@ CHUNK = 1024 * 1024
 STALE_UPLOAD_S = 24 * 3600.0
 
 
-def upload_limit() -> int:
+def upload_limit(run: tuple[Any, int, str] | None = None) -> int:
     """The dashboard's one upload limit (``MAX_ARTIFACT_BYTES``, ``tracker ui
     --max-artifact-bytes``) for the current request: a body announcing more is refused
     before a byte is read; a chunked one is cut off by the spool that reads it.
 
+    ``run`` -- ``(store, run_id, path)`` of the artifact the body becomes -- also applies the
+    per-run quota (``MAX_RUN_ARTIFACT_BYTES``, ``--max-run-artifact-bytes``; off by default):
+    the limit is then at most what the run has left, its other artifacts counted (the path
+    being replaced is not).
+
     Raises:
-        TooLarge (413): the request's Content-Length is past the limit.
+        TooLarge (413): the request's Content-Length is past the limit or the run's quota.
     """
     from flask import current_app, request
 
@@ -60,10 +65,41 @@ def upload_limit() -> int:
             f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
             field="body",
         )
+    if run is not None and (left := run_quota_left(run)) is not None:
+        size = request.content_length
+        if left < 0 or (size is not None and size > left):
+            raise run_quota_exceeded(run[1], size, left)
+        limit = min(limit, left)
     # werkzeug's own cut-off one byte later, so that a chunked body past the limit meets
     # the spool's clear TooLarge first
     request.max_content_length = limit + 1
     return limit
+
+
+def run_quota_left(run: tuple[Any, int, str]) -> int | None:
+    """Bytes the run may still store under ``MAX_RUN_ARTIFACT_BYTES`` (None: no quota)."""
+    from flask import current_app
+
+    from tracker.store import artifacts
+
+    quota = current_app.config.get("MAX_RUN_ARTIFACT_BYTES")
+    if quota is None:
+        return None
+    store, run_id, path = run
+    return int(quota) - artifacts.run_bytes(store, run_id, besides=path)
+
+
+def run_quota_exceeded(run_id: int, size: int | None, left: int) -> TooLarge:
+    from flask import current_app
+
+    quota = int(current_app.config["MAX_RUN_ARTIFACT_BYTES"])
+    has = f"the upload has {size} bytes; " if size is not None else ""
+    return TooLarge(
+        f"{has}run {run_id} has {max(left, 0)} of its {quota} artifact bytes left "
+        "(MAX_RUN_ARTIFACT_BYTES, tracker ui --max-run-artifact-bytes): delete some of its "
+        "artifacts or raise the quota",
+        field="body",
+    )
 
 
 class Readable(Protocol):

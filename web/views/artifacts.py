@@ -66,7 +66,8 @@ def artifact_json(info: ArtifactInfo) -> dict[str, Any]:
 
 @bp.put("/runs/<int:run_id>/artifacts/<artifact:path>")
 def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
-    limit = upload_limit()
+    store = state().store
+    limit = upload_limit((store, run_id, path))
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding != "identity":
         raise UnsupportedMediaType(
@@ -78,7 +79,6 @@ def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
     step = optional_int_arg("step")
     media_type = request.args.get("media_type") or None
     announced = request.headers.get("X-Content-SHA256") or None
-    store = state().store
     with artifacts.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
         artifacts.check_announced(announced, sha256)
         info = artifacts.put_artifact(

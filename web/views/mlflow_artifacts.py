@@ -31,7 +31,13 @@ from tracker.web.core import mlflow_artifacts as core
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
-from tracker.web.plumbing.uploads import CHUNK, Staging, upload_limit
+from tracker.web.plumbing.uploads import (
+    CHUNK,
+    Staging,
+    run_quota_exceeded,
+    run_quota_left,
+    upload_limit,
+)
 from tracker.web.views.mlflow import on_error
 
 bp = Blueprint("mlflow_artifacts", __name__, url_prefix="/api/2.0/mlflow-artifacts")
@@ -100,8 +106,8 @@ def server_info() -> Any:
 @bp.put("/artifacts/<path:location>")
 def upload(location: str) -> Any:
     run_id, path = _file_path(location)
-    limit = upload_limit()
     store = state().store
+    limit = upload_limit((store, run_id, path))
     with astore.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
         astore.put_artifact(store, run_id, path, tmp, media_type=_media_type(), sha256=sha256)
     return {}
@@ -220,8 +226,13 @@ def mpu_complete(location: str) -> Any:
             field="upload_id",
         )
     numbers = core.part_numbers(body.get("parts"), int(target["num_parts"]))
+    store = state().store
     with staging.assemble(upload_id, numbers) as whole:
-        astore.put_artifact(state().store, run_id, path, whole.path, sha256=whole.sha256)
+        left = run_quota_left((store, run_id, path))
+        if left is not None and whole.size > left:
+            staging.remove(upload_id)
+            raise run_quota_exceeded(run_id, whole.size, left)
+        astore.put_artifact(store, run_id, path, whole.path, sha256=whole.sha256)
     staging.remove(upload_id)
     return {}
 
