@@ -84,11 +84,15 @@ class Proc:
         return self.popen.returncode
 
     def stop(self) -> None:
+        # its whole session (a wrapper such as faketime forks the real command): nothing of
+        # it may outlive the test and load the machine for the tests after it
         if self.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGCONT)
                 os.kill(self.pid, signal.SIGKILL)
             self.popen.wait(10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # start_new_session: the group is its pid
         self._fh.close()
 
 
