@@ -256,10 +256,6 @@ class JobLoop:
         self._signals += 1
         self._wake.set()
 
-    def stop(self) -> None:
-        """As one signal."""
-        self._on_signal(signal.SIGTERM, None)
-
     def handle_signals(self) -> None:
         if self._signals >= 1 and not self._stopping:
             self._stopping = True

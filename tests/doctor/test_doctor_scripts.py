@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.runner import TRACKER, Procs
+from tracker.entities import RunInfo
 from tracker.rules.health import diagnose
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
@@ -171,19 +172,25 @@ def _every_live_pass(store: Store, run_id: int) -> set[tuple[str, int | None, st
     return found
 
 
-def test_real_amp_calibration_is_no_problem_live_or_final(tmp_path: Path) -> None:
-    """A real GradScaler calibrating on fp16 gradients skips its first five steps (the
-    clipped gradient norm the loop logs is NaN/Inf there): no live pass and not the final
-    one may call that ``nonfinite`` (it was ``nonfinite@0`` with the hint "use a
-    GradScaler") or a collapse."""
+def _amp_run(tmp_path: Path, mode: str) -> tuple[Store, RunInfo]:
+    """Run ``amp_calibration.py mode`` to its end; its store and its one run."""
     uri = f"sqlite:///{tmp_path / 'tracker.db'}"
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "amp_calibration.py"), "healthy"], env=_env(uri),
+        [sys.executable, str(SCRIPTS / "amp_calibration.py"), mode], env=_env(uri),
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     store = Store(uri)
     [run] = store.list_runs()
+    return store, run
+
+
+def test_real_amp_calibration_is_no_problem_live_or_final(tmp_path: Path) -> None:
+    """A real GradScaler calibrating on fp16 gradients skips its first five steps (the
+    clipped gradient norm the loop logs is NaN/Inf there): no live pass and not the final
+    one may call that ``nonfinite`` (it was ``nonfinite@0`` with the hint "use a
+    GradScaler") or a collapse."""
+    store, run = _amp_run(tmp_path, "healthy")
     series = read_run_series(store, run.id)
     # the calibration really happened: five skips, the scale halved five times
     assert [v for _, v in series["amp/skipped_steps"]][:6] == [1.0, 2.0, 3.0, 4.0, 5.0, 5.0]
@@ -194,14 +201,7 @@ def test_real_amp_calibration_is_no_problem_live_or_final(tmp_path: Path) -> Non
 
 
 def test_real_amp_collapse_after_calibration_is_found_at_its_onset(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'tracker.db'}"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "amp_calibration.py"), "collapse"], env=_env(uri),
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    store = Store(uri)
-    [run] = store.list_runs()
+    store, run = _amp_run(tmp_path, "collapse")
     found = {(e.data["code"], e.data["metric"]): e.data for e in list_diagnoses(store, run.id)}
     assert set(found) == {("nonfinite", "loss"), ("amp_scale_collapse", "amp/loss_scale")}
     assert {d["step"] for d in found.values()} == {60}
