@@ -164,9 +164,9 @@ def _start_offline(
         OSError: its spill file cannot be written either (nothing could keep its data).
     """
     from tracker.client.failsafe import kept_in
-    from tracker.client.offline import OFFLINE_RUN_ID, OfflineSink, header, spill_file
+    from tracker.client.offline import OFFLINE_RUN_ID, OfflineSink, header, spill_dir_of, spill_file
 
-    path = spill_file(options.get("spill_dir") or ".tracker/spill")
+    path = spill_file(spill_dir_of(options.get("spill_dir")))
     sink = OfflineSink(path, header(project, name, cfg, tags, command=command, **attrs))
     info = RunInfo(OFFLINE_RUN_ID, project, name or "", "running", cfg, tags, time.time())
     run = Run(sink, info, job_id=None, active=True, **options)

@@ -148,6 +148,17 @@ def header(
             "attrs": {**attrs, "now": time.time()}}  # fmt: skip
 
 
+ENV_SPILL_DIR = "TRACKER_SPILL_DIR"
+DEFAULT_SPILL_DIR = ".tracker/spill"
+
+
+def spill_dir_of(spill_dir: str | os.PathLike[str] | None) -> Path:
+    """Where a run spills: ``spill_dir`` if given, else ``$TRACKER_SPILL_DIR``, else
+    ``.tracker/spill``. Put it on another filesystem than a SQLite store's, so a full disk
+    there leaves room for what the store cannot take."""
+    return Path(spill_dir or os.environ.get(ENV_SPILL_DIR) or DEFAULT_SPILL_DIR)
+
+
 def spill_file(spill_dir: str | os.PathLike[str]) -> Path:
     """A new spill file for an offline run: one file per run (the writer spills into it too,
     see ``OfflineSink.spill_path``), so each file has one header."""
@@ -160,4 +171,4 @@ def spill_file(spill_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
-__all__ = ["HEADER", "OFFLINE_RUN_ID", "OfflineSink", "header", "spill_file"]
+__all__ = ["HEADER", "OFFLINE_RUN_ID", "OfflineSink", "header", "spill_dir_of", "spill_file"]

@@ -17,6 +17,7 @@ from tracker.client import final_status
 from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, strict_mode
 from tracker.client.final_status import FinalStatus
 from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
+from tracker.client.offline import spill_dir_of
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
@@ -77,7 +78,7 @@ class Run:
         max_memory_points: int = 1_000_000,
         max_memory_mb: float | None = None,
         max_media_mb: float | None = None,
-        spill_dir: str | os.PathLike[str] = ".tracker/spill",
+        spill_dir: str | os.PathLike[str] | None = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         exit_timeout: float | None = None,
         auto_signals: bool | None = None,
@@ -119,7 +120,7 @@ class Run:
             heartbeat_interval=heartbeat_interval if active else 1e12,
             max_memory_points=max_memory_points,
             max_memory_mb=max_memory_mb,
-            spill_dir=spill_dir,
+            spill_dir=spill_dir_of(spill_dir),
             max_media_mb=max_media_mb,
             failsafe=self._failsafe,
         )

@@ -95,6 +95,10 @@ SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between 
 PROGRESS_EVERY_S = 10.0  # close(): how often a long wait reports its progress
 SETTLE_STALL_S = 40.0  # close(): how long a rollup refresh may go without progress
 UPLOAD_SLICE_S = 0.5  # uploads stored per writer cycle before points get their turn
+# An outage (a restarting server, a full disk, a lock held) this long is said once on stderr
+# and as a run event; shorter ones (a server restart) are retried silently.
+OUTAGE_SAID_AFTER_S = 5.0
+SPILL_RETRY_S = 1.0  # a spill that failed (its disk full too) is tried again after this
 
 
 class _Marker:
@@ -152,8 +156,9 @@ class Writer:
         self._markers: list[_Marker] = []
         self._failures = 0  # failed sends in a row: the backoff's attempt number
         self._retry_at = 0.0
+        self._spill_retry_at = 0.0
         self._last_heartbeat = time.monotonic()
-        self._warned_outage = False
+        self._outage_since: float | None = None  # monotonic start of the outage now on
         self.outage: StoreUnavailable | None = None  # the sink's last "unavailable", if any
         self.exit_spill_path: Path | None = None  # where close() put what it held on giving up
         # Guards moves of records between the queue, _kept and the spill file, so that
@@ -523,8 +528,24 @@ class Writer:
             delay = backoff_delay(self._failures, base_s=0.1, cap_s=self.max_backoff)
             self._retry_at = time.monotonic() + delay
             self._spill_if_over_limit()
+            self._say_outage(exc)
             return
         self._failures = 0
+        self._outage_since = None
+
+    def _say_outage(self, exc: StoreUnavailable) -> None:
+        """Say once per run (stderr and a run event) that the store has been unavailable for
+        ``OUTAGE_SAID_AFTER_S``: where the points are and that they are retried."""
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        if now - self._outage_since < OUTAGE_SAID_AFTER_S:
+            return
+        kept = (
+            f"the points are kept (in memory within the cap, then next to {self.spill_path}) "
+            f"and retried until the store answers"
+        )
+        self.failsafe.report("store_outage", "writing to the store", exc, kept)
 
     def _send_uploads(self) -> None:
         try:
@@ -587,24 +608,45 @@ class Writer:
         return self._isolator.points_rejected
 
     def _spill_if_over_limit(self) -> None:
-        if self._kept_points > self.max_memory_points:
+        if self._kept_points <= self.max_memory_points or time.monotonic() < self._spill_retry_at:
+            return
+        try:
             self._spill(everything=False)
+        except OSError as exc:  # the spill's disk is full too: memory holds them, past the cap
+            self._spill_retry_at = time.monotonic() + SPILL_RETRY_S
+            self.failsafe.report(
+                "spill", "spilling the points kept through the outage", exc,
+                f"they stay in memory, past the cap, until {self.spill_path} or the store "
+                f"has room again",
+            )  # fmt: skip
 
     def _spill(self, *, everything: bool) -> None:
+        """Move the oldest kept batches (all with ``everything``) to the spill file. The
+        file gets whole lines or nothing: on an OSError (a full disk) it is cut back to its
+        old size, the batches stay kept and the error is raised."""
         with self._lock:
             if self._abandoned:  # close() spilled everything already
                 return
-            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
             target = 0 if everything else self.max_memory_points // 2
-            with open(self.spill_path, "a", encoding="utf-8") as fh:
-                while self._kept and (self._kept_points > target or everything):
-                    batch = self._kept.popleft()
-                    n = sum(len(r[2]) for r in batch)
-                    self._kept_points -= n
-                    self._overflow.bytes_released += held_bytes(len(batch), n)
-                    fh.write(json.dumps({"run_id": self.run_id, "records": batch}) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            count, points = 0, self._kept_points
+            for batch in self._kept:
+                if points <= target and not everything:
+                    break
+                count += 1
+                points -= sum(len(r[2]) for r in batch)
+            if not count:
+                return
+            moved = [self._kept[i] for i in range(count)]
+            data = "".join(
+                json.dumps({"run_id": self.run_id, "records": b}) + "\n" for b in moved
+            ).encode("utf-8")
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            append_whole(self.spill_path, data)
+            for batch in moved:
+                self._kept.popleft()
+                n = sum(len(r[2]) for r in batch)
+                self._kept_points -= n
+                self._overflow.bytes_released += held_bytes(len(batch), n)
             self._spilled = True
 
     def _spill_all(self, path: Path | None = None) -> int:
@@ -711,6 +753,25 @@ class Writer:
                 spill_events(self.spill_path, self.run_id, events)
             except OSError:  # kept: close() tries again
                 self.failsafe.give_back(events)
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and fsync it, or leave the file as it was: on an OSError
+    (a full disk) what was written of it is cut off again and the error is raised."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def replay_spill_file(
