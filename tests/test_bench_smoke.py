@@ -124,13 +124,22 @@ def test_bench_abuse_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(result, "body_mib", "inflated_mib", "health_probes", "health_p50_ms",
                   "health_p99_ms", "rss_before_mib", "rss_peak_mib")  # fmt: skip
         assert result["upload_status"] != 200
+    paths = doc["upload_paths"]  # 16 MiB against a 1 MiB limit, each path
+    assert len(paths) == 5
+    for name, result in paths.items():
+        _positive(result, "rss_before_mib", "rss_peak_mib")
+        assert result["disk_after_mib"] <= 1.0, name  # at most one part within the limit
+        if "multipart" in name:
+            assert result["answers"] == "1 x 200, 15 x 413", result
+        else:
+            assert result["answers"] == "413", result
 
 
 def test_bench_memory_quick_reports_every_field(tmp_path: Path) -> None:
     doc = _run_bench("bench_memory.py", tmp_path)
     assert doc["benchmark"] == "memory"
-    for name in ("capped", "uncapped"):
-        result = doc["results"][name]
+    assert set(doc["results"]) == {"capped", "capped-keys-per-call", "capped-torch", "uncapped"}
+    for result in doc["results"].values():
         _positive(result, "points", "peak_rss_mib", "rss_before_loop_mib",
                   "peak_held_estimate_mib", "loop_us_per_call", "points_per_s")  # fmt: skip
         assert result["points"] == doc["params"]["points"]  # the script counted them stored
