@@ -103,9 +103,45 @@ fi
 
 # --durations: every CI log lists the slowest tests (setup and teardown included), so a test
 # that grows slow shows up in the log of the run that made it slow.
-echo "==> python -m pytest --durations=30 $*"
+# Parallel: TRACKER_TEST_WORKERS pytest-xdist workers (default 3: most tests wait on the
+# processes they start, so three keep two cores busy), the tests of one file -- or of one
+# machine-wide thing, the Slurm cluster, the install venvs -- in one worker
+# (tests/conftest.py). Then the tests marked `serial` (they judge time or CPU share) alone.
+# TRACKER_TEST_WORKERS=0: one plain pytest run, in order.
+workers="${TRACKER_TEST_WORKERS:-3}"
+# A -m EXPR of the caller's is combined with each part's own marker, not overridden by it.
+marks="" rest=()
+while (($#)); do
+    case "$1" in
+        -m) marks="${2:-}"; shift 2 || shift ;;
+        -m*) marks="${1#-m}"; shift ;;
+        *) rest+=("$1"); shift ;;
+    esac
+done
+set -- ${rest[@]+"${rest[@]}"}
 status=0
-.venv/bin/python -m pytest --durations=30 "$@" || status=$?
+if ((workers > 0)); then
+    not_serial="not serial${marks:+ and ($marks)}"
+    only_serial="serial${marks:+ and ($marks)}"
+    echo "==> python -m pytest -n $workers --dist loadgroup -m '$not_serial' --durations=30 $*"
+    parallel=0
+    .venv/bin/python -m pytest -n "$workers" --dist loadgroup -m "$not_serial" \
+        --durations=30 "$@" || parallel=$?
+    echo "==> python -m pytest -m '$only_serial' --durations=10 $*   (the timing tests, alone)"
+    serial=0
+    .venv/bin/python -m pytest -m "$only_serial" --durations=10 "$@" || serial=$?
+    if ((parallel == 5 && serial == 5)); then
+        status=5
+    else
+        # one part collecting nothing is fine (a path with no serial test, say)
+        ((parallel == 5)) && parallel=0
+        ((serial == 5)) && serial=0
+        status=$((parallel != 0 ? parallel : serial))
+    fi
+else
+    echo "==> python -m pytest ${marks:+-m '$marks' }--durations=30 $*"
+    .venv/bin/python -m pytest ${marks:+-m "$marks"} --durations=30 "$@" || status=$?
+fi
 if ((status == 5)); then
     echo "error: pytest collected no tests (exit 5); treating that as a failure" >&2
 fi

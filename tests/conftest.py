@@ -55,11 +55,29 @@ def selects_postgres(item: pytest.Item) -> bool:
     return not PG_FIXTURES.isdisjoint(arguments)
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+# Session fixtures that stand for one thing on this machine (one munge daemon and one Slurm
+# cluster; one wheel and its venvs): under pytest-xdist every test that uses one runs in the
+# same worker, so the thing is set up once and never twice at the same time.
+MACHINE_FIXTURES = {"slurm": "slurm", "venvs": "install", "wheel": "install"}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The pytest-xdist group of ``item`` (``--dist loadgroup``): the machine-wide thing it
+    uses, else its file, so a module's fixtures are set up in one worker only."""
+    names = getattr(item, "fixturenames", ())
+    for fixture, group in MACHINE_FIXTURES.items():
+        if fixture in names:
+            return group
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker, and before xdist groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if selects_postgres(item):
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 def _pg_server_url() -> str | None:

@@ -402,7 +402,9 @@ def test_runs_table_fits_1440px_and_labels_config_and_metric_columns(
     screenshot(page, "runs-wide")
 
 
-def test_select_all_follows_the_rows(page: Any, dashboard: Dashboard) -> None:
+def test_select_all_follows_the_rows(
+    page: Any, dashboard: Dashboard, short_runs: dict[str, int]
+) -> None:
     page.goto(f"{dashboard.url}/?project=short&config=&metrics=")
     page.wait_for_selector("#runs-body tr")
     boxes = page.locator("#runs-body input[type=checkbox]")

@@ -28,6 +28,7 @@ from tracker.store import Store
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,  # judges throughput under a known CPU load: nothing else may run
     pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists(), reason="Linux only"),
 ]
 
