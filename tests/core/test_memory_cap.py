@@ -242,3 +242,26 @@ def test_the_cap_comes_from_the_argument_or_the_environment(
         with pytest.raises(InvalidInput, match="max_memory_mb") as caught:
             tracker.init(project="cap", uri=url, system_interval=None, max_memory_mb=bad)
         assert caught.value.field == "max_memory_mb"
+
+
+def test_keys_built_per_call_are_held_once(store_url: str, tmp_path: Path) -> None:
+    """A key built per call (``f"k{j}"``) is a new string each time; the queue holds the
+    key's first string instead, so what the cap counts is what memory holds."""
+    sink = GatedSink(Store(store_url))
+    run = tracker.init(
+        project="cap", uri=store_url, sink=sink, system_interval=None,
+        spill_dir=tmp_path / "spill", auto_signals=False,
+    )  # fmt: skip
+    safety = threading.Timer(120, sink.gate.set)
+    safety.start()
+    prefix = "k"
+    for step in range(50):
+        run.log({f"{prefix}{j}": float(step) for j in range(5)}, step=step)
+        run.log({"literal": 1.0, f"{prefix}0": 2.0}, step=step)  # last key built per call
+    entries = [e for e in run._writer._queue if type(e) is tuple]
+    ids = {key: {id(k) for e in entries for k in e[2] if k == key} for key in ("k0", "k4")}
+    safety.cancel()
+    sink.gate.set()
+    run.finish(timeout=120)
+    assert entries and all(len(objects) == 1 for objects in ids.values()), ids
+    assert Store(store_url).count_points(run.id) == 50 * 6  # k0 twice a step: the last wins

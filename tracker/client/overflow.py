@@ -51,6 +51,11 @@ from tracker.errors import InvalidInput
 ENTRY_BYTES = 250  # one log() call held in memory: the tuple, its dict, step and wall time
 KEY_BYTES = 50  # one more metric in that call's dict: the slot and its float
 CHUNK_RECORDS = 2_000  # log() calls per line of a segment file
+# The share of the cap kept free of queued points: the writer's batch in flight (its records
+# and the driver's parameters), the chunk being encoded and the allocator's slack also live
+# in the process, so the queue's budget is the cap less this share (bench_memory.py: the
+# growth of RSS stays within the cap).
+RESERVE_SHARE = 1 / 6
 DEFAULT_MAX_MEMORY_MB = 256.0
 ENV_MAX_MEMORY_MB = "TRACKER_MAX_MEMORY_MB"
 MIB = 1024 * 1024
@@ -155,6 +160,7 @@ class Overflow:
     def __init__(self, run_id: int, spill_path: Path, cap_bytes: int) -> None:
         self.run_id = run_id
         self.cap_bytes = cap_bytes
+        self.budget_bytes = cap_bytes - int(cap_bytes * RESERVE_SHARE)  # for queued points
         # Three counters, each written by one side only, so no update is ever lost to a
         # race between log() and the writer: in (log), released (writer), diverted (lock).
         self.bytes_in = 0
@@ -186,7 +192,7 @@ class Overflow:
         try:
             seg = self.open
             if seg is None:
-                if self.held() > self.cap_bytes:
+                if self.held() > self.budget_bytes:
                     self._open_segment(queue)
                 return
             # The tail after the marker is newer than everything in the segment; only the

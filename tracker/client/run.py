@@ -112,7 +112,7 @@ class Run:
         self.exit_timeout = resolve_exit_timeout(exit_timeout)
         self.inherited_from: int | None = None  # the parent's pid, in a forked child
         self._step = 0
-        self._known_keys: set[str] = set()
+        self._known_keys: dict[str, str] = {}  # each key's first string, checked
         self._writer = Writer(
             sink,
             info.id,
@@ -186,9 +186,10 @@ class Run:
             ) from exc
         known = self._known_keys
         has_tensor = False
+        key = None
         for key, value in items.items():
             if key not in known:
-                known.add(check_key(key))
+                known[key] = check_key(key)
             kind = type(value)
             if kind is float:
                 continue
@@ -202,6 +203,10 @@ class Run:
             value = convert_value(key, value)
             items[key] = value
             has_tensor = has_tensor or is_tensor(value)
+        if key is not None and known[key] is not key:
+            # Keys built per call (f"k{i}"): hold each key's first string, not one more
+            # string per key and call (judged by the last key: one lookup per call).
+            items = {known[k]: v for k, v in items.items()}
         self._step = step + 1
         if not self.active:
             return

@@ -186,7 +186,7 @@ class Writer:
         overflow.bytes_in += ENTRY_BYTES + KEY_BYTES * len(entry[2])
         if overflow.open is not None or (
             overflow.bytes_in - overflow.bytes_released - overflow.bytes_diverted
-            > overflow.cap_bytes
+            > overflow.budget_bytes
         ):
             overflow.divert(queue)  # past the memory cap: to disk (never waits)
         if len(queue) == self._wake_records:
