@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.runner import TRACKER, Procs
 from tracker.entities import RunInfo
-from tracker.rules.health import diagnose
+from tracker.rules.health import diagnose, memory_growth
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
 from tracker.store.diagnoses import list_diagnoses, read_run_series
@@ -99,6 +99,11 @@ def test_failing_script_run_by_hand_is_diagnosed(
     assert code in {d["code"] for d in json.loads(doctor.stdout)["diagnoses"]}
     keys = [(e.data["code"], e.data["metric"]) for e in list_diagnoses(store, run.id) if e.data]
     assert len(keys) == len(set(keys)), keys
+    if name == "leak.py":  # the live doctor's rule finds it in the 50 steps after the onset
+        points = [(p.step, p.value) for p in store.metric_history(run.id, metric)]
+        early = [(s, v) for s, v in points if s <= 50]  # its onset is step 0 (CASES)
+        assert len(early) < len(points), "the run ended within 50 steps of its onset"
+        assert memory_growth(early, metric) is not None, early[-5:]
     if name == "torn_checkpoint.py":
         kinds = [e.kind for e in store.list_events(run.id)]
         assert "checkpoint_skipped" in kinds and "resumed from step 20" in done.stdout
