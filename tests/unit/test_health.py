@@ -602,3 +602,25 @@ def test_a_jump_on_a_loss_converged_near_zero_is_not_a_spike() -> None:
     flat[150] = (150, 3.0)  # a flat loss keeps its real spike
     found = loss_spike(flat, "train/loss")
     assert found is not None and found.step == 150
+
+
+def _small_batch_loss(seed: int, steps: int = 3000) -> list[tuple[int, float]]:
+    """A per-batch loss of a small batch: noisy around a decaying level, and now and then a
+    batch with a hard example far above it (the corpus's batch-8 runs look like this)."""
+    rng = random.Random(seed)
+    pts = []
+    for s in range(steps):
+        v = (2.0 * math.exp(-s / 300) + 0.02) * rng.expovariate(1.0)
+        if rng.random() < 0.02:
+            v += rng.uniform(0.2, 0.9)
+        pts.append((s, v))
+    return pts
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_hard_examples_of_a_small_batch_are_not_spikes(seed: int) -> None:
+    pts = _small_batch_loss(seed)
+    assert loss_spike(pts, "train/loss") is None
+    pts[2500] = (2500, 8.0)  # far past the series' own jumps: still a spike
+    found = loss_spike(pts, "train/loss")
+    assert found is not None and found.step == 2500

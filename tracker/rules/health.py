@@ -111,6 +111,8 @@ class HealthLimits:
     spike_sigmas: float = 10.0  # robust z of a loss spike over its trailing window
     spike_ratio: float = 0.5  # ... and at least this fraction above the trailing median
     spike_range: float = 0.1  # ... and this fraction of the range the series covered before
+    spike_over_noise: float = 3.0  # ... and this many times its largest excursion above the
+    spike_noise_points: int = 200  # trailing median in this many points before (own noise)
     diverge_sigmas: float = 8.0
     diverge_progress: float = 0.5  # rise back by this share of the progress made, or
     diverge_ratio: float = 1.0  # by this share of the best level (doubled), to diverge
@@ -375,23 +377,34 @@ def loss_spike(
     On the series' own scale too: the jump must also be at least ``spike_range`` of the
     range the series covered before it (its highest minus its lowest value so far), so a
     loss that has converged near zero (0.007 jumping to 0.09, after starting at 2.3) has no
-    "spike" of 12x; a flat series (small range) still has its real spikes."""
+    "spike" of 12x; a flat series (small range) still has its real spikes. And over its own
+    noise: ``spike_over_noise`` times the highest any of the ``spike_noise_points`` points
+    before it rose above its own trailing median -- a per-batch loss of a small batch jumps
+    whenever a batch holds a hard example, and one more such jump is not a spike; a smooth
+    loss keeps its real spikes. Spikes are judged from ``2 * history`` points on, once
+    that noise has been seen."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
     spikes: list[int] = []
+    excursions: list[float] = []  # each point's height above its trailing median (>= 0)
     lo = hi = pts[0][1] if pts else 0.0
     for k in range(1, min(w, len(pts))):
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
     for k in range(w, len(pts)):
         med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
         sigma = max(sigma, 1e-3 * abs(med), 1e-12)
+        noise = max(excursions[-limits.spike_noise_points :], default=0.0)
         bar = med + max(
             limits.spike_sigmas * sigma,
             limits.spike_ratio * abs(med),
             limits.spike_range * (hi - lo),
+            limits.spike_over_noise * noise,
         )
+        excursions.append(max(0.0, pts[k][1] - med))
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
+        if k < 2 * w:
+            continue  # the series' own noise is not known yet
         if pts[k][1] > bar:
             after = [v for _, v in pts[k + 1 : k + 1 + limits.persist * 2]]
             if after and min(after) <= bar:  # it came back: a spike, not a divergence
