@@ -334,7 +334,7 @@ def main() -> None:
     write_json(args.json, {
         "benchmark": "corpus",
         "params": {"quick": args.quick, "seed": args.seed, "configs": len(configs),
-                   "jobs": args.jobs, "split_rule": corpus.__doc__.split("The split")[1][:400]},
+                   "jobs": args.jobs, "split_rule": corpus.SPLIT_RULE},
         "seconds": round(seconds, 1),
         "splits": summary["splits"],
         "kinds": summary["kinds"],

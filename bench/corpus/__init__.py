@@ -28,6 +28,7 @@ import random
 from typing import Any
 
 SPLIT_SALT = "doctor-corpus-split:"
+SPLIT_RULE = "held out when sha256('doctor-corpus-split:' + id) has an odd last hex digit"
 HELDOUT = "heldout"
 TUNING = "tuning"
 
