@@ -204,3 +204,33 @@ def test_bench_mlflow_route_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(result, "points", "points_per_s", "log_metric_median_ms", "log_metric_p99_ms")
         assert result["stored"] == result["points"]  # the script checked it too
     _positive(doc["ratios"], "log_batch_speedup", "log_metric_median_speedup")
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="bench_corpus.py trains small models with torch")
+def test_bench_corpus_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_corpus.py", tmp_path)
+    assert doc["benchmark"] == "corpus"
+    assert doc["params"]["quick"] is True and doc["params"]["configs"] == 10
+    splits = doc["splits"]
+    assert set(splits) == {"heldout", "tuning"}
+    assert sum(s["configs"] for s in splits.values()) == 10
+    for half in splits.values():
+        assert half["crashed"] == 0  # every healthy training ran to its end
+        assert half["runs"] >= half["configs"] >= half["configs_with_alarm"] >= 0
+    assert len(doc["healthy"]) == 10
+    for result in doc["healthy"]:
+        assert result["ok"] and result["split"] in splits and result["runs"]
+        assert all(isinstance(run["diagnoses"], list) for run in result["runs"])
+    # the failing scripts ran, and each result says what was expected and what was found
+    assert [f["script"] for f in doc["failing"]] == [
+        "nan_lr.py", "divergence.py", "grad_explosion.py",
+    ]  # fmt: skip
+    for f in doc["failing"]:
+        assert f["ok"], f.get("stderr")
+        assert isinstance(f["detected"], bool) and f["code"] in doc["kinds"]
+    for kind in doc["kinds"].values():
+        assert set(kind) == {"heldout", "tuning", "scripts", "detected", "on_time"}
+        assert kind["detected"] <= kind["scripts"]
+    alarms = sum(len(run["diagnoses"]) for r in doc["healthy"] for run in r["runs"])
+    assert len(doc["false_alarms"]) == alarms
+    _positive(doc, "seconds")
