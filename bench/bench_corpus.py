@@ -2,6 +2,7 @@
 on the failing scripts (issue 26, item 2).
 
     python bench/bench_corpus.py [--quick] [--seed 0] [--configs 120] [--jobs 2] [--json out.json]
+    python bench/bench_corpus.py --rejudge DIR   # a kept corpus (--workdir DIR --keep) again
 
 Healthy: ``--configs`` real small PyTorch trainings on the CPU made by ``bench/corpus``
 (different data, models, optimizers, schedules, batch sizes, AMP, eval and checkpoint
@@ -23,6 +24,7 @@ train, a failing script that did not run to its end), never for a diagnosis.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -118,7 +120,8 @@ def _diagnoses(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def _runs_named(store: Store, name: str) -> list[int]:
-    return sorted(r.id for r in store.list_runs(project=PROJECT) if r.name == name)
+    runs = store.list_runs(project=PROJECT, limit=1_000_000)
+    return sorted(r.id for r in runs if r.name == name)
 
 
 # ---------------------------------------------------------------- healthy
@@ -194,6 +197,11 @@ def run_failing(case: Failing, root: Path) -> dict[str, Any]:
     if done.returncode != 0:
         result["stderr"] = done.stderr[-2000:]
         return result
+    return judge_failing(case, uri, result)
+
+
+def judge_failing(case: Failing, uri: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The final pass over a failing script's store; whether its problem was found."""
     store = Store(uri)
     try:
         [run] = store.list_runs()
@@ -294,6 +302,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the corpus seed (default 0)")
     parser.add_argument("--configs", type=int, default=120, help="healthy configurations")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time (default 2)")
+    parser.add_argument("--rejudge", metavar="DIR", type=Path, help="no training: the "
+                        "final pass again over the runs a kept corpus (--workdir DIR --keep) "
+                        "stored, e.g. after a detector changed")  # fmt: skip
     args = parser.parse_args()
     print_header("the doctor on a corpus of healthy trainings and failing scripts")
     configs = corpus.configs(args.seed, args.configs)
@@ -301,6 +312,8 @@ def main() -> None:
     if args.quick:
         configs = [_capped(c) for c in configs[:10]]
         failing_cases = [f for f in FAILING if f.script in QUICK_FAILING]
+    if args.rejudge:
+        return rejudge(args, configs, failing_cases)
     t0 = time.perf_counter()
     with workdir(args.workdir, args.keep) as root:
         uri = f"sqlite:///{root / 'corpus.db'}"
@@ -347,6 +360,39 @@ def main() -> None:
                                                             if not f["ok"]]  # fmt: skip
     if crashed:
         sys.exit(f"processes that did not run to their end: {crashed}")
+
+
+def rejudge(args: argparse.Namespace, configs: list[dict[str, Any]],
+            failing_cases: list[Failing]) -> None:  # fmt: skip
+    """``--rejudge DIR``: the report of a kept corpus, judged by the doctor as it is now."""
+    root: Path = args.rejudge
+    t0 = time.perf_counter()
+    store = Store(f"sqlite:///{root / 'corpus.db'}")
+    ran = {"returncodes": [0], "stderr": "", "seconds": 0.0}
+    try:
+        healthy = [healthy_result(store, cfg, ran) for cfg in configs]
+    finally:
+        store.close()
+    failing = []
+    for case in failing_cases:
+        db = root / "failing" / case.name.replace(" ", "-") / "tracker.db"
+        result: dict[str, Any] = {
+            "script": case.name, "code": case.code, "metric": case.metric,
+            "window": case.window, "ok": db.exists(), "seconds": 0.0, "detected": False,
+            "step": None, "onset": None, "delta": None, "on_time": False, "severity": None,
+            "diagnoses": [],
+        }  # fmt: skip
+        failing.append(judge_failing(case, f"sqlite:///{db}", result) if db.exists() else result)
+    summary = summarize(healthy, failing)
+    print_report(summary, failing)
+    print(f"\nre-judged in {time.perf_counter() - t0:.0f} s")
+    write_json(args.json, {
+        "benchmark": "corpus", "rejudged": str(root),
+        "params": {"quick": args.quick, "seed": args.seed, "configs": len(configs),
+                   "split_rule": corpus.SPLIT_RULE},
+        "splits": summary["splits"], "kinds": summary["kinds"],
+        "false_alarms": summary["false_alarms"], "failing": failing,
+    })  # fmt: skip
 
 
 def _capped(cfg: dict[str, Any]) -> dict[str, Any]:
