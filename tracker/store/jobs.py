@@ -35,7 +35,7 @@ from tracker.rules.fail_on import parse_fail_on
 from tracker.rules.slurm import check_extra_options
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
-from tracker.store.rows import project_id
+from tracker.store.rows import insert_run
 
 if TYPE_CHECKING:
     from tracker.store.store import Store
@@ -162,19 +162,10 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
 def create_job_run(conn: sa.Connection, job_id: int, spec: JobSpec, now: float) -> int:
     """Create the ``queued`` run a job logs into; every attempt of the job continues it."""
     argv = list(spec.argv)
-    return conn.execute(
-        sa.insert(m.RunRow)
-        .values(
-            project_id=project_id(conn, spec.project, now),
-            name=spec.name or _default_run_name(argv, job_id),
-            status=JobStatus.QUEUED,
-            config=spec.config,
-            tags=list(spec.tags),
-            created_at=now,
-            command=argv,
-        )
-        .returning(m.RunRow.id)
-    ).scalar_one()
+    return insert_run(
+        conn, spec.project, now, name=spec.name or _default_run_name(argv, job_id),
+        status=JobStatus.QUEUED, config=spec.config, tags=spec.tags, command=argv,
+    )  # fmt: skip
 
 
 def _default_run_name(argv: Sequence[str], job_id: int) -> str:

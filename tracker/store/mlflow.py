@@ -10,7 +10,6 @@ raise StoreUnavailable (503) when the database cannot be reached
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -123,11 +122,10 @@ def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo
     """A running run with MLflow's name, params and tags. It has no heartbeat: MLflow clients
     send none, so the housekeeping (stale runs) must not mark a quiet MLflow run crashed;
     its last write (``written_at``) is what :func:`mark_idle_runs_stale` reads instead."""
-    run = store.create_run(
-        project, meta.name or None, meta.config, meta.tags, git_commit=meta.git_commit, now=now
-    )
-    store.update_run(run.id, heartbeat_at=None, written_at=time.time())
-    return dataclasses.replace(run, heartbeat_at=None)
+    return store.create_run(
+        project, meta.name or None, meta.config, meta.tags, git_commit=meta.git_commit, now=now,
+        heartbeat=False, written_at=time.time(),
+    )  # fmt: skip
 
 
 def run_state(store: Store, run_id: int) -> tuple[float | None, float | None]:

@@ -41,7 +41,7 @@ from tracker.store.engine import (
     upgrade,
     write_begin,
 )
-from tracker.store.rows import dialect_insert, project_id
+from tracker.store.rows import dialect_insert, insert_run
 
 
 class Store:
@@ -150,35 +150,20 @@ class Store:
         git_commit: str | None = None,
         command: list[str] | None = None,
         now: float | None = None,
+        heartbeat: bool = True,
+        written_at: float | None = None,
     ) -> RunInfo:
-        """Create a run (``running`` by default; ``queued`` for a job not started yet)."""
+        """Create a run (``running`` by default; ``queued`` for a job not started yet).
+        ``heartbeat=False``: a run whose client sends no heartbeats (an MLflow run), judged
+        by its last write (``written_at``) instead."""
         _check_status(status)
         now = self.now() if now is None else now
-        started = now if status == "running" else None
         with write_begin(self.engine) as conn:
-            project_pk = project_id(conn, project, now)
-            run_id = conn.execute(
-                sa.insert(m.RunRow)
-                .values(
-                    project_id=project_pk,
-                    name=name or "",
-                    status=status,
-                    config=config or {},
-                    tags=list(tags),
-                    created_at=now,
-                    started_at=started,
-                    heartbeat_at=started,
-                    host=host,
-                    pid=pid,
-                    git_commit=git_commit,
-                    command=command,
-                )
-                .returning(m.RunRow.id)
-            ).scalar_one()
-            if not name:
-                conn.execute(
-                    sa.update(m.RunRow).where(m.RunRow.id == run_id).values(name=f"run-{run_id}")
-                )
+            run_id = insert_run(
+                conn, project, now, name=name, status=status, config=config, tags=tags,
+                heartbeat=heartbeat, written_at=written_at, host=host, pid=pid,
+                git_commit=git_commit, command=command,
+            )  # fmt: skip
         return self.get_run(run_id)
 
     def get_run(self, run_id: int) -> RunInfo:
