@@ -16,8 +16,8 @@ from tracker.cli import main
 from tracker.errors import NotFound
 from tracker.store import Store
 from tracker.store import models as m
-from tracker.store.lifecycle import delete_project, delete_runs
-from tracker.store.mlflow import find_project
+from tracker.store.lifecycle import delete_runs
+from tracker.store.projects import delete_project, find_project
 from tracker.store.purge import purge_deleted
 from tracker.store.run_search import RunSearch, search_runs
 

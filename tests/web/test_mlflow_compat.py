@@ -122,7 +122,7 @@ def test_fluent_logging_lands_in_the_store(mlflow_server: Callable[..., Flask]) 
 
 
 def store_project_id(store: Store, name: str) -> int:
-    from tracker.store.mlflow import find_project
+    from tracker.store.projects import find_project
 
     project = find_project(store, name)
     assert project is not None

@@ -19,7 +19,7 @@ from mlflow.exceptions import MlflowException
 from tests.support.web import TOKEN
 from tests.web.test_mlflow_compat import mlflow_server, store_of
 from tracker.store import Store
-from tracker.store.mlflow import find_project
+from tracker.store.projects import find_project
 from tracker.store.tokens import create_token
 
 __all__ = ["mlflow_server"]  # the fixture, shared with test_mlflow_compat

@@ -35,7 +35,7 @@ from tracker.rules.fail_on import parse_fail_on
 from tracker.rules.slurm import check_extra_options
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
-from tracker.store.rows import insert_run
+from tracker.store.runs import insert_run
 
 if TYPE_CHECKING:
     from tracker.store.store import Store

@@ -1,6 +1,6 @@
-"""What the MLflow-compatible API needs beyond the core Store: projects by id and name
-(MLflow experiments), atomic read-modify-write of a run's name, params and tags, metric
-history pages. The MLflow mapping itself is pure and lives in the
+"""What the MLflow-compatible API needs beyond the core Store: atomic read-modify-write of a
+run's name, params and tags, metric history pages (projects, MLflow's experiments, are
+:mod:`tracker.store.projects`). The MLflow mapping itself is pure and lives in the
 dashboard (``tracker.web.core.mlflow_compat``); this module sees only plain values.
 
 ORM rows stop here; callers get the frozen dataclasses of :mod:`tracker.entities`. Reads
@@ -16,106 +16,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tracker.entities import MetricPoint, ProjectInfo, RunInfo, RunMeta
-from tracker.errors import Conflict, NotFound
+from tracker.entities import MetricPoint, RunInfo, RunMeta
+from tracker.errors import NotFound
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
-from tracker.store.lifecycle import PROJECT_COLUMNS, project_info
-from tracker.store.rows import dialect_insert
 from tracker.store.store import Store
 
 __all__ = [
-    "create_project",
     "create_run",
-    "ensure_project",
-    "find_project",
-    "get_project",
     "mark_idle_runs_stale",
     "metric_page",
     "run_state",
-    "search_projects",
     "touch_run",
     "update_run_meta",
 ]
 
-_PROJECT_COLUMNS = PROJECT_COLUMNS
 IDLE_FAILURE_CLASS = "idle"  # an MLflow run marked stale (see mark_idle_runs_stale)
-
-
-def get_project(store: Store, project_id: int) -> ProjectInfo:
-    """Raises NotFound (-> RESOURCE_DOES_NOT_EXIST) for an unknown id."""
-    with read_conn(store.engine) as conn:
-        row = conn.execute(
-            sa.select(*_PROJECT_COLUMNS).where(m.ProjectRow.id == project_id)
-        ).first()
-    if row is None:
-        raise NotFound(f"experiment {project_id} does not exist", field="experiment_id")
-    return project_info(row)
-
-
-def find_project(store: Store, name: str) -> ProjectInfo | None:
-    with read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*_PROJECT_COLUMNS).where(m.ProjectRow.name == name)).first()
-    return None if row is None else project_info(row)
-
-
-def _insert_project(store: Store, name: str, now: float) -> bool:
-    """Insert the project unless it exists (the unique name decides); True if inserted."""
-    statement = (
-        dialect_insert(store.engine)(m.ProjectRow)
-        .values(name=name, created_at=now)
-        .on_conflict_do_nothing(index_elements=["name"])
-        .returning(m.ProjectRow.id)
-    )
-    with write_begin(store.engine) as conn:  # (rowcount is not reliable here on PostgreSQL)
-        return conn.execute(statement).first() is not None
-
-
-def create_project(store: Store, name: str, now: float) -> ProjectInfo:
-    """Raises Conflict when a project has this name (MLflow: RESOURCE_ALREADY_EXISTS)."""
-    if not _insert_project(store, name, now):
-        raise Conflict(f"experiment {name!r} already exists", field="name")
-    return _found(find_project(store, name), name)
-
-
-def ensure_project(store: Store, name: str, now: float) -> ProjectInfo:
-    """The project ``name``, created when missing (MLflow's Default experiment always exists)."""
-    project = find_project(store, name)
-    if project is None:
-        _insert_project(store, name, now)
-        project = find_project(store, name)
-    return _found(project, name)
-
-
-def _found(project: ProjectInfo | None, name: str) -> ProjectInfo:
-    if project is None:  # purged between the insert and the read
-        raise NotFound(f"experiment {name!r} does not exist", field="name")
-    return project
-
-
-def search_projects(
-    store: Store,
-    *,
-    name: str | None,
-    like: str | None,
-    limit: int,
-    offset: int,
-    deleted: bool | None = False,
-) -> list[ProjectInfo]:
-    """Projects, newest first; ``name`` matches exactly, ``like`` with SQL LIKE
-    (case-insensitive). ``deleted``: False active ones only, True deleted only, None all."""
-    query = (
-        sa.select(*_PROJECT_COLUMNS).order_by(m.ProjectRow.id.desc()).limit(limit).offset(offset)
-    )
-    if deleted is not None:
-        column = m.ProjectRow.deleted_at
-        query = query.where(column.is_not(None) if deleted else column.is_(None))
-    if name is not None:
-        query = query.where(m.ProjectRow.name == name)
-    if like is not None:
-        query = query.where(sa.func.lower(m.ProjectRow.name).like(like.lower()))
-    with read_conn(store.engine) as conn:
-        return [project_info(row) for row in conn.execute(query)]
 
 
 def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo:

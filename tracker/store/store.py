@@ -41,7 +41,8 @@ from tracker.store.engine import (
     upgrade,
     write_begin,
 )
-from tracker.store.rows import dialect_insert, insert_run
+from tracker.store.rows import dialect_insert
+from tracker.store.runs import insert_run
 
 
 class Store:
@@ -126,14 +127,10 @@ class Store:
     # ------------------------------------------------------------------ projects
 
     def list_projects(self) -> list[str]:
-        """Names of the projects that are not deleted, sorted."""
-        query = (
-            sa.select(m.ProjectRow.name)
-            .where(m.ProjectRow.deleted_at.is_(None))
-            .order_by(m.ProjectRow.name)
-        )
-        with read_conn(self.engine) as conn:
-            return list(conn.execute(query).scalars())
+        """Names of the projects that are not deleted, sorted (``store.projects``)."""
+        from tracker.store.projects import list_project_names
+
+        return list_project_names(self)
 
     # ---------------------------------------------------------------------- runs
 

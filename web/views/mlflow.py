@@ -21,8 +21,8 @@ from werkzeug.exceptions import HTTPException
 from tracker.entities import ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound, TrackerError
 from tracker.rules.mlflow_filter import parse_filter, parse_order_by
-from tracker.store import lifecycle
 from tracker.store import mlflow as mstore
+from tracker.store import projects
 from tracker.store.run_reads import metric_summaries, runs_by_ids
 from tracker.store.run_search import RunSearch, search_run_ids
 from tracker.web.core import mlflow_compat as compat
@@ -84,14 +84,14 @@ def project_of(experiment_id: Any, *, create: bool = False) -> ProjectInfo:
     project_id = compat.experiment_id_of(experiment_id)
     store = state().store
     if project_id is not None:
-        return mstore.get_project(store, project_id)
+        return projects.get_project(store, project_id)
     if create:
-        return mstore.ensure_project(store, compat.DEFAULT_PROJECT, time.time())
+        return projects.ensure_project(store, compat.DEFAULT_PROJECT, time.time())
     return _default_project()
 
 
 def _default_project() -> ProjectInfo:
-    found = mstore.find_project(state().store, compat.DEFAULT_PROJECT)
+    found = projects.find_project(state().store, compat.DEFAULT_PROJECT)
     return found or ProjectInfo(0, compat.DEFAULT_PROJECT, time.time())
 
 
@@ -127,7 +127,7 @@ def writable_run(run_id: int) -> None:
 
 
 def experiment_id_of_run(run: RunInfo) -> str:
-    project = mstore.find_project(state().store, run.project)
+    project = projects.find_project(state().store, run.project)
     if project is None:  # a run always has one (projects are purged after their runs)
         raise NotFound(f"the project of run {run.id} does not exist", field="run_id")
     return experiment_of(project)["experiment_id"]
@@ -161,9 +161,9 @@ def create_experiment() -> Any:
         )
     tags = [compat.experiment_tag_of(t) for t in raw_tags]  # all checked before anything
     try:
-        project = mstore.create_project(state().store, name, time.time())
+        project = projects.create_project(state().store, name, time.time())
     except Conflict as exc:  # MLflow answers 400 for this code, not 409
-        found = mstore.find_project(state().store, name)
+        found = projects.find_project(state().store, name)
         message = exc.message
         if found is not None and found.deleted_at is not None:
             message = (
@@ -172,7 +172,7 @@ def create_experiment() -> Any:
             )
         raise MlflowError("RESOURCE_ALREADY_EXISTS", message, field=exc.field) from exc
     for key, value in tags:
-        lifecycle.set_project_tag(state().store, project.id, key, value)
+        projects.set_project_tag(state().store, project.id, key, value)
     return {"experiment_id": experiment_of(project)["experiment_id"]}
 
 
@@ -187,7 +187,7 @@ def get_experiment_by_name() -> Any:
     store = state().store
     if name == compat.DEFAULT_PROJECT:
         return {"experiment": experiment_of(_default_project())}
-    found = mstore.find_project(store, name)
+    found = projects.find_project(store, name)
     if found is None:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST", f"experiment {name!r} does not exist", field="name"
@@ -202,12 +202,12 @@ def search_experiments() -> Any:
     limit = limit_of(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(args.get("page_token"))
     deleted = compat.view_type(args.get("view_type"))
-    found = mstore.search_projects(
+    found = projects.search_projects(
         state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted
     )
     if len(found) <= limit and deleted is not True and compat.default_matches(name, like):
         # MLflow's Default experiment always exists: shown (last, as the oldest) until stored
-        stored = mstore.find_project(state().store, compat.DEFAULT_PROJECT)
+        stored = projects.find_project(state().store, compat.DEFAULT_PROJECT)
         if stored is None:
             found.append(_default_project())
     out: dict[str, Any] = {"experiments": [experiment_of(p) for p in found[:limit]]}

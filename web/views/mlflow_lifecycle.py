@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from tracker.entities import ProjectInfo
 from tracker.errors import Conflict, InvalidInput, NotFound
-from tracker.store import lifecycle
+from tracker.store import lifecycle, projects
 from tracker.web.core import mlflow_compat as compat
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
@@ -71,7 +71,7 @@ def delete_experiment() -> Any:
     raw = json_body().get("experiment_id")
     project = _stored_project(raw)
     try:
-        lifecycle.delete_project(state().store, project.id, now=time.time())
+        projects.delete_project(state().store, project.id, now=time.time())
     except (NotFound, Conflict):  # MLflow looks among active experiments only
         raise _no_experiment(raw) from None
     return {}
@@ -82,7 +82,7 @@ def restore_experiment() -> Any:
     raw = json_body().get("experiment_id")
     project = _stored_project(raw)
     try:
-        lifecycle.restore_project(state().store, project.id)
+        projects.restore_project(state().store, project.id)
     except (NotFound, Conflict):  # MLflow looks among deleted experiments only
         raise _no_experiment(raw) from None
     return {}
@@ -106,7 +106,7 @@ def update_experiment() -> Any:
             field="new_name",
         )
     try:
-        lifecycle.rename_project(state().store, project.id, name)
+        projects.rename_project(state().store, project.id, name)
     except Conflict as exc:
         raise MlflowError("RESOURCE_ALREADY_EXISTS", exc.message, field="new_name") from exc
     return {}
@@ -119,7 +119,7 @@ def set_experiment_tag() -> Any:
     key, value = compat.experiment_tag_of(body)
     require_active_project(project)
     try:
-        lifecycle.set_project_tag(state().store, project.id, key, value)
+        projects.set_project_tag(state().store, project.id, key, value)
     except InvalidInput as exc:
         raise MlflowError("INVALID_PARAMETER_VALUE", exc.message, field=exc.field) from exc
     return {}
@@ -133,5 +133,5 @@ def delete_experiment_tag() -> Any:
     if not isinstance(key, str) or not key:
         raise MlflowError("INVALID_PARAMETER_VALUE", "key is required", field="key")
     require_active_project(project)
-    lifecycle.delete_project_tag(state().store, project.id, key)
+    projects.delete_project_tag(state().store, project.id, key)
     return {}

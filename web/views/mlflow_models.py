@@ -15,7 +15,7 @@ from flask import Blueprint
 
 from tracker.entities import LoggedModelInfo, RunMeta
 from tracker.store import artifacts as astore
-from tracker.store import logged_models
+from tracker.store import logged_models, projects
 from tracker.store import mlflow as mstore
 from tracker.web.core import mlflow_artifacts as artcore
 from tracker.web.core import mlflow_compat as compat
@@ -37,7 +37,7 @@ bp.register_error_handler(Exception, on_error)
 
 
 def _json(model: LoggedModelInfo) -> dict[str, Any]:
-    project = mstore.get_project(state().store, model.project_id)
+    project = projects.get_project(state().store, model.project_id)
     return {"model": core.logged_model_json(model, experiment_of(project)["experiment_id"])}
 
 
