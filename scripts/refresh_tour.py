@@ -35,6 +35,7 @@ TOUR = {
     "queue.png": "queue-active",
     "clone-editor.png": "clone-form-float-sweep",
     "run-diagnosed.png": "run-diagnosed",
+    "run-diverged-log-y.png": "run-diverged-log-y",
     "run-media.png": "run-media",
     "run-artifacts.png": "run-artifacts",
     "compare-histograms.png": "compare-histograms",

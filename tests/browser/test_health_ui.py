@@ -117,3 +117,45 @@ def test_runs_table_chips_carry_severity_colour_and_onset_step(
         ["rgb(220, 38, 38)", "rgb(185, 28, 28)"],  # red: #dc2626, as the panel's error
     ]
     screenshot(page, "runs-health-chips")
+
+
+def test_a_chart_spanning_many_decades_draws_log_y_with_its_marker_visible(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
+    """A loss that diverged to 1e25: on a linear axis everything before the blow-up is a flat
+    line at zero and the doctor's marker sits on nothing visible. The chart draws itself on a
+    log y axis (Log y still off, said on the axis), the divergence marker at its onset; a
+    chart of an ordinary range stays linear."""
+    store = dashboard.store
+    run = store.create_run("decades", "blew-up")
+    [key] = store.intern_keys({"train/loss": 0.0}).values()
+    wall = int(time.time() * 1000)
+    loss = [2.0 * math.exp(-s / 100) + 0.3 + 0.01 * math.sin(s) for s in range(600)]
+    loss += [0.3 * 10 ** (s / 4) for s in range(1, 101)]  # from step 600 to 0.3e25
+    store.write_points([(run.id, key, s, wall + s, v) for s, v in enumerate(loss)])
+    store.finish_run(run.id, "finished")
+    [found] = [d for d in diagnose_run(store, run.id) if d.code == "divergence"]
+    page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
+    chart = "document.querySelector('.chart-card[data-key=\"train/loss\"] .chart')"
+    page.wait_for_function(
+        f"step => {{ const el = {chart};"
+        " return el && el.layout && el.layout.yaxis.type === 'log' && el.dataset.autoLogY === '1'"
+        " && (el.layout.shapes || []).some(s => s.name === 'health' && s.x0 === step); }",
+        arg=found.step,
+    )
+    panel = page.locator("#run-health")
+    panel.locator('.health-item[data-code="divergence"]').wait_for()
+    assert "null" not in panel.inner_text()  # a finished run has no failure box to show
+    assert not page.is_checked("#log-y")
+    title = page.evaluate(
+        "() => document.querySelector('.chart-card[data-key=\"train/loss\"] .chart')"
+        ".layout.yaxis.title.text"
+    )
+    assert "log" in title and "decades" in title
+    screenshot(page, "run-diverged-log-y")
+    ordinary = dashboard.seeded.runs["adam-lr3e-4"]
+    page.goto(f"{dashboard.url}/runs/{ordinary}", timeout=60_000)
+    page.wait_for_function(
+        "() => { const el = document.querySelector('.chart-card[data-key=\"train/loss\"] .chart');"
+        " return el && el.layout && el.layout.yaxis.type === 'linear'; }"
+    )

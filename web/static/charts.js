@@ -278,6 +278,17 @@ const Charts = (() => {
     return {};
   }
 
+  /**
+   * Whether a chart draws itself on a log y axis although Log y is off: its values are all
+   * positive and span AUTO_LOG_DECADES decades or more, so on a linear axis everything
+   * before the largest values is a flat line at zero (a loss that diverged to 1e25 hides
+   * where it left its level, and the doctor's marker there sits on nothing visible).
+   */
+  const AUTO_LOG_DECADES = 6;
+  function autoLogY(ext) {
+    return Boolean(ext) && ext[0] > 0 && Math.log10(ext[1] / ext[0]) >= AUTO_LOG_DECADES;
+  }
+
   /** Step ticks are whole numbers: a short run (<= 10 steps) gets one tick per step. */
   function stepTicks(axis, payloads) {
     if (axis.mode !== "step") return {};
@@ -316,6 +327,6 @@ const Charts = (() => {
 
   return {
     PLOT_CONFIG, MARKERS_BELOW, color, withAlpha, ema, emptyPayload, merge, xAxis, xValues, inTimeOrder, lastTime, stepWindow,
-    seriesTraces, layout, bytesUnit, extent, yRange, stepTicks,
+    seriesTraces, layout, bytesUnit, extent, yRange, stepTicks, autoLogY, AUTO_LOG_DECADES,
   };
 })();

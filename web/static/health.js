@@ -92,9 +92,9 @@ const Health = (() => {
       h("strong", {}, ended.failure_class || "no failure class"),
       ended.failure_hint ? h("p", { class: "health-hint" }, ended.failure_hint) : null,
       found.length === 0 ? h("p", { class: "muted" }, "No problem found in its series.") : null) : null;
-    clear(panel).append(
+    clear(panel).append(...[
       h("h2", {}, "Health"),
-      how,
+      how, // null unless the run failed or crashed: append() would write "null"
       h("ul", { class: "health-list" }, found.map((d) => h("li", { class: `health-item ${d.severity}`, dataset: { code: d.code } },
         h("div", { class: "health-head" },
           h("span", { class: `health-severity ${d.severity}` }, d.severity),
@@ -102,7 +102,8 @@ const Health = (() => {
           d.step !== null && d.step !== undefined ? h("span", { class: "muted" }, ` at step ${d.step}`) : null,
           d.metric ? h("code", {}, d.metric) : null),
         h("p", { class: "health-message" }, d.message),
-        d.hint ? h("p", { class: "health-hint" }, h("em", {}, "Try: "), d.hint) : null))));
+        d.hint ? h("p", { class: "health-hint" }, h("em", {}, "Try: "), d.hint) : null))),
+    ].filter(Boolean));
   }
 
   async function refresh(panel, runId) {

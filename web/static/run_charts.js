@@ -153,9 +153,13 @@ const RunCharts = (() => {
         const bad = p.nan.reduce((n, v, i) => n + v + p.posinf[i] + p.neginf[i], 0);
         this.flag.hidden = bad === 0;
         this.flag.textContent = `${bad} NaN/Inf`;
-        lay = Charts.layout({ axis, logY: opts.logY, revision, yTitle: unit ? unit.name : "" });
+        const auto = !opts.logY && Charts.autoLogY(ext); // a range that hides its history
+        const logY = opts.logY || auto;
+        this.plot.dataset.autoLogY = auto ? "1" : "";
+        const title = auto ? `${unit ? unit.name + ", " : ""}log (${Charts.AUTO_LOG_DECADES}+ decades)` : unit ? unit.name : "";
+        lay = Charts.layout({ axis, logY, revision: `${revision}:${auto}`, yTitle: title });
         const drawn = unit && ext ? [ext[0] / unit.factor, ext[1] / unit.factor] : ext;
-        Object.assign(lay.yaxis, Charts.yRange(drawn, { logY: opts.logY, zero: Boolean(unit) }));
+        Object.assign(lay.yaxis, Charts.yRange(drawn, { logY, zero: Boolean(unit) }));
       } else if (this.kind === "gpu") {
         traces = this.gpuTraces(axis);
         lay = Charts.layout({ axis, logY: opts.logY, height: 320, yTitle: "GiB", legend: true, revision });
