@@ -193,7 +193,7 @@ def delete_project(store: Store, project_id: int, *, now: float | None = None) -
             .where(m.RunRow.project_id == project_id, m.RunRow.deleted_at.is_(None))
             .values(deleted_at=now)
         )
-    return _get(store, project_id)
+    return get_project(store, project_id)
 
 
 def restore_project(store: Store, project_id: int) -> ProjectInfo:
@@ -212,7 +212,7 @@ def restore_project(store: Store, project_id: int) -> ProjectInfo:
         conn.execute(
             sa.update(m.RunRow).where(m.RunRow.project_id == project_id).values(deleted_at=None)
         )
-    return _get(store, project_id)
+    return get_project(store, project_id)
 
 
 def rename_project(store: Store, project_id: int, new_name: str) -> ProjectInfo:
@@ -244,7 +244,7 @@ def rename_project(store: Store, project_id: int, new_name: str) -> ProjectInfo:
             sa.update(m.ProjectRow).where(m.ProjectRow.id == project_id).values(name=new_name)
         )
         conn.execute(sa.update(m.JobRow).where(m.JobRow.project == old).values(project=new_name))
-    return _get(store, project_id)
+    return get_project(store, project_id)
 
 
 def _change_tags(store: Store, project_id: int, key: str, value: str | None) -> ProjectInfo:
@@ -260,7 +260,7 @@ def _change_tags(store: Store, project_id: int, key: str, value: str | None) -> 
         else:
             tags[key] = value
         conn.execute(sa.update(m.ProjectRow).where(m.ProjectRow.id == project_id).values(tags=tags))
-    return _get(store, project_id)
+    return get_project(store, project_id)
 
 
 def set_project_tag(store: Store, project_id: int, key: str, value: str) -> ProjectInfo:
@@ -289,11 +289,3 @@ def delete_project_tag(store: Store, project_id: int, key: str) -> ProjectInfo:
         NotFound: no such project, or no such tag. Conflict: the project is deleted.
     """
     return _change_tags(store, project_id, key, None)
-
-
-def _get(store: Store, project_id: int) -> ProjectInfo:
-    with read_conn(store.engine) as conn:
-        row = conn.execute(sa.select(*PROJECT_COLUMNS).where(m.ProjectRow.id == project_id)).first()
-    if row is None:
-        raise NotFound(f"project {project_id} does not exist", field="experiment_id")
-    return project_info(row)
