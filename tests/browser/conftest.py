@@ -51,13 +51,30 @@ def browser() -> Iterator[Any]:
         browser.close()
 
 
+PROBLEMS = pytest.StashKey[list[str]]()  # what the page said, while the test ran
+SEEN = pytest.StashKey[list[str]]()  # ... frozen when the test function returned
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Freeze the page's problems when the test body ends: what a live page says once the
+    fixtures are torn down (a dashboard fixture stopped first, fetches aborted by closing
+    the context: "the dashboard server cannot be reached") is not the page's defect."""
+    try:
+        return (yield)
+    finally:
+        if PROBLEMS in item.stash:
+            item.stash[SEEN] = list(item.stash[PROBLEMS])
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A fresh page; fails the test on an uncaught script error or a CSP violation."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     problems: list[str] = []
+    request.node.stash[PROBLEMS] = problems
     page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
 
     def on_console(message: Any) -> None:
@@ -67,9 +84,10 @@ def page(browser: Any) -> Iterator[Any]:
 
     page.on("console", on_console)
     yield page
+    seen = request.node.stash.get(SEEN, list(problems))  # see pytest_runtest_call
     context.close()
-    if problems:
-        pytest.fail("the page reported errors:\n" + "\n".join(problems))
+    if seen:
+        pytest.fail("the page reported errors:\n" + "\n".join(seen))
 
 
 @pytest.fixture
