@@ -628,23 +628,23 @@ class Writer:
             if self._abandoned:  # close() spilled everything already
                 return
             target = 0 if everything else self.max_memory_points // 2
-            count, points = 0, self._kept_points
+            moved: list[tuple[list[Record], int]] = []  # (batch, its points), oldest first
+            points = self._kept_points
             for batch in self._kept:
                 if points <= target and not everything:
                     break
-                count += 1
-                points -= sum(len(r[2]) for r in batch)
-            if not count:
+                n = sum(len(r[2]) for r in batch)
+                moved.append((batch, n))
+                points -= n
+            if not moved:
                 return
-            moved = [self._kept[i] for i in range(count)]
             data = "".join(
-                json.dumps({"run_id": self.run_id, "records": b}) + "\n" for b in moved
+                json.dumps({"run_id": self.run_id, "records": b}) + "\n" for b, _ in moved
             ).encode("utf-8")
             self.spill_path.parent.mkdir(parents=True, exist_ok=True)
             append_whole(self.spill_path, data)
-            for batch in moved:
+            for batch, n in moved:
                 self._kept.popleft()
-                n = sum(len(r[2]) for r in batch)
                 self._kept_points -= n
                 self._overflow.bytes_released += held_bytes(len(batch), n)
             self._spilled = True
