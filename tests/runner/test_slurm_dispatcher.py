@@ -21,6 +21,7 @@ import pytest
 from tests.support.polling import wait_for
 from tests.support.runner import REAP, Proc, Procs, alive, read_json, script
 from tests.support.slurm_cluster import SlurmCluster, slurm_jobs
+from tests.support.web import free_port
 from tracker.entities import JobSpec
 from tracker.rules.slurm import SlurmSite
 from tracker.runner.slurm import SlurmExecutor
@@ -424,7 +425,9 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "examples" / "slurm" / "multino
 def test_multinode_launcher_runs_srun_torchrun_with_gloo_on_one_node(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
-    env = {"NPROC_PER_NODE": "2", "PYTHON": sys.executable, "RDZV_PORT": "29731"}
+    # A port free now, not a fixed one: the other store's run of this test (or any process on
+    # the host) may still hold a fixed port, and torchrun then fails to host its rendezvous.
+    env = {"NPROC_PER_NODE": "2", "PYTHON": sys.executable, "RDZV_PORT": str(free_port())}
     spec = JobSpec(
         argv=["bash", str(LAUNCHER), *script("distributed.py")[1:]], project="dist", env=env,
         cpus=2, sbatch=("--nodes=1", "--ntasks-per-node=1"),

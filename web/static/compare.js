@@ -262,9 +262,11 @@
     colors = new Map(runs.map((r, i) => [r.id, Charts.color(i, runs.length)]));
     el("compare-count").textContent = `${runs.length} runs`;
     document.title = `Compare ${runs.length} runs · tracker`;
+    // Controls answer from the first paint: a box ticked while the metric keys still load
+    // must not be ignored.
+    el("show-all-keys").addEventListener("change", renderDiff);
     renderDiff();
     await loadMetricKeys();
-    el("show-all-keys").addEventListener("change", renderDiff);
     el("metric-select").addEventListener("change", () => {
       overlayZoom = null;
       safely(drawOverlay)();
