@@ -41,6 +41,9 @@ Config keys (all optional):
 ``MAX_ARTIFACT_BYTES`` the largest artifact one PUT may upload (default 5 GiB; 413 beyond)
 ``MAX_RUN_ARTIFACT_BYTES`` the most artifact bytes one run may hold (default None: no quota;
                      an upload past what the run has left is a 413, nothing stored)
+``MAX_TOKEN_ARTIFACT_BYTES`` the most artifact bytes the uploads of one stored token may hold
+                     over every run (default None: no quota; the configured token is not
+                     counted)
 ``MAX_CONTENT_LENGTH`` / ``MAX_INFLATED_BYTES``  request size limits (as sent / inflated;
                      8 MiB each; a larger body is a 413 envelope)
 
@@ -81,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "ARTIFACT_ROOT": None,
     "MAX_ARTIFACT_BYTES": 5 * 1024**3,
     "MAX_RUN_ARTIFACT_BYTES": None,
+    "MAX_TOKEN_ARTIFACT_BYTES": None,
     # A JSON body costs ~20x its size in Python objects while parsed; the HTTP sink sends
     # metric batches of at most 20,000 points (< 6 MiB even with 250-character keys).
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,

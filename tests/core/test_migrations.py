@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -184,4 +185,35 @@ def test_fail_on_down_and_up_again_keeps_the_jobs(empty_store_url: str) -> None:
     engine.dispose()
     store = Store(empty_store_url)
     assert store_jobs.get_job(store, job).fail_on == "errors"
+    store.close()
+
+
+def test_artifact_token_down_and_up_again_keeps_the_artifacts(
+    empty_store_url: str, tmp_path: Path
+) -> None:
+    """0017_artifact_token: a downgrade drops who uploaded and keeps the artifact; upgrading
+    again gives it NULL (counted by no token's quota, like every artifact stored before)."""
+    from tracker.store import artifacts
+    from tracker.store.tokens import create_token
+
+    store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
+    token = create_token(store, "log", "ci")[0].id
+    run = store.create_run("p").id
+    artifacts.put_artifact(store, run, "a.bin", b"abc", token_id=token)
+    assert artifacts.token_bytes(store, token) == 3
+    store.close()
+    cfg = _config()
+    engine = sa.create_engine(empty_store_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0016_job_fail_on")
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("artifacts")}
+        assert "token_id" not in columns and "sha256" in columns
+        assert conn.execute(sa.text("SELECT path FROM artifacts")).scalars().all() == ["a.bin"]
+        command.upgrade(cfg, "head")
+        command.check(cfg)  # equals the models again
+    engine.dispose()
+    store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
+    assert artifacts.token_bytes(store, token) == 0
+    assert [a.size for a in artifacts.list_artifacts(store, run)] == [3]
     store.close()

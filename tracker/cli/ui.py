@@ -94,6 +94,10 @@ def server_options(f: Any) -> Any:
         click.option("--max-run-artifact-bytes", default=None,
                      help="A quota: the most artifact bytes one run may hold, e.g. 20GiB "
                      "(default: none); an upload past what the run has left is refused (413)."),
+        click.option("--max-token-artifact-bytes", default=None,
+                     help="A quota: the most artifact bytes the uploads of one stored token "
+                     "(tracker token create) may hold over every run, e.g. 100GiB (default: "
+                     "none); an upload past what the token has left is refused (413)."),
         click.option("--secure-cookie", is_flag=True, envvar="TRACKER_SECURE_COOKIE",
                      show_envvar=True,
                      help="Mark the sign-in cookie Secure (HTTPS only): set it when users "
@@ -133,6 +137,7 @@ def app_config(
     artifact_root: str | None = None,
     max_artifact_bytes: str = "5GiB",
     max_run_artifact_bytes: str | None = None,
+    max_token_artifact_bytes: str | None = None,
     proxy_hops: int = 0,
     mlflow_idle_s: float | None = None,
 ) -> dict[str, Any]:
@@ -161,6 +166,11 @@ def app_config(
         "MAX_RUN_ARTIFACT_BYTES": (
             parse_size(max_run_artifact_bytes, field="max_run_artifact_bytes")
             if max_run_artifact_bytes
+            else None
+        ),
+        "MAX_TOKEN_ARTIFACT_BYTES": (
+            parse_size(max_token_artifact_bytes, field="max_token_artifact_bytes")
+            if max_token_artifact_bytes
             else None
         ),
         "PROXY_HOPS": proxy_hops,
@@ -404,7 +414,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        checkpoint_roots: tuple[str, ...], log_root: str | None,
        secure_cookie: bool, run_stale_seconds: float, mlflow_idle_s: float,
        proxy_hops: int, artifact_root: str | None, max_artifact_bytes: str,
-       max_run_artifact_bytes: str | None) -> None:  # fmt: skip
+       max_run_artifact_bytes: str | None,
+       max_token_artifact_bytes: str | None) -> None:  # fmt: skip
     """Serve the dashboard and its JSON API (http://127.0.0.1:5000 by default).
 
     A port in use is an error at once (pick another with --port).
@@ -417,7 +428,8 @@ def ui(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes,
-                        max_run_artifact_bytes=max_run_artifact_bytes)  # fmt: skip
+                        max_run_artifact_bytes=max_run_artifact_bytes,
+                        max_token_artifact_bytes=max_token_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)
     check_artifact_root(config)  # opens the store: after the port check
@@ -529,7 +541,7 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
        checkpoint_roots: tuple[str, ...], log_root: str | None, secure_cookie: bool,
        run_stale_seconds: float, mlflow_idle_s: float, proxy_hops: int,
        artifact_root: str | None, max_artifact_bytes: str, max_run_artifact_bytes: str | None,
-       demo: bool) -> None:  # fmt: skip
+       max_token_artifact_bytes: str | None, demo: bool) -> None:  # fmt: skip
     """Start the dashboard and one worker on the store (default: ./.tracker/tracker.db).
 
     With --demo, queue a small sweep of the example training script first (once per
@@ -546,7 +558,8 @@ def up(uri: str | None, host: str, port: int, token: str | None, no_auth: bool, 
                         proxy_hops=proxy_hops, mlflow_idle_s=mlflow_idle_s,
                         artifact_root=artifact_root,
                         max_artifact_bytes=max_artifact_bytes,
-                        max_run_artifact_bytes=max_run_artifact_bytes)  # fmt: skip
+                        max_run_artifact_bytes=max_run_artifact_bytes,
+                        max_token_artifact_bytes=max_token_artifact_bytes)  # fmt: skip
     check_workers(workers, dev)
     check_port(host, port)  # before anything is stored, queued or started
     check_artifact_root(config)

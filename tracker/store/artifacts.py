@@ -69,6 +69,7 @@ __all__ = [
     "open_artifact",
     "put_artifact",
     "spool",
+    "token_bytes",
 ]
 
 ARTIFACT_ROOT_ENV = "TRACKER_ARTIFACT_ROOT"
@@ -232,10 +233,12 @@ def put_artifact(
     meta: dict[str, Any] | None = None,
     sha256: str | None = None,
     now: float | None = None,
+    token_id: int | None = None,
 ) -> ArtifactInfo:
     """Store ``data`` (bytes, or a file's contents) as ``path`` of run ``run_id``, replacing
     what that path held. ``media_type`` defaults to a guess from the path; ``sha256``, if
-    given, is checked against the bytes (nothing stored on a mismatch).
+    given, is checked against the bytes (nothing stored on a mismatch). ``token_id``: the
+    stored token the upload came with (counted by :func:`token_bytes`), None for none.
 
     Raises:
         InvalidInput: the path breaks :data:`~tracker.rules.artifact_paths.PATH_RULE`; a bad
@@ -279,6 +282,7 @@ def put_artifact(
         step=step,
         created_at=now,
         meta=meta,
+        token_id=token_id,
     )
     with write_begin(store.engine) as conn:
         insert = dialect_insert(conn)(m.ArtifactRow).values(**values)
@@ -349,6 +353,21 @@ def run_bytes(store: Store, run_id: int, *, besides: str | None = None) -> int:
     )
     if besides is not None:
         query = query.where(m.ArtifactRow.path != besides)
+    with read_conn(store.engine) as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def token_bytes(store: Store, token_id: int, *, besides: tuple[int, str] | None = None) -> int:
+    """The bytes of the artifacts uploaded with stored token ``token_id``, over every run
+    (``besides``: leaving out that (run, path), which an upload is about to replace)."""
+    query = sa.select(sa.func.coalesce(sa.func.sum(m.ArtifactRow.size), 0)).where(
+        m.ArtifactRow.token_id == token_id
+    )
+    if besides is not None:
+        run_id, path = besides
+        query = query.where(
+            sa.not_((m.ArtifactRow.run_id == run_id) & (m.ArtifactRow.path == path))
+        )
     with read_conn(store.engine) as conn:
         return int(conn.execute(query).scalar_one())
 

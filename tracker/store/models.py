@@ -198,6 +198,8 @@ class ArtifactRow(Base):
     step: Mapped[int | None] = mapped_column(sa.BigInteger)
     created_at: Mapped[float]
     meta: Mapped[Any] = mapped_column(JsonType)
+    # the stored token that uploaded it (per-token quota); NULL: written without one
+    token_id: Mapped[int | None] = mapped_column(index=True)
     __table_args__ = (sa.UniqueConstraint("run_id", "path"),)
 
 

@@ -138,30 +138,38 @@ def identity() -> str | None:
         TooManyAttempts (429), StoreUnavailable (503): see :func:`check_token`.
     """
     if "tracker_scope" not in g:
-        g.tracker_scope = _identify()
+        g.tracker_scope, g.tracker_token_id = _identify()
     return g.tracker_scope  # type: ignore[no-any-return]
 
 
-def _identify() -> str | None:
+def token_id() -> int | None:
+    """The stored token (``tokens.id``) the current request is authenticated with -- by
+    bearer header or through a session signed in with it -- or None: no authentication, the
+    configured token, or no authentication needed (``--no-auth``)."""
+    identity()
+    return g.tracker_token_id  # type: ignore[no-any-return]
+
+
+def _identify() -> tuple[str | None, int | None]:
     if current_app.config["NO_AUTH"]:
-        return ADMIN
+        return ADMIN, None
     header = request.headers.get("Authorization", "")
     if header:
         scheme, _, value = header.partition(" ")
         given = value.strip() if scheme.lower() == "bearer" else None
         found = check_token(given, "Authorization")
-        return found[0] if found else None
+        return found if found else (None, None)
     sid = session.get("sid")
     if not isinstance(sid, str) or not sid:
-        return None
+        return None, None
     live = tokens.get_session(state().store, sid)
     if live is None:
-        return None
+        return None, None
     if live.token_id is None:
         mark = current_app.extensions.get("tracker_configured_mark")
         if not mark or not hmac.compare_digest(live.configured_mark or "", mark):
-            return None  # made with a configured token that has changed since
-    return live.scope
+            return None, None  # made with a configured token that has changed since
+    return live.scope, live.token_id
 
 
 def _start_session(scope: str, token_id: int | None) -> None:

@@ -32,9 +32,12 @@ from tracker.errors import InvalidInput, NotFound, TooLarge
 __all__ = [
     "CHUNK",
     "STALE_UPLOAD_S",
+    "Quota",
     "Spooled",
     "Staging",
+    "check_quotas",
     "private_root",
+    "quotas",
     "spool",
     "upload_limit",
 ]
@@ -49,12 +52,11 @@ def upload_limit(run: tuple[Any, int, str] | None = None) -> int:
     before a byte is read; a chunked one is cut off by the spool that reads it.
 
     ``run`` -- ``(store, run_id, path)`` of the artifact the body becomes -- also applies the
-    per-run quota (``MAX_RUN_ARTIFACT_BYTES``, ``--max-run-artifact-bytes``; off by default):
-    the limit is then at most what the run has left, its other artifacts counted (the path
-    being replaced is not).
+    quotas (:func:`quotas`; off by default): the limit is then at most what the run, and the
+    stored token the request comes with, have left.
 
     Raises:
-        TooLarge (413): the request's Content-Length is past the limit or the run's quota.
+        TooLarge (413): the request's Content-Length is past the limit or a quota.
     """
     from flask import current_app, request
 
@@ -65,41 +67,84 @@ def upload_limit(run: tuple[Any, int, str] | None = None) -> int:
             f"{limit} (MAX_ARTIFACT_BYTES, tracker ui --max-artifact-bytes)",
             field="body",
         )
-    if run is not None and (left := run_quota_left(run)) is not None:
-        size = request.content_length
-        if left < 0 or (size is not None and size > left):
-            raise run_quota_exceeded(run[1], size, left)
-        limit = min(limit, left)
+    if run is not None:
+        for quota in quotas(run):
+            size = request.content_length
+            if quota.left < 0 or (size is not None and size > quota.left):
+                raise quota.refusal(size)
+            limit = min(limit, quota.left)
     # werkzeug's own cut-off one byte later, so that a chunked body past the limit meets
     # the spool's clear TooLarge first
     request.max_content_length = limit + 1
     return limit
 
 
-def run_quota_left(run: tuple[Any, int, str]) -> int | None:
-    """Bytes the run may still store under ``MAX_RUN_ARTIFACT_BYTES`` (None: no quota)."""
+@dataclass(frozen=True)
+class Quota:
+    """What one quota leaves for an upload: ``left`` bytes of ``total`` for ``holder``."""
+
+    holder: str  # "run 7", "token 'ci' (#3)"
+    left: int
+    total: int
+    option: str  # the config key and the flag that set it
+    remedy: str
+
+    def refusal(self, size: int | None) -> TooLarge:
+        has = f"the upload has {size} bytes; " if size is not None else ""
+        return TooLarge(
+            f"{has}{self.holder} has {max(self.left, 0)} of its {self.total} artifact bytes "
+            f"left ({self.option}): {self.remedy}",
+            field="body",
+        )
+
+
+def quotas(run: tuple[Any, int, str]) -> list[Quota]:
+    """The quotas an upload to ``run`` -- ``(store, run_id, path)`` -- falls under, with what
+    each leaves (the path being replaced not counted):
+
+    - ``MAX_RUN_ARTIFACT_BYTES`` (``--max-run-artifact-bytes``): what one run may hold;
+    - ``MAX_TOKEN_ARTIFACT_BYTES`` (``--max-token-artifact-bytes``): what the uploads of one
+      stored token may hold over every run, for a request authenticated with a stored token
+      (``tracker token create``); the configured token and a dashboard without
+      authentication are not counted.
+    """
     from flask import current_app
 
-    from tracker.store import artifacts
+    from tracker.store import artifacts, tokens
+    from tracker.web.plumbing.auth import token_id
 
-    quota = current_app.config.get("MAX_RUN_ARTIFACT_BYTES")
-    if quota is None:
-        return None
     store, run_id, path = run
-    return int(quota) - artifacts.run_bytes(store, run_id, besides=path)
+    found = []
+    per_run = current_app.config.get("MAX_RUN_ARTIFACT_BYTES")
+    if per_run is not None:
+        left = int(per_run) - artifacts.run_bytes(store, run_id, besides=path)
+        found.append(
+            Quota(f"run {run_id}", left, int(per_run),
+                  "MAX_RUN_ARTIFACT_BYTES, tracker ui --max-run-artifact-bytes",
+                  "delete some of its artifacts or raise the quota")
+        )  # fmt: skip
+    per_token = current_app.config.get("MAX_TOKEN_ARTIFACT_BYTES")
+    token = token_id() if per_token is not None else None
+    if per_token is not None and token is not None:
+        left = int(per_token) - artifacts.token_bytes(store, token, besides=(run_id, path))
+        name = next((t.name for t in tokens.list_tokens(store) if t.id == token), "")
+        found.append(
+            Quota(f"token {name!r} (#{token})", left, int(per_token),
+                  "MAX_TOKEN_ARTIFACT_BYTES, tracker ui --max-token-artifact-bytes",
+                  "delete artifacts uploaded with it, or raise the quota")
+        )  # fmt: skip
+    return found
 
 
-def run_quota_exceeded(run_id: int, size: int | None, left: int) -> TooLarge:
-    from flask import current_app
+def check_quotas(run: tuple[Any, int, str], size: int) -> None:
+    """Refuse ``size`` more bytes for ``run`` past any of its :func:`quotas`.
 
-    quota = int(current_app.config["MAX_RUN_ARTIFACT_BYTES"])
-    has = f"the upload has {size} bytes; " if size is not None else ""
-    return TooLarge(
-        f"{has}run {run_id} has {max(left, 0)} of its {quota} artifact bytes left "
-        "(MAX_RUN_ARTIFACT_BYTES, tracker ui --max-run-artifact-bytes): delete some of its "
-        "artifacts or raise the quota",
-        field="body",
-    )
+    Raises:
+        TooLarge (413): the first quota the upload does not fit, named.
+    """
+    for quota in quotas(run):
+        if size > quota.left:
+            raise quota.refusal(size)
 
 
 class Readable(Protocol):

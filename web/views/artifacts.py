@@ -31,6 +31,7 @@ from tracker.web.core.artifact_serving import (
     parse_meta_header,
     serving,
 )
+from tracker.web.plumbing.auth import token_id
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.errors import UnsupportedMediaType
 from tracker.web.plumbing.params import bool_arg, int_arg, optional_int_arg
@@ -84,6 +85,7 @@ def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
         info = artifacts.put_artifact(
             store, run_id, path, tmp, media_type=media_type, step=step, meta=meta,
             sha256=sha256,  # hashed while spooled: the store's copy checks it, no re-read
+            token_id=token_id(),
         )  # fmt: skip
     return artifact_json(info), 201
 

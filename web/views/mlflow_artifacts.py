@@ -23,21 +23,16 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request, stream_with_context
 
 from tracker.entities import ArtifactInfo
-from tracker.errors import NotFound
+from tracker.errors import NotFound, TooLarge
 from tracker.rules.artifact_paths import check_artifact_path
 from tracker.store import artifacts as astore
 from tracker.store import logged_models
 from tracker.web.core import mlflow_artifacts as core
 from tracker.web.core.mlflow_compat import MlflowError
+from tracker.web.plumbing.auth import token_id
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
-from tracker.web.plumbing.uploads import (
-    CHUNK,
-    Staging,
-    run_quota_exceeded,
-    run_quota_left,
-    upload_limit,
-)
+from tracker.web.plumbing.uploads import CHUNK, Staging, check_quotas, upload_limit
 from tracker.web.views.mlflow import on_error
 
 bp = Blueprint("mlflow_artifacts", __name__, url_prefix="/api/2.0/mlflow-artifacts")
@@ -109,7 +104,10 @@ def upload(location: str) -> Any:
     store = state().store
     limit = upload_limit((store, run_id, path))
     with astore.spool(request.stream, max_bytes=limit, store=store) as (tmp, sha256, _):
-        astore.put_artifact(store, run_id, path, tmp, media_type=_media_type(), sha256=sha256)
+        astore.put_artifact(
+            store, run_id, path, tmp, media_type=_media_type(), sha256=sha256,
+            token_id=token_id(),
+        )  # fmt: skip
     return {}
 
 
@@ -228,11 +226,14 @@ def mpu_complete(location: str) -> Any:
     numbers = core.part_numbers(body.get("parts"), int(target["num_parts"]))
     store = state().store
     with staging.assemble(upload_id, numbers) as whole:
-        left = run_quota_left((store, run_id, path))
-        if left is not None and whole.size > left:
+        try:
+            check_quotas((store, run_id, path), whole.size)
+        except TooLarge:
             staging.remove(upload_id)
-            raise run_quota_exceeded(run_id, whole.size, left)
-        astore.put_artifact(store, run_id, path, whole.path, sha256=whole.sha256)
+            raise
+        astore.put_artifact(
+            store, run_id, path, whole.path, sha256=whole.sha256, token_id=token_id()
+        )
     staging.remove(upload_id)
     return {}
 
