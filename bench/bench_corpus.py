@@ -51,7 +51,7 @@ from common import (
 )
 
 from tracker.store import Store
-from tracker.store.diagnoses import diagnose_run
+from tracker.store.diagnoses import diagnose_run, judge_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = Path(__file__).resolve().parent / "corpus" / "train.py"
@@ -119,6 +119,26 @@ def _diagnoses(store: Store, run_id: int) -> list[dict[str, Any]]:
     return [d.as_dict() for d in found]
 
 
+def live_diagnoses(store: Store, run_id: int, cuts: int) -> list[dict[str, Any]]:
+    """What the live doctor would have shown while the run trained: its passes replayed
+    (``judge_run(final=False, until_step=...)``, the live pass's own code and window) at
+    ``cuts`` steps spread over the run. Each (code, metric) once, at the first pass that
+    showed it, with the step that pass was made at (``"live_at"``). A diagnosis a live pass
+    shows and the final pass takes back is still a false alarm: the user saw it."""
+    if cuts <= 0:
+        return []
+    keys = store.metric_keys(run_id)
+    steps = sorted({p.step for key in keys for p in store.metric_history(run_id, key)})
+    if not steps:
+        return []
+    at = sorted({steps[min(len(steps) - 1, len(steps) * i // cuts)] for i in range(1, cuts + 1)})
+    seen: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for cut in at:
+        for d in judge_run(store, run_id, final=False, until_step=cut):
+            seen.setdefault((d.code, d.metric), {**d.as_dict(), "live_at": cut})
+    return list(seen.values())
+
+
 def _runs_named(store: Store, name: str) -> list[int]:
     runs = store.list_runs(project=PROJECT, limit=1_000_000)
     return sorted(r.id for r in runs if r.name == name)
@@ -159,12 +179,15 @@ def train_config(cfg: dict[str, Any], uri: str, root: Path) -> dict[str, Any]:
     return out
 
 
-def healthy_result(store: Store, cfg: dict[str, Any], ran: dict[str, Any]) -> dict[str, Any]:
+def healthy_result(
+    store: Store, cfg: dict[str, Any], ran: dict[str, Any], live_cuts: int = 0
+) -> dict[str, Any]:
     ok = all(rc == 0 for rc in ran["returncodes"])
     runs = []
     for name in (cfg["id"], cfg["id"] + "-resumed"):
         for run_id in _runs_named(store, name):
-            runs.append({"run_id": run_id, "name": name, "diagnoses": _diagnoses(store, run_id)})
+            runs.append({"run_id": run_id, "name": name, "diagnoses": _diagnoses(store, run_id),
+                         "live": live_diagnoses(store, run_id, live_cuts)})  # fmt: skip
     return {
         "id": cfg["id"],
         "split": corpus.split_of(cfg["id"]),
@@ -238,7 +261,11 @@ def summarize(healthy: list[dict[str, Any]], failing: list[dict[str, Any]]) -> d
     for result in healthy:
         seen: set[tuple[str, str]] = set()
         for run in result["runs"]:
-            for d in run["diagnoses"]:
+            final = {(d["code"], d["metric"]) for d in run["diagnoses"]}
+            shown = run["diagnoses"] + [
+                d for d in run.get("live", []) if (d["code"], d["metric"]) not in final
+            ]
+            for d in shown:
                 seen.add((d["code"], d["severity"]))
                 where = {"id": result["id"], "split": result["split"], "run": run["name"]}
                 alarms.append({**where, "describe": result["describe"], **d})
@@ -256,7 +283,13 @@ def summarize(healthy: list[dict[str, Any]], failing: list[dict[str, Any]]) -> d
             "configs": len(mine),
             "runs": sum(len(r["runs"]) for r in mine),
             "crashed": sum(not r["ok"] for r in mine),
-            "configs_with_alarm": sum(any(run["diagnoses"] for run in r["runs"]) for r in mine),
+            "configs_with_alarm": sum(
+                any(run["diagnoses"] or run.get("live") for run in r["runs"]) for r in mine
+            ),
+            "configs_with_final_alarm": sum(
+                any(run["diagnoses"] for run in r["runs"]) for r in mine
+            ),
+            "configs_with_live_alarm": sum(any(run.get("live") for run in r["runs"]) for r in mine),
         }
     return {"kinds": kinds, "splits": splits, "false_alarms": alarms}
 
@@ -265,8 +298,10 @@ def print_report(summary: dict[str, Any], failing: list[dict[str, Any]]) -> None
     splits = summary["splits"]
     print_table(
         "Healthy configurations (a run with any diagnosis is a false alarm)",
-        ["half", "configs", "runs", "crashed", "with a false alarm"],
-        [[s, v["configs"], v["runs"], v["crashed"], v["configs_with_alarm"]]
+        ["half", "configs", "runs", "crashed", "with a false alarm", "in the final pass",
+         "in a live pass"],
+        [[s, v["configs"], v["runs"], v["crashed"], v["configs_with_alarm"],
+          v["configs_with_final_alarm"], v["configs_with_live_alarm"]]
          for s, v in splits.items()],
     )  # fmt: skip
     rows = []
@@ -292,8 +327,10 @@ def print_report(summary: dict[str, Any], failing: list[dict[str, Any]]) -> None
     if summary["false_alarms"]:
         print("\nFalse alarms on healthy runs:")
         for a in summary["false_alarms"]:
+            when = f" (live pass at step {a['live_at']})" if "live_at" in a else " (final pass)"
             print(f"  [{a['split']}] {a['describe']}\n      run {a['run']}: {a['code']} "
-                  f"{a['severity']} @{a['step']} on {a['metric']}: {a['message']}")  # fmt: skip
+                  f"{a['severity']} @{a['step']} on {a['metric']}{when}: "
+                  f"{a['message']}")  # fmt: skip
     sys.stdout.flush()
 
 
@@ -302,12 +339,27 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the corpus seed (default 0)")
     parser.add_argument("--configs", type=int, default=120, help="healthy configurations")
     parser.add_argument("--jobs", type=int, default=2, help="trainings at a time (default 2)")
+    parser.add_argument(
+        "--split",
+        choices=["all", corpus.HELDOUT, corpus.TUNING],
+        default="all",
+        help="train only the configurations of one half "
+        "(e.g. a fresh held-out half: --seed 1 --split heldout)",
+    )
+    parser.add_argument(
+        "--live-cuts",
+        type=int,
+        default=40,
+        help="live passes replayed per run (0: the final pass only; default 40)",
+    )
     parser.add_argument("--rejudge", metavar="DIR", type=Path, help="no training: the "
                         "final pass again over the runs a kept corpus (--workdir DIR --keep) "
                         "stored, e.g. after a detector changed")  # fmt: skip
     args = parser.parse_args()
     print_header("the doctor on a corpus of healthy trainings and failing scripts")
     configs = corpus.configs(args.seed, args.configs)
+    if args.split != "all":
+        configs = [c for c in configs if corpus.split_of(c["id"]) == args.split]
     failing_cases = FAILING
     if args.quick:
         configs = [_capped(c) for c in configs[:10]]
@@ -325,7 +377,7 @@ def main() -> None:
             try:
                 for n, future in enumerate(as_completed(futures), 1):
                     cfg = futures[future]
-                    healthy.append(healthy_result(store, cfg, future.result()))
+                    healthy.append(healthy_result(store, cfg, future.result(), args.live_cuts))
                     r = healthy[-1]
                     codes = [d["code"] for run in r["runs"] for d in run["diagnoses"]]
                     state = "ok" if r["ok"] else "CRASHED"
@@ -347,7 +399,8 @@ def main() -> None:
     write_json(args.json, {
         "benchmark": "corpus",
         "params": {"quick": args.quick, "seed": args.seed, "configs": len(configs),
-                   "jobs": args.jobs, "split_rule": corpus.SPLIT_RULE},
+                   "jobs": args.jobs, "split_rule": corpus.SPLIT_RULE, "split": args.split,
+                   "live_cuts": args.live_cuts},
         "seconds": round(seconds, 1),
         "splits": summary["splits"],
         "kinds": summary["kinds"],
@@ -370,7 +423,11 @@ def rejudge(args: argparse.Namespace, configs: list[dict[str, Any]],
     store = Store(f"sqlite:///{root / 'corpus.db'}")
     ran = {"returncodes": [0], "stderr": "", "seconds": 0.0}
     try:
-        healthy = [healthy_result(store, cfg, ran) for cfg in configs]
+        healthy = [
+            healthy_result(store, cfg, ran, args.live_cuts)
+            for cfg in configs
+            if _runs_named(store, cfg["id"])
+        ]
     finally:
         store.close()
     failing = []
@@ -389,7 +446,7 @@ def rejudge(args: argparse.Namespace, configs: list[dict[str, Any]],
     write_json(args.json, {
         "benchmark": "corpus", "rejudged": str(root),
         "params": {"quick": args.quick, "seed": args.seed, "configs": len(configs),
-                   "split_rule": corpus.SPLIT_RULE},
+                   "split_rule": corpus.SPLIT_RULE, "live_cuts": args.live_cuts},
         "splits": summary["splits"], "kinds": summary["kinds"],
         "false_alarms": summary["false_alarms"], "failing": failing,
     })  # fmt: skip

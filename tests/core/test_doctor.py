@@ -91,6 +91,28 @@ def test_live_sweep_diagnoses_running_runs_once_per_change(store: Store) -> None
     assert len(list_diagnoses(store, run_id)) == 1 and list_diagnoses(store, finished) == []
 
 
+def test_judge_run_replays_a_live_pass_at_a_step_and_records_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``judge_run(until_step=)`` is the live pass as it was when the run reached that step
+    (the bench's corpus replays a run's live passes with it); a series longer than the pass
+    reads is judged as partial: a spike in the older half of what it read is not reported."""
+    from tracker.store import diagnoses
+
+    run = store.create_run("p", "replay").id
+    for step in range(600):
+        loss = 2.0 * math.exp(-step / 200) + 0.3 + 0.003 * ((step * 7919) % 11)
+        store.log_metrics(run, step, {"train/loss": loss * (8 if step == 300 else 1)})
+    assert diagnoses.judge_run(store, run, final=False, until_step=200) == []
+    [spike] = diagnoses.judge_run(store, run, final=False, until_step=400)
+    assert (spike.code, spike.step) == ("loss_spike", 300)
+    assert list_diagnoses(store, run) == []  # judged, not recorded
+    monkeypatch.setattr(diagnoses, "LIVE_POINTS", 200)  # the pass reads 201..400: 300 is old
+    assert diagnoses.judge_run(store, run, final=False, until_step=400) == []
+    [spike] = diagnoses.judge_run(store, run, final=False, until_step=350)  # reads 151..350
+    assert (spike.code, spike.step) == ("loss_spike", 300)
+
+
 def test_doctor_and_runs_show_cli(store_url: str, store: Store, tmp_path: Path) -> None:
     run_id = _nan_run(store)
     healthy = store.create_run("p", "ok")

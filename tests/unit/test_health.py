@@ -18,6 +18,7 @@ from tracker.rules.health import (
     HealthLimits,
     amp_scale_collapse,
     diagnose,
+    grad_explosion,
     is_loss_key,
     loss_spike,
     memory_growth,
@@ -624,3 +625,79 @@ def test_hard_examples_of_a_small_batch_are_not_spikes(seed: int) -> None:
     pts[2500] = (2500, 8.0)  # far past the series' own jumps: still a spike
     found = loss_spike(pts, "train/loss")
     assert found is not None and found.step == 2500
+
+
+def _heavy_tailed_loss(seed: int, steps: int) -> list[tuple[int, float]]:
+    """A per-batch loss with a heavy (log-normal) tail: now and then a batch 10-20x its
+    level, as the corpus's batch-8 fp16 regression loss does over 50,000 steps."""
+    rng = random.Random(seed)
+    level = [0.5 * math.exp(-s / 2000) + 0.03 for s in range(steps)]
+    return [(s, level[s] * rng.lognormvariate(0.0, 0.8)) for s in range(steps)]
+
+
+def _median_before(pts: list[tuple[int, float]], k: int) -> float:
+    return sorted(v for _, v in pts[k - 20 : k])[10]
+
+
+def _largest_jump(pts: list[tuple[int, float]], upto: int) -> float:
+    """The highest (value - trailing median) / trailing median of the points before."""
+    return max((pts[k][1] - _median_before(pts, k)) / _median_before(pts, k)
+               for k in range(20, upto))  # fmt: skip
+
+
+def test_a_heavy_tailed_loss_has_no_spike_where_it_jumped_as_far_before() -> None:
+    """Over its whole judged history, not only the last 200 points: a series whose batches
+    have jumped 15x their median has no spike in another such jump after a quiet stretch."""
+    for seed in (1, 2, 3, 4, 5):
+        pts = _heavy_tailed_loss(seed, 6000)
+        assert loss_spike(pts, "train/loss") is None, seed
+    pts = _heavy_tailed_loss(1, 6000)
+    top = _largest_jump(pts, 5000)
+    assert top > 8  # the series' own noise reaches this far
+    level = _median_before(pts, 5000)
+    pts[5000] = (5000, level * (1 + 0.9 * top))  # as far as it went before: noise
+    assert loss_spike(pts, "train/loss") is None
+    pts[5000] = (5000, level * (1 + 4 * top))  # four times past anything it did: a spike
+    found = loss_spike(pts, "train/loss")
+    assert found is not None and found.step == 5000
+
+
+def test_a_short_history_asks_more_of_a_spike() -> None:
+    """46 points in, the noise of a batch-8 loss is known from 26 of them: a jump must pass
+    4.9x its largest excursion (not 3x) to be called a spike, which a far larger one does;
+    with 200 points known, 4x is enough."""
+    rng = random.Random(7)
+    pts = [(s, 0.03 * rng.expovariate(1.0) + 0.01) for s in range(300)]
+    for k, times, spike in ((46, 4.0, False), (46, 8.0, True), (250, 4.0, True)):
+        trial = list(pts)
+        trial[k] = (k, _median_before(pts, k) * (1 + times * _largest_jump(pts, k)))
+        found = loss_spike(trial, "train/loss")
+        assert (found is not None and found.step == k) is spike, (k, times)
+
+
+def test_a_partial_series_reports_spikes_only_in_its_newer_half() -> None:
+    """A pass that reads the newest points of a long run (``partial``) judges the older
+    half of them as memory only; the final pass of a short run judges them all."""
+    clean = _loss(600, noise=0.01)
+    for k, partial_finds in ((150, False), (450, True)):
+        loss = list(clean)
+        loss[k] = (k, loss[k][1] * 8)
+        whole = diagnose({"train/loss": loss}, final=False)
+        assert [(d.code, d.step) for d in whole] == [("loss_spike", k)]
+        part = diagnose({"train/loss": loss}, final=False, partial={"train/loss"})
+        assert [(d.code, d.step) for d in part] == ([("loss_spike", k)] if partial_finds else [])
+
+
+def test_a_gradient_jump_in_the_last_points_waits_while_the_run_trains() -> None:
+    """Live (``final=False``), a jump in the series' last points is not yet an explosion:
+    it needs ``persist`` points high (the next point may come back); once the run has
+    ended, high to the last point is enough."""
+    rng = random.Random(3)
+    norm = [(s, 1.0 + 0.05 * rng.random()) for s in range(100)]
+    norm[-1] = (99, 30.0)
+    assert grad_explosion(norm, final=False) is None
+    found = grad_explosion(norm, final=True)
+    assert found is not None and found.step == 99
+    norm += [(100, 31.0), (101, 29.0)]
+    found = grad_explosion(norm, final=False)
+    assert found is not None and found.step == 99

@@ -25,7 +25,7 @@ import itertools
 import math
 import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -369,7 +369,11 @@ def _nonfinite_diagnosis(
 
 
 def loss_spike(
-    points: Iterable[Point], metric: str = "loss", *, limits: HealthLimits | None = None
+    points: Iterable[Point],
+    metric: str = "loss",
+    *,
+    limits: HealthLimits | None = None,
+    judge_from: int = 0,
 ) -> Diagnosis | None:
     """The first finite value far above its trailing window (median + ``spike_sigmas``
     robust standard deviations, and ``spike_ratio`` above the median) that recovers.
@@ -377,38 +381,50 @@ def loss_spike(
     On the series' own scale too: the jump must also be at least ``spike_range`` of the
     range the series covered before it (its highest minus its lowest value so far), so a
     loss that has converged near zero (0.007 jumping to 0.09, after starting at 2.3) has no
-    "spike" of 12x; a flat series (small range) still has its real spikes. And over its own
-    noise: ``spike_over_noise`` times the highest any of the ``spike_noise_points`` points
-    before it rose above its own trailing median -- a per-batch loss of a small batch jumps
-    whenever a batch holds a hard example, and one more such jump is not a spike; a smooth
-    loss keeps its real spikes. Spikes are judged from ``2 * history`` points on, once
-    that noise has been seen."""
+    "spike" of 12x; a flat series (small range) still has its real spikes.
+
+    And over its own noise, two ways, each ``spike_over_noise`` times (see
+    :func:`_noise_factor`): the highest any of the ``spike_noise_points`` points before it
+    rose above its own trailing median -- a per-batch loss of a small batch jumps whenever a
+    batch holds a hard example, and one more such jump is not a spike -- and, relative to
+    the median, the highest jump of every point judged before it: in a series whose batches
+    have jumped 15x their median now and then, another 10x is its noise, however quiet the
+    last 200 points were. A smooth loss keeps its real spikes. Spikes are judged from ``2 *
+    history`` points on, once that noise has been seen, and from the ``judge_from``-th
+    point (see :func:`diagnose`'s ``partial``); the points before it are its memory."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
     spikes: list[int] = []
     excursions: list[float] = []  # each point's height above its trailing median (>= 0)
+    top_relative = 0.0  # the highest (value - median) / median of the points judged so far
     lo = hi = pts[0][1] if pts else 0.0
     for k in range(1, min(w, len(pts))):
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
     for k in range(w, len(pts)):
         med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
         sigma = max(sigma, 1e-3 * abs(med), 1e-12)
+        factor = _noise_factor(len(excursions), limits)
         noise = max(excursions[-limits.spike_noise_points :], default=0.0)
         bar = med + max(
             limits.spike_sigmas * sigma,
             limits.spike_ratio * abs(med),
             limits.spike_range * (hi - lo),
-            limits.spike_over_noise * noise,
+            factor * noise,
+            factor * top_relative * med if med > 0 else 0.0,
         )
         excursions.append(max(0.0, pts[k][1] - med))
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
         if k < 2 * w:
+            if med > 0:
+                top_relative = max(top_relative, excursions[-1] / med)
             continue  # the series' own noise is not known yet
-        if pts[k][1] > bar:
+        if pts[k][1] > bar and k >= judge_from:
             after = [v for _, v in pts[k + 1 : k + 1 + limits.persist * 2]]
             if after and min(after) <= bar:  # it came back: a spike, not a divergence
                 spikes.append(k)
+        if med > 0:
+            top_relative = max(top_relative, excursions[-1] / med)
     if not spikes:
         return None
     k = spikes[0]
@@ -425,6 +441,21 @@ def loss_spike(
         "learning rate or clip gradients; with Adam, a larger eps or lower beta2 damps spikes.",
         Evidence(metric, (pts[k - w][0], step), _values(pts, pts[max(0, k - 5)][0], step)),
     )
+
+
+def _noise_factor(seen: int, limits: HealthLimits) -> float:
+    """How many times its own noise a jump must be, after ``seen`` points of that noise.
+
+    ``spike_over_noise`` (3) once ``spike_noise_points`` (200) have been seen, more before:
+    for an exponential tail, a new point passes k times the largest of n earlier ones with
+    probability n**-k, and the factor keeps that rate (200**-3, about once in 10**7 points)
+    for a shorter history -- 26 points need 4.9x, not 3x (a batch-8 loss at step 46 is not
+    yet known well enough to call 15x its median a spike)."""
+    n = max(seen, 2)
+    full = limits.spike_noise_points
+    if n >= full:
+        return limits.spike_over_noise
+    return limits.spike_over_noise * math.log(full) / math.log(n)
 
 
 def divergence(
@@ -737,10 +768,17 @@ def _throughput_diagnosis(
 
 
 def grad_explosion(
-    points: Iterable[Point], metric: str = "grad/global_norm", *, limits: HealthLimits | None = None
+    points: Iterable[Point],
+    metric: str = "grad/global_norm",
+    *,
+    limits: HealthLimits | None = None,
+    final: bool = True,
 ) -> Diagnosis | None:
     """The gradient norm jumped ``explode_factor`` x above its trailing median and stayed
-    there for ``persist`` points (or to the last point); one-point spikes are ignored."""
+    there for ``persist`` points (or, once the run has ended -- ``final`` -- to its last
+    point); one-point spikes are ignored. While the run trains, a jump in its last points
+    waits for ``persist`` of them: they may still come back (a live pass that said
+    "exploded" at the jump's first point was wrong whenever the next one recovered)."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
@@ -751,7 +789,7 @@ def grad_explosion(
             continue
         run = pts[k : k + limits.persist]
         if all(v > bar for _, v in run) and (
-            len(run) == limits.persist or k + len(run) == len(pts)
+            len(run) == limits.persist or (final and k + len(run) == len(pts))
         ):
             step, value = pts[k]
             return Diagnosis(
@@ -1015,8 +1053,16 @@ def diagnose(
     checkpoints: Sequence[CheckpointFact] = (),
     recompiled: Sequence[RecompileFact] = (),
     limits: HealthLimits | None = None,
+    partial: Collection[str] = (),
 ) -> list[Diagnosis]:
     """Every diagnosis of one run, from its series keyed by metric name, by onset step.
+
+    ``partial``: keys whose series is only the newest part of the run's (a pass reads the
+    newest points of a long run). A loss spike is judged against the series' own noise
+    seen before it; in a partial series the points at its start have little of that
+    memory left (a jump that the earlier, unread history shows to be ordinary would look
+    new), so spikes are reported only in its newer half, where half the window is known.
+    A live pass every few seconds judges each point while it is in that half.
 
     Which detector reads which metric: every metric for non-finite values; loss-like keys
     (``is_loss_key``) for spikes and divergence; ``sys/rss_bytes`` and
@@ -1038,7 +1084,8 @@ def diagnose(
             div = divergence(points, key, limits=limits)
             found.append(div)
             if div is None:
-                found.append(loss_spike(points, key, limits=limits))
+                start = len(points) // 2 if key in partial else 0
+                found.append(loss_spike(points, key, limits=limits, judge_from=start))
         elif is_memory_key(key):
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
@@ -1046,7 +1093,7 @@ def diagnose(
             cpu = series.get("sys/step_cpu_s", ())
             found.append(throughput_drop(points, key, wait=wait, cpu=cpu, limits=limits))
         elif key == "grad/global_norm":
-            found.append(grad_explosion(points, key, limits=limits))
+            found.append(grad_explosion(points, key, limits=limits, final=final))
             found.append(grad_vanishing(points, key, limits=limits))
         elif key == "compile/recompiles" and FRAME_RECOMPILES not in series:
             found.append(recompiles(points, key, limits=limits, frames=recompiled))

@@ -49,6 +49,7 @@ __all__ = [
     "LiveSweep",
     "diagnose_run",
     "diagnosis_json",
+    "judge_run",
     "list_diagnoses",
     "read_run_series",
     "record_diagnoses",
@@ -61,10 +62,10 @@ _LIVE_STATUSES = ("running",)
 
 
 def read_run_series(
-    store: Store, run_id: int, *, max_points: int = MAX_POINTS
+    store: Store, run_id: int, *, max_points: int = MAX_POINTS, until_step: int | None = None
 ) -> dict[str, list[tuple[int, float | None]]]:
     """Every metric of a run as ``(step, value)`` by step (NaN as ``None``), newest
-    ``max_points`` per metric."""
+    ``max_points`` per metric (``until_step``: of those at or before that step)."""
     keys = sa.select(m.MetricSummaryRow.key_id, m.MetricKeyRow.name).join(
         m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id
     )
@@ -75,6 +76,7 @@ def read_run_series(
             query = (
                 sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
                 .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
+                .where(sa.true() if until_step is None else m.MetricPointRow.step <= until_step)
                 .order_by(m.MetricPointRow.step.desc(), m.MetricPointRow.seq.desc())
                 .limit(max_points)
             )
@@ -126,12 +128,41 @@ def diagnose_run(
     run = store.get_run(run_id)
     if final is None:
         final = run.status not in ("running", "queued")
-    series = read_run_series(store, run_id, max_points=MAX_POINTS if final else LIVE_POINTS)
-    facts = _checkpoint_facts(store, run_id, verify_checkpoints)
-    recompiled = _recompile_facts(store, run_id)
-    found = diagnose(series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits)
+    found = judge_run(
+        store, run_id, final=final, verify_checkpoints=verify_checkpoints, limits=limits
+    )
     record_diagnoses(store, run_id, found, replace=final, now=now)
     return found
+
+
+def judge_run(
+    store: Store,
+    run_id: int,
+    *,
+    final: bool,
+    verify_checkpoints: bool = False,
+    limits: HealthLimits | None = None,
+    until_step: int | None = None,
+) -> list[Diagnosis]:
+    """What a pass of the doctor finds in one run's stored data, recording nothing: the
+    final pass (``final``: the newest ``MAX_POINTS`` per metric) or a live one (the newest
+    ``LIVE_POINTS``). ``until_step`` replays the pass as it was when the run had reached
+    that step (the points, checkpoints and recompiles up to it), e.g. to measure what the
+    live doctor showed while a run trained. A series read only in part (the run has more
+    points than the pass reads) is named to :func:`~tracker.rules.health.diagnose` as such.
+    """
+    max_points = MAX_POINTS if final else LIVE_POINTS
+    series = read_run_series(store, run_id, max_points=max_points, until_step=until_step)
+    partial = {key for key, points in series.items() if len(points) >= max_points}
+    facts = _checkpoint_facts(store, run_id, verify_checkpoints)
+    recompiled = _recompile_facts(store, run_id)
+    if until_step is not None:
+        facts = [f for f in facts if f.step <= until_step]
+        recompiled = [f for f in recompiled if f.step <= until_step]
+    return diagnose(
+        series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits,
+        partial=partial,
+    )  # fmt: skip
 
 
 def record_diagnoses(
