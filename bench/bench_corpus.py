@@ -125,18 +125,28 @@ def live_diagnoses(store: Store, run_id: int, cuts: int) -> list[dict[str, Any]]
     ``cuts`` steps spread over the run. Each (code, metric) once, at the first pass that
     showed it, with the step that pass was made at (``"live_at"``). A diagnosis a live pass
     shows and the final pass takes back is still a false alarm: the user saw it."""
-    if cuts <= 0:
-        return []
-    keys = store.metric_keys(run_id)
-    steps = sorted({p.step for key in keys for p in store.metric_history(run_id, key)})
-    if not steps:
-        return []
-    at = sorted({steps[min(len(steps) - 1, len(steps) * i // cuts)] for i in range(1, cuts + 1)})
     seen: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for cut in at:
+    for cut in _pass_steps(store, run_id, cuts):
         for d in judge_run(store, run_id, final=False, until_step=cut):
             seen.setdefault((d.code, d.metric), {**d.as_dict(), "live_at": cut})
     return list(seen.values())
+
+
+def _pass_steps(store: Store, run_id: int, cuts: int) -> list[int]:
+    """``cuts`` steps of the run, spread evenly over the steps it logged (0: none)."""
+    keys = store.metric_keys(run_id)
+    steps = sorted({p.step for key in keys for p in store.metric_history(run_id, key)})
+    if cuts <= 0 or not steps:
+        return []
+    return sorted({steps[min(len(steps) - 1, len(steps) * i // cuts)] for i in range(1, cuts + 1)})
+
+
+def _first_live_pass(store: Store, run_id: int, case: Failing, cuts: int) -> int | None:
+    for cut in _pass_steps(store, run_id, cuts):
+        found = judge_run(store, run_id, final=False, until_step=cut)
+        if any(d.code == case.code and d.metric == case.metric for d in found):
+            return cut
+    return None
 
 
 def _runs_named(store: Store, name: str) -> list[int]:
@@ -204,7 +214,7 @@ def healthy_result(
 # ---------------------------------------------------------------- failing
 
 
-def run_failing(case: Failing, root: Path) -> dict[str, Any]:
+def run_failing(case: Failing, root: Path, live_cuts: int = 0) -> dict[str, Any]:
     cwd = root / "failing" / case.name.replace(" ", "-")
     cwd.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{cwd / 'tracker.db'}"
@@ -220,18 +230,24 @@ def run_failing(case: Failing, root: Path) -> dict[str, Any]:
     if done.returncode != 0:
         result["stderr"] = done.stderr[-2000:]
         return result
-    return judge_failing(case, uri, result)
+    return judge_failing(case, uri, result, live_cuts)
 
 
-def judge_failing(case: Failing, uri: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The final pass over a failing script's store; whether its problem was found."""
+def judge_failing(
+    case: Failing, uri: str, result: dict[str, Any], live_cuts: int = 0
+) -> dict[str, Any]:
+    """The final pass over a failing script's store; whether its problem was found, and
+    at which step the first of ``live_cuts`` replayed live passes showed it."""
     store = Store(uri)
     try:
         [run] = store.list_runs()
         found = _diagnoses(store, run.id)
         onset = case.onset(store, run.id) if callable(case.onset) else case.onset
+        live = _first_live_pass(store, run.id, case, live_cuts)
     finally:
         store.close()
+    result["live_step"] = live  # the step of the first live pass that showed the problem
+    result["live_delay"] = None if live is None or onset is None else live - onset
     result["diagnoses"] = found
     result["onset"] = onset
     hit = [d for d in found if d["code"] == case.code and d["metric"] == case.metric]
@@ -319,8 +335,10 @@ def print_report(summary: dict[str, Any], failing: list[dict[str, Any]]) -> None
     )  # fmt: skip
     print_table(
         "Failing scripts",
-        ["script", "expected", "found", "step", "onset", "delta", "also found"],
+        ["script", "expected", "found", "step", "onset", "delta", "first live pass",
+         "also found"],
         [[f["script"], f["code"], f["detected"], f["step"], f["onset"], f["delta"],
+          f.get("live_step"),
           ", ".join(sorted({d["code"] for d in f["diagnoses"]} - {f["code"]})) or "-"]
          for f in failing],
     )  # fmt: skip
@@ -385,7 +403,8 @@ def main() -> None:
                              f"{state}, {codes or 'no diagnosis'}")  # fmt: skip
             finally:
                 store.close()
-            for future in as_completed([pool.submit(run_failing, f, root) for f in failing_cases]):
+            scripts = [pool.submit(run_failing, f, root, args.live_cuts) for f in failing_cases]
+            for future in as_completed(scripts):
                 failing.append(future.result())
                 f = failing[-1]
                 progress(f"{f['script']}: {f['code']} found={f['detected']} step={f['step']}")
@@ -439,7 +458,9 @@ def rejudge(args: argparse.Namespace, configs: list[dict[str, Any]],
             "step": None, "onset": None, "delta": None, "on_time": False, "severity": None,
             "diagnoses": [],
         }  # fmt: skip
-        failing.append(judge_failing(case, f"sqlite:///{db}", result) if db.exists() else result)
+        if db.exists():
+            result = judge_failing(case, f"sqlite:///{db}", result, args.live_cuts)
+        failing.append(result)
     summary = summarize(healthy, failing)
     print_report(summary, failing)
     print(f"\nre-judged in {time.perf_counter() - t0:.0f} s")
