@@ -47,6 +47,7 @@ from tracker.runner.job_env import job_environment, resume_checkpoint
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
 from tracker.store import Store, logs, queue, workers
 from tracker.store.workers import WORKER_TTL_S
+from tracker.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,9 @@ class JobLoop:
         self._lost: set[str] = set()  # lease tokens renewal found lost
         self._starting: ClaimedJob | None = None  # claimed, not yet held (start may be slow)
         self._unrecorded: dict[int, Ending] = {}
-        self._wake = threading.Event()
+        # woken by job exits (threads) and signals: never a threading.Event, whose set() from
+        # a signal handler can deadlock the loop (tracker.wakeup)
+        self._wake = Wakeup()
         self._house = Housekeeper()
         self._signals = 0
         self._stopping = False
@@ -253,6 +256,8 @@ class JobLoop:
                 signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        # No lock may be taken here (the loop may hold it right now): a counter and
+        # Wakeup.set(), a flag and a byte written to a pipe.
         self._signals += 1
         self._wake.set()
 

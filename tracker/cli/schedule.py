@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 from typing import Any
 
 import click
@@ -14,6 +13,7 @@ from tracker.cli.jobs import _job_kwargs, job_options, single_overrides, spec_fr
 from tracker.cli.script_args import ScriptCommand
 from tracker.cli.suggest import SuggestingGroup
 from tracker.cli.worker import LOG_FORMAT, housekeeping_options, make_housekeeping_options
+from tracker.wakeup import Wakeup
 
 
 def _local_timezone() -> str:
@@ -145,7 +145,7 @@ def scheduler(
     options = make_housekeeping_options(
         reap_interval, retry_delay, max_retry_delay, run_stale_seconds, not no_schedules
     )
-    stop = threading.Event()
+    stop = Wakeup()  # not a threading.Event: its set() in a handler can deadlock (wakeup.py)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     run_housekeeping(open_store(uri, create=True), options, stop.wait)

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -363,15 +364,33 @@ def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: i
         from tracker.web.app import create_app
 
         server = make_server(host, port, create_app(config), threaded=True)
+        _stop_on_signals(server)
         try:
             on_ready()
-            server.serve_forever()
+            server.serve_forever(poll_interval=0.2)
         except KeyboardInterrupt:
             pass  # Ctrl-C is how it stops (as under gunicorn): no "Aborted!", exit status 0
         finally:
             server.server_close()
         return
     _gunicorn(config, host, port, workers, threads, on_ready)
+
+
+def _stop_on_signals(server: Any) -> None:
+    """Ctrl-C and SIGTERM end ``serve_forever`` through its own stop flag, read every poll:
+    no KeyboardInterrupt, which could land inside a lock's ``with`` (threading's own, the
+    server's) and leave it taken for the shutdown that follows to wait on for ever (seen as
+    a dev server that did not exit on Ctrl-C). Setting an attribute takes no lock."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if not hasattr(server, "_BaseServer__shutdown_request"):  # another server: Ctrl-C as is
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        server._BaseServer__shutdown_request = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
 
 
 def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, threads: int,

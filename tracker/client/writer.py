@@ -89,6 +89,7 @@ from tracker.client.sinks import Record, Sink
 from tracker.client.uploads import Uploads, media_budget_bytes, replay_artifact
 from tracker.errors import AttemptSuperseded, FlushTimeout, StoreUnavailable, WriterError
 from tracker.rules.backoff import backoff_delay
+from tracker.wakeup import Wakeup
 
 MAX_BATCH_RECORDS = 10_000  # log() calls per database transaction
 SEGMENT_BATCHES_PER_CYCLE = 20  # batches of an overflow segment stored between heartbeats
@@ -148,7 +149,7 @@ class Writer:
         self._on_error = on_error
         self._queue: deque[Any] = deque()
         self._wake_records = wake_records
-        self._wake = threading.Event()
+        self._wake = Wakeup()  # set() is safe from a signal handler (finish on SIGTERM)
         self._stop = False
         self._kept: deque[list[Record]] = deque()  # batches waiting for the sink to return
         self._kept_points = 0
