@@ -701,3 +701,18 @@ def test_a_gradient_jump_in_the_last_points_waits_while_the_run_trains() -> None
     norm += [(100, 31.0), (101, 29.0)]
     found = grad_explosion(norm, final=False)
     assert found is not None and found.step == 99
+
+
+def test_a_jump_of_a_gradient_norm_converged_near_zero_is_not_an_explosion() -> None:
+    """The corpus's s1-059 (AdamW on plateau, bf16): the norm starts near 0.5, converges to
+    ~0.002 and then jumps 10x for a few batches now and then -- below where it began. A real
+    explosion from that small level passes the early level, and its onset is where it began."""
+    rng = random.Random(11)
+    norm = [(s, 0.5 * math.exp(-s / 40) + 0.002 * rng.expovariate(1.0)) for s in range(600)]
+    for s in range(400, 406):
+        norm[s] = (s, 0.03)  # 10x its median for 6 points: noise at this scale
+    assert grad_explosion(norm) is None
+    for s in range(400, 600):
+        norm[s] = (s, 0.03 * 1.1 ** (s - 400))  # keeps growing: past 0.5 by step 430
+    found = grad_explosion(norm)
+    assert found is not None and found.step == 400

@@ -778,18 +778,28 @@ def grad_explosion(
     there for ``persist`` points (or, once the run has ended -- ``final`` -- to its last
     point); one-point spikes are ignored. While the run trains, a jump in its last points
     waits for ``persist`` of them: they may still come back (a live pass that said
-    "exploded" at the jump's first point was wrong whenever the next one recovered)."""
+    "exploded" at the jump's first point was wrong whenever the next one recovered).
+
+    On the series' own scale too: the stretch must also rise above the norm's early level
+    (the median of its first ``history`` points). A converged model's norm near zero jumps
+    10x on every few batches (0.002 to 0.02 after starting at 0.5): that is its noise, not an
+    explosion; a real one passes where training began, and its onset is still the first
+    point of the stretch."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
+    early = statistics.median(v for _, v in pts[:w]) if len(pts) >= w else 0.0
     for k in range(w, len(pts)):
         med, sigma = _median_sigma([v for _, v in pts[k - w : k]])
         bar = max(limits.explode_factor * med, med + limits.spike_sigmas * sigma)
         if pts[k][1] <= bar or med <= 0:
             continue
         run = pts[k : k + limits.persist]
-        if all(v > bar for _, v in run) and (
-            len(run) == limits.persist or (final and k + len(run) == len(pts))
+        high = list(itertools.takewhile(lambda p: p[1] > bar, pts[k:]))
+        if (
+            all(v > bar for _, v in run)
+            and (len(run) == limits.persist or (final and k + len(run) == len(pts)))
+            and max(v for _, v in high) > early
         ):
             step, value = pts[k]
             return Diagnosis(
