@@ -795,7 +795,7 @@ def grad_explosion(
         if pts[k][1] <= bar or med <= 0:
             continue
         run = pts[k : k + limits.persist]
-        high = list(itertools.takewhile(lambda p: p[1] > bar, pts[k:]))
+        high = list(itertools.takewhile(lambda p, bar=bar: p[1] > bar, pts[k:]))
         if (
             all(v > bar for _, v in run)
             and (len(run) == limits.persist or (final and k + len(run) == len(pts)))
