@@ -795,7 +795,10 @@ def grad_explosion(
         if pts[k][1] <= bar or med <= 0:
             continue
         run = pts[k : k + limits.persist]
-        high = list(itertools.takewhile(lambda p, bar=bar: p[1] > bar, pts[k:]))
+        end = k
+        while end < len(pts) and pts[end][1] > bar:
+            end += 1
+        high = pts[k:end]  # the stretch above the bar
         if (
             all(v > bar for _, v in run)
             and (len(run) == limits.persist or (final and k + len(run) == len(pts)))
