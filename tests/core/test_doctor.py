@@ -95,22 +95,27 @@ def test_judge_run_replays_a_live_pass_at_a_step_and_records_nothing(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``judge_run(until_step=)`` is the live pass as it was when the run reached that step
-    (the bench's corpus replays a run's live passes with it); a series longer than the pass
-    reads is judged as partial: a spike in the older half of what it read is not reported."""
+    (the bench's corpus replays a run's live passes with it): a spike is reported once the
+    200 points after it are seen, and in a series longer than the pass reads (partial) only
+    in the newer half of what it read. Nothing is recorded."""
     from tracker.store import diagnoses
 
     run = store.create_run("p", "replay").id
-    for step in range(600):
+    for step in range(1000):
         loss = 2.0 * math.exp(-step / 200) + 0.3 + 0.003 * ((step * 7919) % 11)
         store.log_metrics(run, step, {"train/loss": loss * (8 if step == 300 else 1)})
-    assert diagnoses.judge_run(store, run, final=False, until_step=200) == []
-    [spike] = diagnoses.judge_run(store, run, final=False, until_step=400)
-    assert (spike.code, spike.step) == ("loss_spike", 300)
+
+    def live(until: int) -> list[tuple[str, int | None]]:
+        found = diagnoses.judge_run(store, run, final=False, until_step=until)
+        return [(d.code, d.step) for d in found]
+
+    assert live(200) == []  # before it
+    assert live(450) == []  # 150 points after it: not yet
+    assert live(600) == [("loss_spike", 300)]
     assert list_diagnoses(store, run) == []  # judged, not recorded
-    monkeypatch.setattr(diagnoses, "LIVE_POINTS", 200)  # the pass reads 201..400: 300 is old
-    assert diagnoses.judge_run(store, run, final=False, until_step=400) == []
-    [spike] = diagnoses.judge_run(store, run, final=False, until_step=350)  # reads 151..350
-    assert (spike.code, spike.step) == ("loss_spike", 300)
+    monkeypatch.setattr(diagnoses, "LIVE_POINTS", 600)
+    assert live(599) == [("loss_spike", 300)]  # reads 0..599: 300 in the newer half
+    assert live(700) == []  # reads 101..700: 300 in the older half, memory only
 
 
 def test_doctor_and_runs_show_cli(store_url: str, store: Store, tmp_path: Path) -> None:

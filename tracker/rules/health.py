@@ -374,6 +374,7 @@ def loss_spike(
     *,
     limits: HealthLimits | None = None,
     judge_from: int = 0,
+    final: bool = True,
 ) -> Diagnosis | None:
     """The first finite value far above its trailing window (median + ``spike_sigmas``
     robust standard deviations, and ``spike_ratio`` above the median) that recovers.
@@ -391,13 +392,37 @@ def loss_spike(
     have jumped 15x their median now and then, another 10x is its noise, however quiet the
     last 200 points were. A smooth loss keeps its real spikes. Spikes are judged from ``2 *
     history`` points on, once that noise has been seen, and from the ``judge_from``-th
-    point (see :func:`diagnose`'s ``partial``); the points before it are its memory."""
+    point (see :func:`diagnose`'s ``partial``); the points before it are its memory.
+
+    And alone in the run: none of the ``spike_noise_points`` points after it (once it has
+    come back) may jump a third as high relative to its median. A batch-8 loss that is calm
+    for 80 steps and then jumps 17x on a hard example jumps 10x again a few steps later: its
+    noise had not shown yet. While the run trains (not ``final``) a spike is therefore
+    reported once those points are seen; at the end, with the points there are.
+
+    A lone point (the next one is back) that stays below the loss's early level (the median
+    of its first ``history`` points) is one hard batch: a model that has memorised its
+    data at 1e-4 meets a batch at 0.5 now and then, below what it scored untrained. A lone
+    batch above that level (a sample the model never could fit: a bad label, a numerical
+    glitch) and a jump that lasts several points (instability) are spikes."""
     limits = limits or HealthLimits()
     pts = _finite(_sorted(points))
     w = limits.history
-    spikes: list[int] = []
+    candidates: list[tuple[int, int]] = []  # (index, first index back under the bar)
     excursions: list[float] = []  # each point's height above its trailing median (>= 0)
-    top_relative = 0.0  # the highest (value - median) / median of the points judged so far
+    relative = [0.0] * len(pts)  # ... and that height / the median (0 where median <= 0)
+    top_relative = 0.0  # the highest relative height of the points judged so far
+    after_points = limits.spike_noise_points
+    early = statistics.median(v for _, v in pts[:w]) if pts else 0.0  # where it started
+
+    def _alone(k: int, back: int) -> bool:
+        # The points after the spike (from where it came back): none may jump a third as
+        # high, relative to its median; while the run trains, wait until they are seen.
+        if not final and k + after_points >= len(pts):
+            return False
+        later = relative[back : k + 1 + after_points]
+        return relative[k] > _noise_factor(len(later), limits) * max(later, default=0.0)
+
     lo = hi = pts[0][1] if pts else 0.0
     for k in range(1, min(w, len(pts))):
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
@@ -414,17 +439,19 @@ def loss_spike(
             factor * top_relative * med if med > 0 else 0.0,
         )
         excursions.append(max(0.0, pts[k][1] - med))
+        relative[k] = excursions[-1] / med if med > 0 else 0.0
         lo, hi = min(lo, pts[k][1]), max(hi, pts[k][1])
         if k < 2 * w:
-            if med > 0:
-                top_relative = max(top_relative, excursions[-1] / med)
+            top_relative = max(top_relative, relative[k])
             continue  # the series' own noise is not known yet
         if pts[k][1] > bar and k >= judge_from:
             after = [v for _, v in pts[k + 1 : k + 1 + limits.persist * 2]]
             if after and min(after) <= bar:  # it came back: a spike, not a divergence
-                spikes.append(k)
-        if med > 0:
-            top_relative = max(top_relative, excursions[-1] / med)
+                back = next(j for j in range(k + 1, len(pts)) if pts[j][1] <= bar)
+                if back > k + 1 or pts[k][1] > early:  # a lone batch below the start: noise
+                    candidates.append((k, back))
+        top_relative = max(top_relative, relative[k])
+    spikes = [k for k, back in candidates if _alone(k, back)]
     if not spikes:
         return None
     k = spikes[0]
@@ -1098,7 +1125,9 @@ def diagnose(
             found.append(div)
             if div is None:
                 start = len(points) // 2 if key in partial else 0
-                found.append(loss_spike(points, key, limits=limits, judge_from=start))
+                found.append(
+                    loss_spike(points, key, limits=limits, judge_from=start, final=final)
+                )
         elif is_memory_key(key):
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
