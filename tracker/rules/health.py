@@ -1125,9 +1125,7 @@ def diagnose(
             found.append(div)
             if div is None:
                 start = len(points) // 2 if key in partial else 0
-                found.append(
-                    loss_spike(points, key, limits=limits, judge_from=start, final=final)
-                )
+                found.append(loss_spike(points, key, limits=limits, judge_from=start, final=final))
         elif is_memory_key(key):
             found.append(memory_growth(points, key, limits=limits))
         elif key == "sys/step_time_s":
