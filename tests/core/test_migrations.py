@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -172,17 +173,13 @@ def test_fail_on_down_and_up_again_keeps_the_jobs(empty_store_url: str) -> None:
     job = queue.enqueue(store, JobSpec(argv=["python", "train.py"], fail_on="none")).id
     assert store_jobs.get_job(store, job).fail_on == "none"
     store.close()
-    cfg = _config()
-    engine = sa.create_engine(empty_store_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0015_attempt_external_id")
+
+    def while_down(conn: sa.Connection) -> None:
         columns = {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
         assert "fail_on" not in columns and "retry_on_failure" in columns
         assert conn.execute(sa.text("SELECT id FROM jobs")).scalars().all() == [job]
-        command.upgrade(cfg, "head")
-        command.check(cfg)  # equals the models again
-    engine.dispose()
+
+    _down_and_up(empty_store_url, "0015_attempt_external_id", while_down)
     store = Store(empty_store_url)
     assert store_jobs.get_job(store, job).fail_on == "errors"
     store.close()
@@ -202,18 +199,28 @@ def test_artifact_token_down_and_up_again_keeps_the_artifacts(
     artifacts.put_artifact(store, run, "a.bin", b"abc", token_id=token)
     assert artifacts.token_bytes(store, token) == 3
     store.close()
-    cfg = _config()
-    engine = sa.create_engine(empty_store_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0016_job_fail_on")
+
+    def while_down(conn: sa.Connection) -> None:
         columns = {c["name"] for c in sa.inspect(conn).get_columns("artifacts")}
         assert "token_id" not in columns and "sha256" in columns
         assert conn.execute(sa.text("SELECT path FROM artifacts")).scalars().all() == ["a.bin"]
-        command.upgrade(cfg, "head")
-        command.check(cfg)  # equals the models again
-    engine.dispose()
+
+    _down_and_up(empty_store_url, "0016_job_fail_on", while_down)
     store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
     assert artifacts.token_bytes(store, token) == 0
     assert [a.size for a in artifacts.list_artifacts(store, run)] == [3]
     store.close()
+
+
+def _down_and_up(url: str, revision: str, while_down: Callable[[sa.Connection], None]) -> None:
+    """Downgrade the store at ``url`` to ``revision``, check it there, upgrade it again and
+    check that it equals the models."""
+    cfg = _config()
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+        while_down(conn)
+        command.upgrade(cfg, "head")
+        command.check(cfg)  # equals the models again
+    engine.dispose()
