@@ -190,10 +190,13 @@ def _server(data: Any) -> Server | None:
     return Server(url, pid, host, float(started), key, label, store)
 
 
+_MAX_PID = 2**31 - 1  # pid_t is a signed 32-bit integer
+
+
 def _alive(server: Server) -> bool:
     """Whether the process that wrote the record still runs (see the module docstring)."""
-    if server.host != socket.gethostname() or server.pid <= 0:
-        return False
+    if server.host != socket.gethostname() or not 0 < server.pid <= _MAX_PID:
+        return False  # no process has that pid (os.kill would overflow on one past pid_t)
     try:
         os.kill(server.pid, 0)
     except ProcessLookupError:

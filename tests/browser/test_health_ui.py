@@ -159,3 +159,41 @@ def test_a_chart_spanning_many_decades_draws_log_y_with_its_marker_visible(
         "() => { const el = document.querySelector('.chart-card[data-key=\"train/loss\"] .chart');"
         " return el && el.layout && el.layout.yaxis.type === 'linear'; }"
     )
+
+
+def test_an_amp_collapse_has_its_own_diagnosis_and_hint_and_a_healthy_run_no_panel(
+    page: Any, dashboard: Dashboard, screenshot: Any
+) -> None:
+    """What ``watch(scaler=...)`` logs when every fp16 step overflows from step 60 on (the
+    scale halved at each skipped step, down past 1): the panel names the AMP collapse with
+    its own hint, not a generic NaN with "lower the learning rate". A healthy seeded run
+    has no Health panel at all (both pages kept as screenshots)."""
+    store = dashboard.store
+    run = store.create_run("health", "amp-collapsed")
+    scale, skipped = 65536.0, 0
+    for step in range(120):
+        metrics = {"train/loss": 2.0 * math.exp(-step / 60) + 0.3}
+        if step >= 60:  # every step overflows: skipped, the scale halved
+            scale, skipped = scale / 2, skipped + 1
+        if step >= 60 or step % 10 == 9:
+            metrics.update({"amp/loss_scale": scale, "amp/skipped_steps": skipped})
+        store.log_metrics(run.id, step, metrics)
+    store.finish_run(run.id, "finished")
+    [collapse] = [d for d in diagnose_run(store, run.id) if d.code == "amp_scale_collapse"]
+    assert collapse.severity == "error" and 60 <= (collapse.step or 0) <= 70
+    page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
+    panel = page.locator("#run-health")
+    panel.locator('.health-item[data-code="amp_scale_collapse"]').first.wait_for()
+    text = panel.inner_text()
+    assert "loss scale collapsed" in text and "an op that overflows in fp16" in text
+    assert panel.locator('.health-item[data-code="nonfinite"]').count() == 0  # not a NaN
+    page.evaluate("window.scrollTo(0, 0)")
+    screenshot(page, "run-amp-collapse")
+
+    healthy = dashboard.seeded.runs["adam-lr3e-4"]
+    assert diagnose_run(store, healthy) == []
+    page.goto(f"{dashboard.url}/runs/{healthy}", timeout=60_000)
+    page.wait_for_selector("#run-status .badge")
+    page.locator('.chart-card[data-key="train/loss"] .chart .main-svg').first.wait_for()
+    assert page.locator("#run-health").is_hidden()
+    screenshot(page, "run-healthy")
