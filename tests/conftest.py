@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import os
 import shutil
+import signal
 import sqlite3
 import tempfile
 import uuid
@@ -34,6 +35,14 @@ os.environ.setdefault("TRACKER_STRICT", "1")
 # reads; a test's own registry keeps a dashboard another test (or the user) runs out of tests
 # that expect no store in a fresh folder.
 os.environ.setdefault("TRACKER_SERVER_REGISTRY", tempfile.mkdtemp(prefix="tracker-servers-"))
+
+# A suite started in the background by a non-interactive shell (`cmd &`, as a CI step may
+# be) inherits SIGINT ignored (POSIX), Python keeps it so, and every process the tests start
+# would too: `tracker worker` keeps an ignored SIGINT ignored on purpose (`tracker up`
+# relies on it), so the tests of Ctrl-C and of a second signal failed in such a run and
+# tested only how it was started. Start the processes as a terminal would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PG_ENV = "TRACKER_TEST_PG_URL"
 # Fixtures that are the PostgreSQL server itself: a test that asks for one by name runs

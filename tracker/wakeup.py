@@ -4,8 +4,9 @@
 handler in the main thread, between two bytecodes of whatever that thread was doing; when
 it was inside the same Event's ``wait()`` or ``clear()`` (holding that lock: on a loaded
 machine the thread can be descheduled there), the handler's ``set()`` waits for a lock its
-own thread holds, for ever. A worker whose loop waited on such an Event ignored every later
-signal, Ctrl-C included (seen as workers that did not exit on SIGINT under load).
+own thread holds, for ever, and every later signal nests inside that wait until a
+RecursionError (reproduced by a signal storm on a loaded machine: tests/unit/test_wakeup.py).
+The worker's loop waited on such an Event and set it from its handler.
 
 :class:`Wakeup` has the Event's interface for this use (``set``, ``is_set``, ``wait``,
 ``clear``) and takes no lock: ``set`` stores a flag and writes a byte to a pipe, ``wait``

@@ -379,8 +379,8 @@ def serve(config: dict[str, Any], host: str, port: int, workers: int, threads: i
 def _stop_on_signals(server: Any) -> None:
     """Ctrl-C and SIGTERM end ``serve_forever`` through its own stop flag, read every poll:
     no KeyboardInterrupt, which could land inside a lock's ``with`` (threading's own, the
-    server's) and leave it taken for the shutdown that follows to wait on for ever (seen as
-    a dev server that did not exit on Ctrl-C). Setting an attribute takes no lock."""
+    server's) and leave it taken for the shutdown that follows to wait on for ever. Setting
+    an attribute takes no lock."""
     if threading.current_thread() is not threading.main_thread():
         return
     if not hasattr(server, "_BaseServer__shutdown_request"):  # another server: Ctrl-C as is
