@@ -40,6 +40,8 @@ TOUR = {
     "run-artifacts.png": "run-artifacts",
     "compare-histograms.png": "compare-histograms",
     "login.png": "login",
+    "run-amp-collapse.png": "run-amp-collapse",
+    "run-healthy.png": "run-healthy",
 }
 
 
