@@ -348,26 +348,23 @@ _COLUMNS = (
 def run_bytes(store: Store, run_id: int, *, besides: str | None = None) -> int:
     """The bytes of the run's stored artifacts (``besides``: leaving out that path, which an
     upload is about to replace)."""
-    query = sa.select(sa.func.coalesce(sa.func.sum(m.ArtifactRow.size), 0)).where(
-        m.ArtifactRow.run_id == run_id
-    )
-    if besides is not None:
-        query = query.where(m.ArtifactRow.path != besides)
-    with read_conn(store.engine) as conn:
-        return int(conn.execute(query).scalar_one())
+    a = m.ArtifactRow
+    skip = None if besides is None else (a.run_id == run_id) & (a.path == besides)
+    return _bytes_where(store, a.run_id == run_id, skip)
 
 
 def token_bytes(store: Store, token_id: int, *, besides: tuple[int, str] | None = None) -> int:
     """The bytes of the artifacts uploaded with stored token ``token_id``, over every run
     (``besides``: leaving out that (run, path), which an upload is about to replace)."""
-    query = sa.select(sa.func.coalesce(sa.func.sum(m.ArtifactRow.size), 0)).where(
-        m.ArtifactRow.token_id == token_id
-    )
-    if besides is not None:
-        run_id, path = besides
-        query = query.where(
-            sa.not_((m.ArtifactRow.run_id == run_id) & (m.ArtifactRow.path == path))
-        )
+    a = m.ArtifactRow
+    skip = None if besides is None else (a.run_id == besides[0]) & (a.path == besides[1])
+    return _bytes_where(store, a.token_id == token_id, skip)
+
+
+def _bytes_where(store: Store, rows: Any, skip: Any | None) -> int:
+    query = sa.select(sa.func.coalesce(sa.func.sum(m.ArtifactRow.size), 0)).where(rows)
+    if skip is not None:
+        query = query.where(sa.not_(skip))
     with read_conn(store.engine) as conn:
         return int(conn.execute(query).scalar_one())
 

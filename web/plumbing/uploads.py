@@ -22,7 +22,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -68,8 +68,8 @@ def upload_limit(run: tuple[Any, int, str] | None = None) -> int:
             field="body",
         )
     if run is not None:
+        size = request.content_length
         for quota in quotas(run):
-            size = request.content_length
             if quota.left < 0 or (size is not None and size > quota.left):
                 raise quota.refusal(size)
             limit = min(limit, quota.left)
@@ -83,7 +83,7 @@ def upload_limit(run: tuple[Any, int, str] | None = None) -> int:
 class Quota:
     """What one quota leaves for an upload: ``left`` bytes of ``total`` for ``holder``."""
 
-    holder: str  # "run 7", "token 'ci' (#3)"
+    holder: Callable[[], str]  # "run 7", "token 'ci' (#3)": named only when refusing
     left: int
     total: int
     option: str  # the config key and the flag that set it
@@ -92,7 +92,7 @@ class Quota:
     def refusal(self, size: int | None) -> TooLarge:
         has = f"the upload has {size} bytes; " if size is not None else ""
         return TooLarge(
-            f"{has}{self.holder} has {max(self.left, 0)} of its {self.total} artifact bytes "
+            f"{has}{self.holder()} has {max(self.left, 0)} of its {self.total} artifact bytes "
             f"left ({self.option}): {self.remedy}",
             field="body",
         )
@@ -119,7 +119,7 @@ def quotas(run: tuple[Any, int, str]) -> list[Quota]:
     if per_run is not None:
         left = int(per_run) - artifacts.run_bytes(store, run_id, besides=path)
         found.append(
-            Quota(f"run {run_id}", left, int(per_run),
+            Quota(lambda: f"run {run_id}", left, int(per_run),
                   "MAX_RUN_ARTIFACT_BYTES, tracker ui --max-run-artifact-bytes",
                   "delete some of its artifacts or raise the quota")
         )  # fmt: skip
@@ -127,9 +127,13 @@ def quotas(run: tuple[Any, int, str]) -> list[Quota]:
     token = token_id() if per_token is not None else None
     if per_token is not None and token is not None:
         left = int(per_token) - artifacts.token_bytes(store, token, besides=(run_id, path))
-        name = next((t.name for t in tokens.list_tokens(store) if t.id == token), "")
+
+        def holder(token: int = token) -> str:  # read only for the refusal's message
+            name = next((t.name for t in tokens.list_tokens(store) if t.id == token), "")
+            return f"token {name!r} (#{token})"
+
         found.append(
-            Quota(f"token {name!r} (#{token})", left, int(per_token),
+            Quota(holder, left, int(per_token),
                   "MAX_TOKEN_ARTIFACT_BYTES, tracker ui --max-token-artifact-bytes",
                   "delete artifacts uploaded with it, or raise the quota")
         )  # fmt: skip
