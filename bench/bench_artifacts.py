@@ -29,6 +29,8 @@ from typing import Any
 
 import common
 
+from tracker.store.runs import create_run
+
 
 def _file(path: Path, mib: int) -> str:
     digest = hashlib.sha256()
@@ -58,7 +60,7 @@ def bench_store(work: Path, src: Path, sha: str, mib: int) -> list[list[Any]]:
     from tracker.store import artifacts as art
 
     store = Store(f"sqlite:///{work / 'store.db'}")
-    run = store.create_run("bench", "store").id
+    run = create_run(store, "bench", "store").id
     t0 = time.perf_counter()
     art.put_artifact(store, run, "big.bin", src)
     put_s = time.perf_counter() - t0
@@ -76,7 +78,7 @@ def bench_http(work: Path, src: Path, sha: str, mib: int) -> list[list[Any]]:
     from tracker.web.app import create_app
 
     app = create_app({"STORE_URI": f"sqlite:///{work / 'web.db'}", "NO_AUTH": True})
-    run = app.extensions["tracker"].store.create_run("bench", "http").id
+    run = create_run(app.extensions["tracker"].store, "bench", "http").id
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

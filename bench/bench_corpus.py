@@ -51,7 +51,10 @@ from common import (
 )
 
 from tracker.store import Store
+from tracker.store.checkpoints import list_checkpoints
 from tracker.store.diagnoses import diagnose_run, judge_run
+from tracker.store.metrics import metric_history, metric_keys
+from tracker.store.runs import list_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = Path(__file__).resolve().parent / "corpus" / "train.py"
@@ -61,7 +64,7 @@ QUICK_STEPS = 200
 
 
 def _first_nonfinite(store: Store, run_id: int, key: str) -> int | None:
-    points = store.metric_history(run_id, key)
+    points = metric_history(store, run_id, key)
     return next((p.step for p in points if not math.isfinite(p.value or math.nan)), None)
 
 
@@ -134,8 +137,8 @@ def live_diagnoses(store: Store, run_id: int, cuts: int) -> list[dict[str, Any]]
 
 def _pass_steps(store: Store, run_id: int, cuts: int) -> list[int]:
     """``cuts`` steps of the run, spread evenly over the steps it logged (0: none)."""
-    keys = store.metric_keys(run_id)
-    steps = sorted({p.step for key in keys for p in store.metric_history(run_id, key)})
+    keys = metric_keys(store, run_id)
+    steps = sorted({p.step for key in keys for p in metric_history(store, run_id, key)})
     if cuts <= 0 or not steps:
         return []
     return sorted({steps[min(len(steps) - 1, len(steps) * i // cuts)] for i in range(1, cuts + 1)})
@@ -150,7 +153,7 @@ def _first_live_pass(store: Store, run_id: int, case: Failing, cuts: int) -> int
 
 
 def _runs_named(store: Store, name: str) -> list[int]:
-    runs = store.list_runs(project=PROJECT, limit=1_000_000)
+    runs = list_runs(store, project=PROJECT, limit=1_000_000)
     return sorted(r.id for r in runs if r.name == name)
 
 
@@ -175,7 +178,7 @@ def train_config(cfg: dict[str, Any], uri: str, root: Path) -> dict[str, Any]:
             store = Store(uri)
             try:
                 [run_id] = _runs_named(store, cfg["id"])
-                checkpoint = store.list_checkpoints(run_id)[0].path
+                checkpoint = list_checkpoints(store, run_id)[0].path
             finally:
                 store.close()
             done = _run([str(TRAIN), str(path), "--resume", checkpoint], uri, cwd, timeout)
@@ -240,7 +243,7 @@ def judge_failing(
     at which step the first of ``live_cuts`` replayed live passes showed it."""
     store = Store(uri)
     try:
-        [run] = store.list_runs()
+        [run] = list_runs(store)
         found = _diagnoses(store, run.id)
         onset = case.onset(store, run.id) if callable(case.onset) else case.onset
         live = _first_live_pass(store, run.id, case, live_cuts)

@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tracker.rules.health import diagnose
 from tracker.store import Store
 from tracker.store.diagnoses import diagnose_run, read_run_series
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run
 
 
 def series(steps: int, keys: int) -> dict[str, list[tuple[int, float | None]]]:
@@ -65,9 +67,9 @@ def main() -> None:
     pure = timed(lambda: diagnose(data, final=True))
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{Path(tmp) / 'tracker.db'}")
-        run = store.create_run("bench")
+        run = create_run(store, "bench")
         rows = [(run.id, k, s, 0.0, v) for k, pts in data.items() for s, v in pts]
-        store.write_points(_rows(store, rows))
+        write_points(store, _rows(store, rows))
         read = timed(lambda: read_run_series(store, run.id))
         full = timed(lambda: diagnose_run(store, run.id, final=True))
         live = timed(lambda: diagnose_run(store, run.id, final=False))
@@ -82,7 +84,7 @@ def main() -> None:
 
 
 def _rows(store: Store, rows: list[tuple[int, str, int, float, float]]) -> list[tuple]:
-    ids = store.intern_keys({k for _, k, _, _, _ in rows})
+    ids = intern_keys(store, {k for _, k, _, _, _ in rows})
     return [(r, ids[k], s, int(w), v) for r, k, s, w, v in rows]
 
 

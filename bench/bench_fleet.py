@@ -35,6 +35,8 @@ from typing import Any
 
 import common
 
+from tracker.store.metrics import count_points
+
 CLI = "import sys; sys.argv[0] = 'tracker'; from tracker.cli import main; main()"
 TRACKER = [sys.executable, "-c", CLI]
 
@@ -156,7 +158,7 @@ def stored_points(uri: str, run_ids: list[int]) -> int:
 
     store = Store(uri)
     try:
-        return sum(store.count_points(run_id) for run_id in run_ids)
+        return sum(count_points(store, run_id) for run_id in run_ids)
     finally:
         store.close()
 

@@ -25,6 +25,9 @@ import textwrap
 import time
 from pathlib import Path
 
+from tracker.store.metrics import refresh_rollups
+from tracker.store.runs import get_run
+
 CHILD = """
     import sys, time, tracker
     run = tracker.init(project="bench", uri=sys.argv[1], system_interval=None)
@@ -72,7 +75,7 @@ def main() -> int:
             return 1
         run_id, loop_s, finish_s = out.split()
         store = Store(url)
-        status = store.get_run(int(run_id)).status
+        status = get_run(store, int(run_id)).status
         query = "SELECT * FROM metric_rollups WHERE run_id = :r ORDER BY key_id, width, bucket"
         with store.engine.connect() as c:
             before = c.execute(sa.text(query), {"r": int(run_id)}).all()
@@ -83,7 +86,7 @@ def main() -> int:
             ).all()
         bounds = {(int(run_id), k): (lo, hi) for k, lo, hi in found}
         began = time.monotonic()
-        store.refresh_rollups(bounds, chunk_points=10**12)
+        refresh_rollups(store, bounds, chunk_points=10**12)
         rebuild_s = time.monotonic() - began
         with store.engine.connect() as c:
             after = c.execute(sa.text(query), {"r": int(run_id)}).all()

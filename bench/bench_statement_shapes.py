@@ -11,11 +11,13 @@ import tempfile
 import time
 
 from tracker.store import Store
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run
 
 d = tempfile.mkdtemp()
 s = Store(f"sqlite:///{d}/a.db")
-r = s.create_run("p")
-keys = s.intern_keys({f"k{i}": 0.0 for i in range(8)})
+r = create_run(s, "p")
+keys = intern_keys(s, {f"k{i}": 0.0 for i in range(8)})
 rng = random.Random(1)
 step = 0
 total = 0
@@ -26,6 +28,6 @@ while total < 600_000:
     for i in range(n):
         rows.append((r.id, keys[f"k{i % 8}"], step + i // 8, 0, 0.5))
     step += n // 8 + 1
-    s.write_points(rows, refresh_rollups=False)
+    write_points(s, rows, refresh_rollups=False)
     total += n
 print(f"{sys.argv[1]}: {total / (time.perf_counter() - t):,.0f} rows/s")

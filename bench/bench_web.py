@@ -15,7 +15,7 @@
 3. HTTP ingest: ``tracker ui`` (gunicorn) in a subprocess on a fresh SQLite file; one client
    process logs ``--ingest-points`` (1,000,000) as 5-key steps with ``TRACKER_URI=http://..``;
    points/s from the first ``log()`` until ``flush()`` returns. Every point is counted after.
-4. The ingest price of the rollup levels: ``Store.write_points`` of 1,000,000 points in
+4. The ingest price of the rollup levels: ``metrics.write_points`` of 1,000,000 points in
    batches of 2,000 into SQLite, with the rollup refresh on (as shipped) and off.
 
     python bench/bench_web.py [--quick] [--json out.json] [--no-mlflow] [--pg-url URL]
@@ -39,6 +39,9 @@ from typing import Any
 
 import common
 import sqlalchemy as sa
+
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run
 
 TARGET_SERIES_MS = 100.0
 TARGET_SEARCH_MS = 150.0
@@ -78,8 +81,8 @@ def load_series(uri: str, points: int) -> tuple[int, float]:
     from tracker.store import Store
 
     store = Store(uri)
-    run = store.create_run("bench", "series")
-    key_id = store.intern_keys([KEY])[KEY]
+    run = create_run(store, "bench", "series")
+    key_id = intern_keys(store, [KEY])[KEY]
     rng = random.Random(0)
     t0 = time.perf_counter()
     batch = 20_000
@@ -92,7 +95,7 @@ def load_series(uri: str, points: int) -> tuple[int, float]:
             rows.append((run.id, key_id, step, 1_700_000_000_000 + step, value))
         if start == 0:
             rows[7] = (*rows[7][:4], None)  # a NaN
-        store.write_points(rows)
+        write_points(store, rows)
     seconds = time.perf_counter() - t0
     store.close()
     return run.id, seconds
@@ -168,7 +171,7 @@ def load_runs(uri: str, specs: list[tuple[dict[str, Any], float, float]]) -> flo
 
     store = Store(uri)
     t0 = time.perf_counter()
-    project = store.create_run("search", "first").project
+    project = create_run(store, "search", "first").project
     with write_begin(store.engine) as conn:
         pid = conn.execute(
             sa.select(m.ProjectRow.id).where(m.ProjectRow.name == project)
@@ -181,12 +184,12 @@ def load_runs(uri: str, specs: list[tuple[dict[str, Any], float, float]]) -> flo
              for i, (config, _, _) in enumerate(specs)],
         )  # fmt: skip
         ids = list(conn.execute(sa.select(m.RunRow.id).order_by(m.RunRow.id)).scalars())[1:]
-    keys = store.intern_keys(["val/acc", "train/loss"])
+    keys = intern_keys(store, ["val/acc", "train/loss"])
     rows = []
     for run_id, (_, acc, loss) in zip(ids, specs, strict=True):
         rows.append((run_id, keys["val/acc"], 100, 0, acc))
         rows.append((run_id, keys["train/loss"], 100, 0, loss))
-    store.write_points(rows)
+    write_points(store, rows)
     seconds = time.perf_counter() - t0
     store.close()
     return seconds
@@ -317,13 +320,15 @@ import tracker.store.rollups as r
 if sys.argv[2] == "off":
     r.refresh = lambda *a, **k: None
 from tracker.store import Store
-s = Store(sys.argv[1]); run = s.create_run("p"); k = s.intern_keys(["x"])["x"]
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run
+s = Store(sys.argv[1]); run = create_run(s, "p"); k = intern_keys(s, ["x"])["x"]
 n = int(sys.argv[3]); rng = random.Random(0)
 batches = [[(run.id, k, i, i, rng.random()) for i in range(a, min(n, a + 2000))]
            for a in range(0, n, 2000)]
 t0 = time.perf_counter()
 for rows in batches:
-    s.write_points(rows)
+    write_points(s, rows)
 print(n / (time.perf_counter() - t0))
 """
     out = {}

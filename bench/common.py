@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracker.store.metrics import count_points
+
 PG_ENV = "TRACKER_BENCH_PG_URL"
 KEYS = ("train/loss", "train/acc", "lr", "grad_norm", "tokens_per_s")
 
@@ -169,7 +171,7 @@ def check_stored(uri: str, run_id: int, expected: int, *, at_least: bool = False
 
     store = Store(uri)
     try:
-        stored = store.count_points(run_id)
+        stored = count_points(store, run_id)
     finally:
         store.close()
     if stored < expected if at_least else stored != expected:

@@ -66,6 +66,8 @@ class DispatcherOptions:
     once: bool = False  # stop once the first claimed job has ended (tests)
     exit_when_idle: bool = False
     project_root: str | None = None  # relative job directories resolve here (default: cwd)
+    # jobs with a code snapshot run from a fresh copy under it: on the shared file system
+    snapshot_dir: str | None = None
     # A submission the scheduler could not take (controller unreachable) goes back to the
     # queue, tried again after this delay, doubled after each such failure in a row.
     submit_retry_s: float = 5.0
@@ -283,7 +285,7 @@ class Dispatcher(JobLoop):
         for path in (out, err):  # a rerun attempt number never reads an older file
             if os.path.exists(path):
                 os.unlink(path)
-        env = self.job_env(claim, launch.resume)
+        env = self.job_env(launch)
         env[STARTER_PATH] = env.get("PATH", "")  # a template that changes it chose a python
         request = SubmitRequest(
             namespace=self.namespace,

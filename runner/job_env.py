@@ -11,8 +11,10 @@ from tracker.entities import ClaimedJob
 from tracker.store import Store
 from tracker.store.jobs import RESERVED_ENV
 
-# Variables of the starter's own environment that must not leak into a job.
-STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"}
+# Variables of the starter's own environment that must not leak into a job: the tracker's
+# own, a rendezvous of the starter's, and its credentials (a job logging over HTTP gets a
+# token of its own: tracker.runner.job_loop.JobLoop.job_token).
+STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TRACKER_TOKEN"}
 
 
 def without_starter(env: Mapping[str, str]) -> dict[str, str]:
@@ -45,6 +47,8 @@ def job_environment(
     env.setdefault("PYTHONUNBUFFERED", "1")  # so output streams line by line
     if resume:
         env["TRACKER_RESUME_CHECKPOINT"] = resume
+    if job.snapshot_id is not None:  # its run has the snapshot's commit already
+        env["TRACKER_SNAPSHOT_ID"] = str(job.snapshot_id)
     return env
 
 

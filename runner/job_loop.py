@@ -26,8 +26,11 @@ job, and what it saw when the job ended (handed to :func:`tracker.runner.verdict
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -35,17 +38,19 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from tracker.entities import ClaimedJob, Failure
-from tracker.errors import StoreUnavailable
-from tracker.rules.failure import MISSING_FILE
+from tracker.errors import InvalidInput, NotFound, StoreUnavailable, TrackerError
+from tracker.rules.failure import MISSING_FILE, MISSING_MODULE
 from tracker.runner import verdict
 from tracker.runner.execution import SpawnError
 from tracker.runner.housekeeping import Housekeeper, HousekeepingOptions
 from tracker.runner.job_env import job_environment, resume_checkpoint
+from tracker.runner.job_python import EnvBuildError, ensure_env
 from tracker.runner.project_root import choose_project_root, resolve_job_paths
-from tracker.store import Store, logs, queue, workers
+from tracker.store import Store, logs, queue, snapshots, tokens, workers
 from tracker.store.workers import WORKER_TTL_S
 from tracker.wakeup import Wakeup
 
@@ -78,18 +83,21 @@ class LoopOptions(Protocol):
     def job_uri(self) -> str | None: ...
     @property
     def project_root(self) -> str | None: ...
+    @property
+    def snapshot_dir(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
 class Launch:
     """A claimed attempt ready to start: its argv and cwd on this host, the checkpoint it
-    resumes from, its log budget."""
+    resumes from, its log budget, and its own token when it logs over HTTP."""
 
     claim: ClaimedJob
     argv: list[str]
     cwd: str | None
     resume: str | None
     budget: logs.LogBudget
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,17 @@ class JobLoop:
         self.host = socket.gethostname()
         self.project_root = os.path.abspath(options.project_root or os.getcwd())
         self.project_root_given = options.project_root is not None
+        # where a job with a code snapshot runs: a fresh copy per attempt under this directory
+        # job ids are per store: in the default (per-user) directory, workers of two stores
+        # on one host never share a job's directory; a --snapshot-dir given is used as is
+        self.snapshot_dir = Path(
+            options.snapshot_dir or Path(default_snapshot_dir()) / store_key(store)
+        ).absolute()
+        # "venv": a job whose project names requirements runs in an environment built from
+        # them (runner.job_python); "worker": this process's interpreter
+        self.python_env: str = getattr(options, "python_env", "worker")
+        beside = Path(options.snapshot_dir or default_snapshot_dir()).parent
+        self.env_dir = Path(getattr(options, "env_dir", None) or beside / "envs").absolute()
         self._lock = threading.Lock()  # guards the executor's held map, _lost, _starting
         self._lost: set[str] = set()  # lease tokens renewal found lost
         self._starting: ClaimedJob | None = None  # claimed, not yet held (start may be slow)
@@ -313,18 +332,75 @@ class JobLoop:
             if claim.attempt > 1 and not queue.set_resume_checkpoint(self.store, claim, resume):
                 return None  # lost at once; the new holder runs it
             budget = self.log_budget(claim)
+            token = self.job_token(claim)
         except StoreUnavailable as exc:
             log.error("job %s: not started, the store is unavailable: %s", job.id, exc.message)
             return None
         try:
-            root = choose_project_root(
-                self.project_root, self.project_root_given, job.project_root, job.cwd
-            )
-            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host, self.interpreter)
+            if job.snapshot_id is not None:
+                root = self.materialize(claim)
+            else:
+                root = choose_project_root(
+                    self.project_root, self.project_root_given, job.project_root, job.cwd
+                )
+            python = self.job_python(root)
+            argv, cwd = resolve_job_paths(job.argv, job.cwd, root, self.host, python)
+        except EnvBuildError as exc:
+            self.finish(claim, None, Failure(MISSING_MODULE, f"the job's environment: {exc}"))
+            return None
+        except StoreUnavailable as exc:
+            log.error("job %s: not started, the store is unavailable: %s", job.id, exc.message)
+            return None
         except SpawnError as exc:
             self.finish(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))
             return None
-        return Launch(claim, list(argv), cwd, resume, budget)
+        return Launch(claim, list(argv), cwd, resume, budget, token)
+
+    def job_python(self, root: str) -> str:
+        """The interpreter a job recorded as ``python ...`` starts with: with ``--env venv``
+        the environment of its project's requirements (built once per file), else this
+        loop's own."""
+        if self.python_env != "venv":
+            return self.interpreter
+        built = ensure_env(Path(root), self.env_dir, sys.executable)
+        return built or self.interpreter
+
+    def job_uri(self) -> str:
+        """The store address jobs log to: ``--job-uri``, else this loop's own store."""
+        return self.options.job_uri or self.store.absolute_uri()
+
+    def job_token(self, claim: ClaimedJob) -> str | None:
+        """A job that logs over HTTP gets a token of its own (``log`` scope, its run only,
+        valid while this attempt runs: ``tracker.store.tokens.create_job_token``), never
+        its starter's credentials. None for a job that writes to the database itself."""
+        if not self.job_uri().startswith(("http://", "https://")):
+            return None
+        return tokens.create_job_token(self.store, claim.run_id, claim.job.id, claim.attempt)[1]
+
+    def materialize(self, claim: ClaimedJob) -> str:
+        """Write the job's code snapshot into a fresh directory for this attempt; returns it
+        (the project root its recorded paths resolve against).
+
+        Raises:
+            SpawnError: the snapshot cannot be written here (a blob gone from the artifact
+                root, no artifact root, a full disk): the attempt fails ``missing_file``.
+            StoreUnavailable: the database or the object store is away (not started; the
+                reaper requeues it).
+        """
+        job = claim.job
+        dest = self.snapshot_dir / f"job-{job.id}" / f"attempt-{claim.attempt}"
+        if dest.exists():  # a leftover of this very attempt (a crash while writing it)
+            shutil.rmtree(dest, ignore_errors=True)
+        try:
+            snapshots.materialize(self.store, int(job.snapshot_id or 0), dest)
+        except (NotFound, InvalidInput, OSError) as exc:
+            text = exc.message if isinstance(exc, TrackerError) else str(exc)
+            raise SpawnError(
+                f"the code snapshot {job.snapshot_id} could not be written to {dest} on "
+                f"{self.host}: {text}"
+            ) from exc
+        log.info("job %s: code snapshot %s written to %s", job.id, job.snapshot_id, dest)
+        return str(dest)
 
     def log_budget(self, claim: ClaimedJob, *, adopted: bool = False) -> logs.LogBudget:
         """The output ``claim`` may still store (only a retry or an adopted attempt has
@@ -334,11 +410,11 @@ class JobLoop:
             return logs.LogBudget(limit)
         return logs.load_budget(self.store, claim.job.id, limit)
 
-    def job_env(
-        self, claim: ClaimedJob, resume: str | None, extra: Mapping[str, str] | None = None
-    ) -> dict[str, str]:
-        uri = self.options.job_uri or self.store.absolute_uri()
-        return job_environment(claim, uri, resume, extra)
+    def job_env(self, launch: Launch, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        own = {"TRACKER_TOKEN": launch.token} if launch.token else {}
+        return job_environment(
+            launch.claim, self.job_uri(), launch.resume, {**own, **(extra or {})}
+        )
 
     # ------------------------------------------------------------------ leases
 
@@ -418,6 +494,9 @@ class JobLoop:
         retry = self.options.housekeeping_options.policy.next_retry
         if not verdict.record(self.store, e.claim, e.exit_code, e.failure, retry, took_s=e.took_s):
             return False
+        # its token stopped working when the attempt ended; this says so in the list
+        with contextlib.suppress(StoreUnavailable):
+            tokens.revoke_job_tokens(self.store, e.claim.job.id, e.claim.attempt)
         self._ended += 1
         return True
 
@@ -434,3 +513,19 @@ class JobLoop:
             self.heartbeat("stopped")
         except Exception:
             log.exception("could not mark %s %s stopped", self.noun, self.id)
+
+
+def default_snapshot_dir() -> str:
+    """Where a worker writes the code of its jobs unless told (``--snapshot-dir``):
+    ``$XDG_CACHE_HOME/tracker/snapshots``, else ``~/.cache/tracker/snapshots``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "tracker", "snapshots")
+
+
+def store_key(store: Store) -> str:
+    """A short name of ``store`` for directories (a hash of its address, without password)."""
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        url = url.set(database=os.path.abspath(url.database))
+    text = url.render_as_string(hide_password=True)
+    return "store-" + hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -27,6 +27,7 @@ from tracker.errors import StoreUnavailable
 from tracker.rules.fail_on import failing, failure_for
 from tracker.rules.failure import classify
 from tracker.store import Store, diagnoses, queue
+from tracker.store.metrics import last_metrics
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def peak_gpu_bytes(store: Store, run_id: int) -> int | None:
     """The largest ``*peak_allocated_bytes`` the run last reported; None when it reported
     none or the store is unavailable."""
     try:
-        last = store.last_metrics([run_id]).get(run_id, {})
+        last = last_metrics(store, [run_id]).get(run_id, {})
     except StoreUnavailable:
         return None
     peaks = [v for k, v in last.items() if k.endswith("peak_allocated_bytes") and v == v]

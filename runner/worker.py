@@ -61,6 +61,9 @@ class WorkerOptions:
     log_limit: int = 10_000_000
     job_uri: str | None = None
     project_root: str | None = None  # relative job directories resolve here (default: cwd)
+    snapshot_dir: str | None = None  # jobs with a code snapshot run under it (a fresh copy each)
+    python_env: str = "worker"  # "venv": jobs run in an environment of their requirements
+    env_dir: str | None = None  # where those are built (default: envs beside snapshot_dir)
 
 
 @dataclass
@@ -178,9 +181,7 @@ class Worker(JobLoop):
         job = claim.job
         try:
             argv = wrap_argv(_local_argv(launch.argv), job.nproc_per_node)
-            env = self.job_env(
-                claim, launch.resume, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))}
-            )
+            env = self.job_env(launch, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, devices))})
             execution = Execution(argv, cwd=launch.cwd, env=env, on_exit=self._wake.set)
         except SpawnError as exc:
             self.finish(claim, None, Failure(MISSING_FILE, f"{exc}. Check the command and path."))

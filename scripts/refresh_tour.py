@@ -42,6 +42,14 @@ TOUR = {
     "login.png": "login",
     "run-amp-collapse.png": "run-amp-collapse",
     "run-healthy.png": "run-healthy",
+    "run-code-snapshot.png": "run-code-snapshot",
+    "run-dark.png": "run-dark",
+    "runs-800px.png": "runs-800px",
+    "job-page.png": "job-page",
+    "run-annotations.png": "run-annotations",
+    "workspace.png": "workspace",
+    "workspace-groups.png": "workspace-groups",
+    "runs-grouped.png": "runs-grouped",
 }
 
 

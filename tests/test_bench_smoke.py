@@ -234,3 +234,32 @@ def test_bench_corpus_quick_reports_every_field(tmp_path: Path) -> None:
     alarms = sum(len(run["diagnoses"]) for r in doc["healthy"] for run in r["runs"])
     assert len(doc["false_alarms"]) == alarms
     _positive(doc, "seconds")
+
+
+def test_bench_pages_quick_reports_every_field(tmp_path: Path) -> None:
+    from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip(NO_CHROMIUM_REASON)
+    doc = _run_bench("bench_pages.py", tmp_path)
+    assert doc["benchmark"] == "pages" and len(doc["cold"]) == doc["params"]["visits"] == 2
+    for visit in [*doc["cold"], doc["warm"]]:
+        _positive(visit, "dcl", "chart", "idle", "bytes")
+        assert visit["dcl"] <= visit["chart"]  # the chart is drawn by the page's scripts
+
+
+def test_bench_workspace_quick_reports_every_field(tmp_path: Path) -> None:
+    from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip(NO_CHROMIUM_REASON)
+    doc = _run_bench("bench_workspace.py", tmp_path)
+    assert doc["benchmark"] == "workspace" and len(doc["cold"]) == doc["params"]["visits"] == 1
+    for visit in [*doc["cold"], doc["warm"]]:
+        _positive(visit, "drawn", "first_drawn", "series_ms", "panels")
+        assert visit["traces"] == [doc["params"]["runs"]] * 8  # every run in every panel
+        assert visit["first_drawn"] <= visit["drawn"]
+        # a first draw asks one metric per request; a page whose table answered after the
+        # workspace's first requests began asks again (seen under load: 11 requests)
+        assert visit["keys_per_request"].count(1) >= 8, visit["keys_per_request"]
+    _positive(doc, "server_ms", "server_grouped_ms", "body_bytes")

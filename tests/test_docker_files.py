@@ -191,7 +191,73 @@ def check_worker_drains(doc: Compose) -> list[str]:
     return problems
 
 
+def check_files_have_a_home(doc: Compose) -> list[str]:
+    """A PostgreSQL store keeps artifacts and code snapshots only under an artifact root:
+    the dashboard, the worker and the dispatcher must name the same one, on a volume."""
+    services = doc.get("services") or {}
+    problems = []
+    roots = set()
+    for name in ("web", "worker", "dispatcher"):
+        if name not in services:
+            continue
+        root = service_env(services[name]).get("TRACKER_ARTIFACT_ROOT")
+        if not root:
+            problems.append(f"{name} has no TRACKER_ARTIFACT_ROOT (uploads and snapshots fail)")
+            continue
+        roots.add(root)
+        mounts = [
+            str(v).split(":")[1] for v in services[name].get("volumes") or [] if ":" in str(v)
+        ]
+        if not any(root == m or root.startswith(m.rstrip("/") + "/") for m in mounts):
+            problems.append(f"{name}'s artifact root {root} is on no volume")
+    if len(roots) > 1:
+        problems.append(f"the services name different artifact roots: {sorted(roots)}")
+    return problems
+
+
+def check_worker_runs_snapshots(doc: Compose) -> list[str]:
+    """The worker runs the code jobs carry (a snapshot per attempt), not a copy of this
+    repository baked or mounted into the container."""
+    worker = (doc.get("services") or {}).get("worker") or {}
+    problems = []
+    if "--snapshot-dir" not in service_command(worker):
+        problems.append("the worker does not name a --snapshot-dir on its data volume")
+    for volume in worker.get("volumes") or []:
+        if str(volume).startswith(".."):
+            problems.append(f"the worker mounts the repository ({volume}): jobs carry their code")
+    return problems
+
+
+def check_postgres_on_loopback_only(doc: Compose) -> list[str]:
+    ports = ((doc.get("services") or {}).get("postgres") or {}).get("ports") or []
+    if not ports:
+        return ["postgres is not published for `tracker db` commands on the host"]
+    return [f"postgres published beyond loopback: {p}" for p in ports
+            if not str(p).startswith("127.0.0.1:")]  # fmt: skip
+
+
+def check_dispatcher_job_uri(doc: Compose) -> list[str]:
+    """Slurm jobs run on other machines: their store address must be one they reach (never
+    the compose network's ``postgres``), and their code on the shared directory."""
+    dispatcher = (doc.get("services") or {}).get("dispatcher")
+    if dispatcher is None:
+        return []
+    command = service_command(dispatcher)
+    problems = []
+    if "--job-uri" not in command:
+        problems.append("the dispatcher gives jobs its own TRACKER_URI (postgres: unreachable)")
+    if "--snapshot-dir ${TRACKER_SHARED_DIR}" not in command:
+        problems.append("the dispatcher's --snapshot-dir is not on the shared directory")
+    if "user" not in dispatcher:
+        problems.append("the dispatcher's user (the jobs' user on the nodes) is not set")
+    return problems
+
+
 COMPOSE_RULES: list[Callable[[Compose], list[str]]] = [
+    check_files_have_a_home,
+    check_worker_runs_snapshots,
+    check_postgres_on_loopback_only,
+    check_dispatcher_job_uri,
     check_health_checks,
     check_worker_drains,
     check_services,
@@ -364,6 +430,31 @@ def _no_gpu(doc: Compose) -> None:
     del doc["services"]["worker"]["deploy"]
 
 
+def _no_artifact_root(doc: Compose) -> None:
+    del doc["services"]["worker"]["environment"]["TRACKER_ARTIFACT_ROOT"]
+
+
+def _artifact_root_off_volume(doc: Compose) -> None:
+    doc["services"]["web"]["environment"]["TRACKER_ARTIFACT_ROOT"] = "/tmp/artifacts"
+
+
+def _worker_mounts_the_repository(doc: Compose) -> None:
+    doc["services"]["worker"]["volumes"].append("..:/project:ro")
+
+
+def _worker_without_snapshot_dir(doc: Compose) -> None:
+    doc["services"]["worker"]["command"] = ["tracker", "worker", "--grace-seconds", "60"]
+
+
+def _postgres_published_everywhere(doc: Compose) -> None:
+    doc["services"]["postgres"]["ports"] = ["5432:5432"]
+
+
+def _dispatcher_without_job_uri(doc: Compose) -> None:
+    command = doc["services"]["dispatcher"]["command"]
+    doc["services"]["dispatcher"]["command"] = command[: command.index("--job-uri")]
+
+
 @pytest.mark.parametrize(
     "breakage",
     [
@@ -378,6 +469,12 @@ def _no_gpu(doc: Compose) -> None:
         _no_worker_healthcheck,
         _short_stop_grace,
         _no_gpu,
+        _no_artifact_root,
+        _artifact_root_off_volume,
+        _worker_mounts_the_repository,
+        _worker_without_snapshot_dir,
+        _postgres_published_everywhere,
+        _dispatcher_without_job_uri,
     ],
     ids=lambda f: f.__name__.lstrip("_"),
 )

@@ -24,7 +24,10 @@ import pytest
 import tracker
 from tests.support.runner import TRACKER
 from tracker.store import Store, artifacts
+from tracker.store.checkpoints import list_checkpoints
 from tracker.store.diagnoses import list_diagnoses
+from tracker.store.metrics import metric_history
+from tracker.store.runs import create_run, get_run, list_runs
 
 torch = pytest.importorskip("torch")
 
@@ -87,7 +90,7 @@ def run_example(
     assert done.returncode == returncode, f"{script} exited with {done.returncode}\n{said}"
     store = Store(_uri(tmp_path))
     try:
-        runs = store.list_runs()
+        runs = list_runs(store)
     finally:
         store.close()
     assert len(runs) == 1, (runs, said)
@@ -119,7 +122,7 @@ def doctor(tmp_path: Path, run_id: int) -> tuple[int, str, list[dict]]:
 
 
 def steps(store: Store, run_id: int, key: str) -> list[int]:
-    return [p.step for p in store.metric_history(run_id, key)]
+    return [p.step for p in metric_history(store, run_id, key)]
 
 
 def sha256(path: Path) -> str:
@@ -137,7 +140,7 @@ def test_one_epoch_logs_every_step_and_a_verified_checkpoint(
     extra = ["--data", data, "--model.width", "16"] if data else []
     run_id, _ = train(tmp_path, "--epochs", "1", *extra)
 
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     assert run.status == "finished", run.error
     assert run.config["epochs"] == 1
     assert run.config["data"] == (data or run.config["data"])
@@ -153,7 +156,7 @@ def test_one_epoch_logs_every_step_and_a_verified_checkpoint(
     assert steps(store, run_id, "train/acc") == list(range(1, last_step + 1))
     assert steps(store, run_id, "lr") == list(range(1, last_step + 1))
 
-    val_acc = store.metric_history(run_id, "val/acc")
+    val_acc = metric_history(store, run_id, "val/acc")
     assert [p.step for p in val_acc] == [last_step]
     assert 0.0 <= val_acc[0].value <= 1.0
     assert steps(store, run_id, "val/loss") == [last_step]
@@ -188,7 +191,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path: Path, store: Store) -> N
 
     assert f"resuming from {checkpoint.path} at epoch 1" in out
     assert second_id != first_id
-    assert store.get_run(second_id).status == "finished"
+    assert get_run(store, second_id).status == "finished"
     second_steps = steps(store, second_id, "train/loss")
     assert second_steps[0] == first_steps[-1] + 1
     per_epoch = len(first_steps)
@@ -203,12 +206,12 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path: Path, store: Store)
     # Resuming from the epoch-1 checkpoint of a 2-epoch run must reproduce its epoch 2:
     # same shuffling, same dropout masks, same optimizer and lr schedule state.
     straight_id, _ = train(tmp_path, "--epochs", "2")
-    first_epoch = min(store.list_checkpoints(straight_id), key=lambda c: c.step)
+    first_epoch = min(list_checkpoints(store, straight_id), key=lambda c: c.step)
     env = {"TRACKER_RESUME_CHECKPOINT": first_epoch.path}
     resumed_id, _ = train(tmp_path, "--epochs", "2", env=env)
 
-    straight = store.metric_history(straight_id, "train/loss")[first_epoch.step :]
-    resumed = store.metric_history(resumed_id, "train/loss")
+    straight = metric_history(store, straight_id, "train/loss")[first_epoch.step :]
+    resumed = metric_history(store, resumed_id, "train/loss")
     assert [p.step for p in resumed] == [p.step for p in straight]
     assert [p.value for p in resumed] == pytest.approx([p.value for p in straight], rel=1e-5)
     end_a = tracker.latest_checkpoint(straight_id, uri=_uri(tmp_path))
@@ -221,14 +224,14 @@ def test_resumed_run_repeats_the_uninterrupted_run(tmp_path: Path, store: Store)
 
 def test_submitted_config_overrides_defaults_and_flags(tmp_path: Path, store: Store) -> None:
     # What a worker does: create the run, pass its id and the submitted config in the env.
-    queued = store.create_run("digits", "queued-job", {}, status="queued")
+    queued = create_run(store, "digits", "queued-job", {}, status="queued")
     submitted = {"epochs": 1, "data": "synthetic", "model": {"width": 8}}
     env = {"TRACKER_RUN_ID": str(queued.id), "TRACKER_CONFIG": json.dumps(submitted)}
     run_id, _ = train(tmp_path, "--model.width", "16", "--lr", "0.01", env=env)
 
     assert run_id == queued.id
-    assert [r.id for r in store.list_runs()] == [queued.id]
-    run = store.get_run(queued.id)
+    assert [r.id for r in list_runs(store)] == [queued.id]
+    run = get_run(store, queued.id)
     assert run.status == "finished", run.error
     assert run.config["model"] == {"kind": "cnn", "width": 8, "layers": 2}
     assert run.config["lr"] == 0.01  # a flag not overridden by the submitted config
@@ -256,9 +259,9 @@ def test_integration_examples_run_as_scripts(
         capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    (run,) = store.list_runs()
+    (run,) = list_runs(store)
     assert run.status == "finished" and f"run {run.id}: resumed from None" in done.stdout
-    assert sorted(c.step for c in store.list_checkpoints(run.id)) == checkpoints
+    assert sorted(c.step for c in list_checkpoints(store, run.id)) == checkpoints
     assert tracker.latest_checkpoint(run.id, uri=_uri(tmp_path)) is not None
     status, text, found = doctor(tmp_path, run.id)
     assert (status, found) == (0, []), text
@@ -301,7 +304,7 @@ def test_leaking_run_shows_memory_growth_from_its_first_steps(tmp_path: Path) ->
     run_id, _ = run_example(tmp_path, "train_leak.py", "--steps", "120")
     with closing(Store(_uri(tmp_path))) as store:
         stored = [e.data for e in list_diagnoses(store, run_id)]
-        rss = [p.value for p in store.metric_history(run_id, "mem/rss_bytes")]
+        rss = [p.value for p in metric_history(store, run_id, "mem/rss_bytes")]
     assert [(d["code"], d["metric"]) for d in stored] == [("memory_growth", "mem/rss_bytes")]
     status, text, found = doctor(tmp_path, run_id)
     assert status == 1, text

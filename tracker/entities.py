@@ -93,6 +93,8 @@ class RunInfo:
     error: str | None = None
     last_metrics: dict[str, float] = field(default_factory=dict)
     deleted_at: float | None = None  # soft-deleted (hidden unless asked for) since then
+    notes: str | None = None  # a person's notes on the run (tracker.store.annotations)
+    starred: bool = False
 
     @property
     def duration(self) -> float | None:
@@ -195,6 +197,7 @@ class RunMeta:
     config: dict[str, Any]
     tags: list[str]
     git_commit: str | None = None
+    notes: str | None = None  # MLflow's tag mlflow.note.content
 
 
 # ------------------------------------------------------------------ jobs and the queue
@@ -236,6 +239,9 @@ class JobSpec:
     memory_bytes: int | None = None
     sbatch: tuple[str, ...] = ()  # extra sbatch options, checked by tracker.rules.slurm
     fail_on: str = "errors"  # which diagnoses fail an exit 0 (tracker.rules.fail_on)
+    # The code it runs (tracker.store.snapshots): written into a fresh directory per attempt;
+    # None: the job runs from the worker's file system (``--no-snapshot``).
+    snapshot_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -274,6 +280,7 @@ class JobInfo:
     position: int | None = None
     project_root: str | None = None  # on the submitting host (see JobSpec.project_root)
     fail_on: str = "errors"  # which diagnoses fail an exit 0 (see JobSpec.fail_on)
+    snapshot_id: int | None = None  # the code it runs (see JobSpec.snapshot_id)
 
     @property
     def gpus(self) -> int:
@@ -429,6 +436,10 @@ class TokenInfo:
     created_at: float
     revoked_at: float | None = None
     last_used_at: float | None = None
+    # a job's own token: it may touch this run only, while this attempt of the job runs
+    run_id: int | None = None
+    job_id: int | None = None
+    attempt: int | None = None
 
 
 @dataclass(frozen=True)
@@ -458,3 +469,20 @@ class LoggedModelInfo:
     params: dict[str, str]
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """The code a job runs (``tracker.store.snapshots``): ``files`` files of ``bytes`` bytes
+    under a project root named ``root_name``; the git commit and uncommitted diff when it was
+    taken in a git work tree (a diff over a million characters is cut for display; the
+    files themselves are exact)."""
+
+    id: int
+    digest: str
+    files: int
+    bytes: int
+    git_commit: str | None
+    git_diff: str | None
+    root_name: str
+    created_at: float

@@ -10,7 +10,7 @@ task                   what one pass does                                    run
                        (:func:`tracker.store.queue.reap_expired_leases`)     dispatcher
 ``crash watch``        ``running`` runs without heartbeats for ``stale_s``:   all
                        crashed at their last heartbeat, their chart rollups
-                       repaired (``Store.mark_stale_runs_crashed``)
+                       repaired (``tracker.store.runs.mark_stale_runs_crashed``)
 ``pending reasons``    why each queued job waits (worker, scheduler)          worker, scheduler
 ``schedules``          due cron schedules enqueue their jobs                  worker, scheduler,
                                                                              dispatcher
@@ -49,6 +49,7 @@ from tracker.rules.throttle import SLOWDOWN, Throttle
 from tracker.store import Store
 from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
+from tracker.store.runs import mark_stale_runs_crashed
 from tracker.store.schedules import fire_due
 
 log = logging.getLogger(__name__)
@@ -175,7 +176,7 @@ def crash_silent_runs(store: Store, stale_s: float, every_s: float = 5.0) -> Tas
 
 def crash_silent_runs_once(store: Store, stale_s: float, now: float | None = None) -> list[int]:
     now = store.now() if now is None else now
-    crashed = store.mark_stale_runs_crashed(older_than=now - stale_s, now=now)
+    crashed = mark_stale_runs_crashed(store, older_than=now - stale_s, now=now)
     for run_id in crashed:
         log.warning("run %s: no heartbeat for %.0f s, marked crashed", run_id, stale_s)
     return crashed

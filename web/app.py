@@ -65,7 +65,7 @@ from tracker.rules.liveness import SWEEP_S
 from tracker.store import Store, artifacts, tokens
 from tracker.web.core.ingest import MetricIngest
 from tracker.web.core.mlflow_idle import IdleRuns
-from tracker.web.plumbing import files, security
+from tracker.web.plumbing import assets, files, security
 from tracker.web.plumbing.context import AppState
 from tracker.web.plumbing.errors import TrackerJSONProvider, register_error_handlers
 from tracker.web.plumbing.params import IdConverter
@@ -189,6 +189,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     security.install(app)
+    assets.install(app)  # hashed URLs, immutable cache, gzip for web/static
     idle = IdleRuns(store, idle_s=cfg["MLFLOW_IDLE_S"]) if cfg["MLFLOW_IDLE_S"] else None
     if idle is not None:
         app.extensions["tracker_mlflow_idle"] = idle
@@ -197,6 +198,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         loop.ensure_running()
         app.before_request(loop.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_periodic"] = loop
+    from tracker.web.views import annotations as annotation_views
     from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import (
         mlflow,
@@ -206,11 +208,18 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         pages,
         queue,
         runs,
+        runs_csv,
+        snapshots,
+        workspace,
     )
 
     app.register_blueprint(runs.bp)
+    app.register_blueprint(runs_csv.bp)
+    app.register_blueprint(annotation_views.bp)
     app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
+    app.register_blueprint(snapshots.bp)
+    app.register_blueprint(workspace.bp)
     app.register_blueprint(mlflow.bp)
     app.register_blueprint(mlflow_lifecycle.bp)
     app.register_blueprint(mlflow_models.bp)

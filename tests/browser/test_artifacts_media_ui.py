@@ -411,3 +411,32 @@ def test_a_run_without_files_says_so(page: Any, dashboard: Dashboard, media: See
     page.wait_for_selector("#media-root p.empty")
     assert "no images, figures or histograms" in page.locator("#media-root").inner_text()
     assert page.locator("#media-count").inner_text() == ""
+
+
+def test_images_logged_by_mlflow_log_image_with_a_key_are_media(
+    page: Any, dashboard: Dashboard, media: SeededMedia
+) -> None:
+    """``mlflow.log_image(image, key="val/pred", step=s)`` stores
+    ``images/val~pred+step+<s>+timestamp+<ms>+<uuid>.png`` and a ``+compressed.webp``
+    thumbnail (tests/web/test_mlflow_images_and_order.py logs them with the real client):
+    the Media tab shows the key with a step slider over those steps."""
+    from tracker.store.artifacts import put_artifact
+
+    run_id = dashboard.seeded.runs["sgd-lr1e-2"]  # no media of its own
+    steps = [0, 3, 7]
+    for i, step in enumerate(steps):
+        uuid = f"0b0c3f4e-1a2b-4c3d-9e8f-00000000000{i}"
+        stem = f"images/val~pred+step+{step}+timestamp+{1733371200000 + i}+{uuid}"
+        put_artifact(dashboard.store, run_id, f"{stem}.png", sample_png(i), media_type="image/png")
+        put_artifact(dashboard.store, run_id, f"{stem}+compressed.webp", b"RIFF....WEBP",
+                     media_type="image/webp")  # fmt: skip
+    page.goto(f"{dashboard.url}/runs/{run_id}#media", timeout=SLOW_LOAD_MS)
+    card = image_card(page, "val/pred")
+    card.wait_for()
+    wait_shown(page, "val/pred", steps[-1], 16 + len(steps) - 1)  # the PNG, not the thumbnail
+    assert card.get_attribute("data-steps") == str(len(steps))
+    assert card.locator(".media-step").inner_text() == f"step {steps[-1]} · 3/3"
+    slider = card.locator("input.media-slider")
+    slider.focus()
+    page.keyboard.press("Home")
+    wait_shown(page, "val/pred", steps[0], 16)

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from tests.support.browser import Dashboard
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -22,9 +24,9 @@ def markup_runs(dashboard: Dashboard) -> list[int]:
     store = dashboard.store
     ids = []
     for i, name in enumerate((LINK, BOLD)):
-        run = store.create_run("markup", name, {"opt": VALUE if i == 0 else "plain", "i": i})
+        run = create_run(store, "markup", name, {"opt": VALUE if i == 0 else "plain", "i": i})
         for step in range(3):
-            store.log_metrics(run.id, step, {"val/acc": 0.1 * step + i, "train/loss": 1.0 - i})
+            log_metrics(store, run.id, step, {"val/acc": 0.1 * step + i, "train/loss": 1.0 - i})
         ids.append(run.id)
     return ids
 

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from tests.support.browser import Dashboard
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, get_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -26,7 +28,7 @@ def flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def diff_keys(dashboard: Dashboard, run_ids: list[int]) -> tuple[set[str], set[str]]:
     """(keys whose values differ or are missing somewhere, all keys), from the store."""
-    configs = [flat(dashboard.store.get_run(r).config) for r in run_ids]
+    configs = [flat(get_run(dashboard.store, r).config) for r in run_ids]
     every = set().union(*configs)
     missing = object()
     differing = {k for k in every if len({repr(c.get(k, missing)) for c in configs}) > 1}
@@ -100,9 +102,9 @@ def test_compare_two_hundred_runs(page: Any, dashboard: Dashboard) -> None:
     store = dashboard.store
     run_ids = []
     for i in range(200):
-        run = store.create_run("many", f"m{i}", {"lr": 10 ** -(1 + i % 4), "seed": i})
-        store.log_metrics(run.id, 0, {"val/acc": (i % 10) / 10, "train/loss": 1.0 / (i + 1)})
-        store.log_metrics(run.id, 1, {"val/acc": (i % 10) / 9, "train/loss": 0.5 / (i + 1)})
+        run = create_run(store, "many", f"m{i}", {"lr": 10 ** -(1 + i % 4), "seed": i})
+        log_metrics(store, run.id, 0, {"val/acc": (i % 10) / 10, "train/loss": 1.0 / (i + 1)})
+        log_metrics(store, run.id, 1, {"val/acc": (i % 10) / 9, "train/loss": 0.5 / (i + 1)})
         run_ids.append(run.id)
     page.goto(f"{dashboard.url}/compare?runs={','.join(map(str, run_ids))}")
     page.wait_for_selector("#diff-table tbody tr")

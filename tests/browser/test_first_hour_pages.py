@@ -24,6 +24,8 @@ from tracker.entities import Failure, JobSpec
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run, finish_run
 from tracker.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -97,12 +99,12 @@ def test_the_wall_time_axis_never_runs_backwards(page: Any, fresh: Callable[...,
     dies: steps 66-79 keep attempt 1's earlier times, so in step order time goes back."""
     served = fresh()
     start = time.time() - 3600
-    run = served.store.create_run("digits", "resumed", {}, [], now=start)
-    (key,) = served.store.intern_keys(["train/loss"]).values()
+    run = create_run(served.store, "digits", "resumed", {}, [], now=start)
+    (key,) = intern_keys(served.store, ["train/loss"]).values()
     rows = [(run.id, key, s, int((start + s) * 1000), 1.0 / (s + 1)) for s in range(80)]
     rows += [(run.id, key, s, int((start + 600 + s) * 1000), 0.5 / (s + 1)) for s in range(50, 66)]
-    served.store.write_points(rows)
-    served.store.finish_run(run.id, "finished", now=start + 700)
+    write_points(served.store, rows)
+    finish_run(served.store, run.id, "finished", now=start + 700)
     page.goto(f"{served.url}/runs/{run.id}")
     chart = page.locator(CHART)
     chart.locator(".main-svg").first.wait_for()

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.browser import Dashboard
 from tracker.store.diagnoses import diagnose_run
+from tracker.store.metrics import intern_keys, log_metrics, write_points
+from tracker.store.runs import create_run, finish_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -60,11 +62,11 @@ def test_a_failed_run_says_how_it_ended_in_the_health_panel(
     """The panel agrees with the failure box: a run that failed with a clean series is not
     shown as healthy (no panel); warnings alone are amber, not red."""
     store = dashboard.store
-    run = store.create_run("health", "gloo-failed")
+    run = create_run(store, "health", "gloo-failed")
     for step in range(30):
-        store.log_metrics(run.id, step, {"train/loss": 1.0 / (step + 1)})
+        log_metrics(store, run.id, step, {"train/loss": 1.0 / (step + 1)})
     hint = "a rank lost its peer: look at the other ranks' logs"
-    store.finish_run(run.id, "failed", failure_class="gloo", failure_hint=hint)
+    finish_run(store, run.id, "failed", failure_class="gloo", failure_hint=hint)
     diagnose_run(store, run.id)
     page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
     ended = page.locator("#run-health #health-ended")
@@ -85,13 +87,13 @@ def test_runs_table_chips_carry_severity_colour_and_onset_step(
     diverged = dashboard.seeded.runs["adam-lr1e-1-diverged"]
     [nonfinite] = [d for d in diagnose_run(store, diverged) if d.key == "nonfinite:train/loss"]
     assert (nonfinite.severity, nonfinite.step) == ("error", 420)
-    spiky = store.create_run("chips", "spiky")
-    [key] = store.intern_keys({"train/loss": 0.0}).values()
+    spiky = create_run(store, "chips", "spiky")
+    [key] = intern_keys(store, {"train/loss": 0.0}).values()
     wall = int(time.time() * 1000)
     loss = [2.0 * math.exp(-s / 400) + 0.3 + 0.02 * math.sin(s) for s in range(1500)]
     loss[1200] *= 8  # one bad batch: a loss spike, a warning
-    store.write_points([(spiky.id, key, s, wall + s, v) for s, v in enumerate(loss)])
-    store.finish_run(spiky.id, "finished")
+    write_points(store, [(spiky.id, key, s, wall + s, v) for s, v in enumerate(loss)])
+    finish_run(store, spiky.id, "finished")
     found = diagnose_run(store, spiky.id)
     assert [(d.code, d.severity, d.step) for d in found] == [("loss_spike", "warning", 1200)]
 
@@ -127,13 +129,13 @@ def test_a_chart_spanning_many_decades_draws_log_y_with_its_marker_visible(
     log y axis (Log y still off, said on the axis), the divergence marker at its onset; a
     chart of an ordinary range stays linear."""
     store = dashboard.store
-    run = store.create_run("decades", "blew-up")
-    [key] = store.intern_keys({"train/loss": 0.0}).values()
+    run = create_run(store, "decades", "blew-up")
+    [key] = intern_keys(store, {"train/loss": 0.0}).values()
     wall = int(time.time() * 1000)
     loss = [2.0 * math.exp(-s / 100) + 0.3 + 0.01 * math.sin(s) for s in range(600)]
     loss += [0.3 * 10 ** (s / 4) for s in range(1, 101)]  # from step 600 to 0.3e25
-    store.write_points([(run.id, key, s, wall + s, v) for s, v in enumerate(loss)])
-    store.finish_run(run.id, "finished")
+    write_points(store, [(run.id, key, s, wall + s, v) for s, v in enumerate(loss)])
+    finish_run(store, run.id, "finished")
     [found] = [d for d in diagnose_run(store, run.id) if d.code == "divergence"]
     page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
     chart = "document.querySelector('.chart-card[data-key=\"train/loss\"] .chart')"
@@ -169,7 +171,7 @@ def test_an_amp_collapse_has_its_own_diagnosis_and_hint_and_a_healthy_run_no_pan
     its own hint, not a generic NaN with "lower the learning rate". A healthy run the final
     pass found nothing in has no Health panel at all (both pages kept as screenshots)."""
     store = dashboard.store
-    run = store.create_run("health", "amp-collapsed")
+    run = create_run(store, "health", "amp-collapsed")
     scale, skipped = 65536.0, 0
     for step in range(120):
         metrics = {"train/loss": 2.0 * math.exp(-step / 60) + 0.3}
@@ -177,8 +179,8 @@ def test_an_amp_collapse_has_its_own_diagnosis_and_hint_and_a_healthy_run_no_pan
             scale, skipped = scale / 2, skipped + 1
         if step >= 60 or step % 10 == 9:
             metrics.update({"amp/loss_scale": scale, "amp/skipped_steps": skipped})
-        store.log_metrics(run.id, step, metrics)
-    store.finish_run(run.id, "finished")
+        log_metrics(store, run.id, step, metrics)
+    finish_run(store, run.id, "finished")
     [collapse] = [d for d in diagnose_run(store, run.id) if d.code == "amp_scale_collapse"]
     assert collapse.severity == "error" and 60 <= (collapse.step or 0) <= 70
     page.goto(f"{dashboard.url}/runs/{run.id}", timeout=60_000)
@@ -190,11 +192,11 @@ def test_an_amp_collapse_has_its_own_diagnosis_and_hint_and_a_healthy_run_no_pan
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "run-amp-collapse")
 
-    healthy = store.create_run("health", "healthy").id
+    healthy = create_run(store, "health", "healthy").id
     for step in range(300):
         loss = 2.0 * math.exp(-step / 80) + 0.3 + 0.01 * math.sin(step)
-        store.log_metrics(healthy, step, {"train/loss": loss, "sys/rss_bytes": 2.0e9})
-    store.finish_run(healthy, "finished")
+        log_metrics(store, healthy, step, {"train/loss": loss, "sys/rss_bytes": 2.0e9})
+    finish_run(store, healthy, "finished")
     assert diagnose_run(store, healthy) == []  # the final pass ran and found nothing
     page.goto(f"{dashboard.url}/runs/{healthy}", timeout=60_000)
     page.wait_for_selector("#run-status .badge")

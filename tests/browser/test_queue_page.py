@@ -12,6 +12,7 @@ import pytest
 from tests.support.browser import Dashboard, wait_until
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
+from tracker.store.runs import get_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -52,7 +53,7 @@ def test_clone_a_run_with_an_edited_config_into_the_queue(
     page: Any, dashboard: Dashboard, screenshot: Any
 ) -> None:
     run_id = dashboard.seeded.runs["adam-lr3e-4"]
-    run = dashboard.store.get_run(run_id)
+    run = get_run(dashboard.store, run_id)
     before = all_job_ids(dashboard)
     page.goto(f"{dashboard.url}/runs/{run_id}")
     page.click("#clone-link")

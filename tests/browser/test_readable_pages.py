@@ -19,6 +19,8 @@ from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
 from tracker.store import workers as store_workers
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, finish_run
 from tracker.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
@@ -241,21 +243,21 @@ def short_runs(dashboard: Dashboard) -> dict[str, int]:
     """A five-step run (constant lr, byte counts, RSS), a run that failed with neither hint
     nor error, a cancelled run and a finished run that logged nothing."""
     store = dashboard.store
-    five = store.create_run("short", "five-steps", {"lr": 1e-3})
+    five = create_run(store, "short", "five-steps", {"lr": 1e-3})
     for step in range(5):
-        store.log_metrics(five.id, step, {
+        log_metrics(store, five.id, step, {
             "train/loss": 1.0 / (step + 1), "train/lr": 1e-3, "data/read_bytes": 4.2e8 + step * MIB,
             "sys/rss_bytes": 300 * MIB + step * 1000, "sys/cpu_percent": 50.0 + step,
         })  # fmt: skip
-    store.finish_run(five.id, "finished", exit_code=0)
-    bare = store.create_run("short", "failed-bare", {})
-    store.finish_run(bare.id, "failed", failure_class="cuda_oom")
-    stopped = store.create_run("short", "cancelled", {})
-    store.log_metrics(stopped.id, 0, {"train/loss": 1.0})
-    store.finish_run(stopped.id, "killed", failure_class="cancelled",
+    finish_run(store, five.id, "finished", exit_code=0)
+    bare = create_run(store, "short", "failed-bare", {})
+    finish_run(store, bare.id, "failed", failure_class="cuda_oom")
+    stopped = create_run(store, "short", "cancelled", {})
+    log_metrics(store, stopped.id, 0, {"train/loss": 1.0})
+    finish_run(store, stopped.id, "killed", failure_class="cancelled",
                      failure_hint="The job was cancelled.")  # fmt: skip
-    empty = store.create_run("short", "no-metrics", {})
-    store.finish_run(empty.id, "finished", exit_code=0)
+    empty = create_run(store, "short", "no-metrics", {})
+    finish_run(store, empty.id, "finished", exit_code=0)
     return {"five": five.id, "bare": bare.id, "cancelled": stopped.id, "empty": empty.id}
 
 
@@ -454,12 +456,12 @@ def wide_compare(dashboard: Dashboard) -> list[int]:
         config["data"] = {"name": "digits"}  # the same for all: no axis
         if i == 0:
             config["a_rare"] = 0.5
-        run = store.create_run("wide", f"wide-{i}", config)
+        run = create_run(store, "wide", f"wide-{i}", config)
         metrics = {"val/acc": 0.5 + 0.1 * i, "train/loss": 1.0 - 0.2 * i}
         if i == 1:
             metrics["val/aaa"] = 3.0
-        store.log_metrics(run.id, 0, metrics)
-        store.finish_run(run.id, "finished", exit_code=0)
+        log_metrics(store, run.id, 0, metrics)
+        finish_run(store, run.id, "finished", exit_code=0)
         ids.append(run.id)
     return ids
 
@@ -520,7 +522,7 @@ def test_compare_without_runs_says_what_to_do(
     assert "No runs are selected" in error.inner_text()
     assert error.locator("a").get_attribute("href") == "/"
     assert page.locator("#compare-body").is_hidden()
-    assert not page.locator("select").first.is_visible()
+    assert not page.locator("main select").first.is_visible()
     screenshot(page, "compare-no-runs")
 
 

@@ -15,6 +15,8 @@ from tests.support.chromium import NO_CHROMIUM_REASON, chromium_path
 from tests.support.servers import ServerThread
 from tests.support.web import TOKEN
 from tracker.store import Store
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, finish_run, get_run
 from tracker.store.tokens import create_token
 from tracker.web.app import create_app
 
@@ -34,9 +36,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     store = Store(store_url)
     runs = {}
     for name in ("keep-me", "delete-me", "cancel-me"):
-        run = store.create_run("lifecycle", name, {"lr": 0.1})
-        store.log_metrics(run.id, 0, {"loss": 1.0})
-        store.finish_run(run.id, "finished")
+        run = create_run(store, "lifecycle", name, {"lr": 0.1})
+        log_metrics(store, run.id, 0, {"loss": 1.0})
+        finish_run(store, run.id, "finished")
         runs[name] = run.id
     log_token = create_token(store, "log", "read-only")[1]
     app = create_app({"STORE_URI": store_url, "TOKEN": TOKEN})
@@ -87,7 +89,7 @@ def test_delete_and_restore_from_the_run_page(page: Any, site: Site, screenshot:
     assert "Delete run delete-me?" in dialogs[0]
     assert "deleted" in page.inner_text("#run-deleted")
     assert page.locator("#restore-run").is_visible() and page.locator("#delete-run").is_hidden()
-    assert site.store.get_run(run_id).deleted_at is not None
+    assert get_run(site.store, run_id).deleted_at is not None
     screenshot(page, "run-deleted")
 
     page.goto(f"{site.url}/")
@@ -102,7 +104,7 @@ def test_delete_and_restore_from_the_run_page(page: Any, site: Site, screenshot:
     page.click("#restore-run")  # no confirmation: restoring loses nothing
     page.wait_for_selector("#run-deleted", state="hidden")
     assert page.locator("#delete-run").is_visible()
-    assert site.store.get_run(run_id).deleted_at is None
+    assert get_run(site.store, run_id).deleted_at is None
     page.goto(f"{site.url}/")
     wait_for_rows(page, [keep, run_id, site.runs["cancel-me"]])
 
@@ -115,7 +117,7 @@ def test_dismissing_the_confirmation_deletes_nothing(page: Any, site: Site) -> N
     page.once("dialog", lambda dialog: dialog.dismiss())
     page.click("#delete-run")
     page.wait_for_timeout(300)  # nothing is sent; give a wrong request time to land
-    assert site.store.get_run(run_id).deleted_at is None
+    assert get_run(site.store, run_id).deleted_at is None
     assert page.locator("#run-deleted").is_hidden()
 
 
@@ -128,5 +130,5 @@ def test_a_read_only_session_cannot_delete(page: Any, site: Site) -> None:
     page.click("#delete-run")
     page.wait_for_selector("#toast:not([hidden])")
     assert "'admin' scope" in page.inner_text("#toast")
-    assert site.store.get_run(run_id).deleted_at is None
+    assert get_run(site.store, run_id).deleted_at is None
     assert page.locator("#run-deleted").is_hidden()

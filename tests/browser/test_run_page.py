@@ -13,6 +13,7 @@ import pytest
 import tracker
 from tests.support.browser import Dashboard
 from tracker.store import logs
+from tracker.store.metrics import metric_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -59,9 +60,11 @@ def test_charts_are_drawn_as_band_and_line_grouped_by_prefix(
     page: Any, dashboard: Dashboard, screenshot: Any
 ) -> None:
     run_id = dashboard.seeded.runs["adam-lr3e-4"]
-    keys = dashboard.store.metric_keys(run_id)
+    keys = metric_keys(dashboard.store, run_id)
     page.goto(f"{dashboard.url}/runs/{run_id}")
     page.wait_for_selector("#run-status .badge.status-finished")
+    # the groups are laid out once the run's metric keys have come (after the header)
+    page.wait_for_function("() => document.querySelectorAll('section.chart-group').length >= 3")
     groups = page.eval_on_selector_all("section.chart-group", "s => s.map(x => x.dataset.group)")
     assert groups == ["train", "val", "sys"]
     for key in ("train/loss", "train/acc", "val/acc", "val/loss"):

@@ -10,6 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.support.browser import Dashboard
+from tracker.store.metrics import last_metrics
+from tracker.store.runs import list_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -33,12 +35,12 @@ def wait_rows(page: Any, expected: list[int]) -> None:
 
 
 def all_runs(dashboard: Dashboard) -> list[Any]:
-    return dashboard.store.list_runs(limit=1000)
+    return list_runs(dashboard.store, limit=1000)
 
 
 def val_acc(dashboard: Dashboard) -> dict[int, float]:
     runs = all_runs(dashboard)
-    last = dashboard.store.last_metrics([r.id for r in runs])
+    last = last_metrics(dashboard.store, [r.id for r in runs])
     return {r.id: last[r.id]["val/acc"] for r in runs if "val/acc" in last.get(r.id, {})}
 
 

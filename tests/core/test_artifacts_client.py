@@ -23,6 +23,7 @@ import tracker
 from tracker.client.run import Run
 from tracker.errors import InvalidInput, NoActiveRun, UploadError
 from tracker.store import Store, artifacts
+from tracker.store.runs import get_run
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def test_every_kind_is_stored(run: Run, tmp_path: Path) -> None:
         "histograms": {"weights": [8]},
         "images": {"batch": [6], "file": [6], "np": [4], "pil": [5], "tensor": [5]},
     }
-    assert store.get_run(run.id).last_metrics["loss"] == 0.5  # points flow beside uploads
+    assert get_run(store, run.id).last_metrics["loss"] == 0.5  # points flow beside uploads
 
 
 def test_uploads_are_stored_in_the_order_logged(run: Run) -> None:
@@ -137,7 +138,7 @@ def test_finish_stores_everything_without_flush(store_url: str, artifact_root: P
         keys = artifacts.media_keys(store, run.id)
         assert keys["images"]["x"] == list(range(30))
         assert keys["histograms"]["h"] == list(range(30))
-        assert store.get_run(run.id).status == "finished"
+        assert get_run(store, run.id).status == "finished"
     finally:
         store.close()
     with pytest.raises(NoActiveRun):
@@ -266,6 +267,6 @@ def test_process_exit_stores_queued_uploads(
         assert artifacts.media_keys(store, run_id)["images"]["sample"] == list(range(25))
         with artifacts.open_artifact(store, run_id, "done.txt") as fh:
             assert fh.read() == b"bye"
-        assert store.get_run(run_id).status == "finished"
+        assert get_run(store, run_id).status == "finished"
     finally:
         store.close()

@@ -16,6 +16,7 @@ from tracker.errors import InvalidInput, NotFound
 from tracker.store import Store
 from tracker.store import artifacts as art
 from tracker.store.blobs import LocalBlobStore
+from tracker.store.runs import create_run
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def astore(store: Store, tmp_path: Path) -> Store:
 
 
 def _run(store: Store, name: str = "r") -> int:
-    return store.create_run("art", name).id
+    return create_run(store, "art", name).id
 
 
 def _blobs(store: Store) -> list[str]:

@@ -16,6 +16,7 @@ from tracker.store import Store
 from tracker.store import artifacts as art
 from tracker.store.blobs import BlobHashMismatch, hash_file, open_blob_store
 from tracker.store.blobs_s3 import MULTIPART_CHUNK, MULTIPART_THRESHOLD, S3BlobStore
+from tracker.store.runs import create_run
 
 
 def test_round_trip_listing_and_delete(s3_env: str, s3_server: S3Server) -> None:
@@ -59,7 +60,7 @@ def test_bad_urls_and_an_unreachable_server(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_artifacts_on_an_s3_root(store: Store, s3_env: str, tmp_path: Path) -> None:
     store.artifact_root = s3_env
-    run = store.create_run("s3", "r").id
+    run = create_run(store, "s3", "r").id
     info = art.put_artifact(store, run, "cfg/config.yaml", b"lr: 0.1\n")
     assert info.media_type == "application/yaml"
     with art.open_artifact(store, run, "cfg/config.yaml") as f:

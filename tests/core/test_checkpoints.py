@@ -14,6 +14,8 @@ import torch
 import tracker
 from tracker.errors import CheckpointError
 from tracker.store import Store
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.runs import list_runs
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -35,7 +37,7 @@ def test_save_records_size_hash_and_metrics(run, tmp_path: Path, store_url: str)
     assert info.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert info.metrics == {"val/acc": 0.5, "loss": 2.0}
     assert torch.equal(torch.load(path)["w"], torch.arange(10.0))
-    (stored,) = Store(store_url).list_checkpoints(run.id)
+    (stored,) = list_checkpoints(Store(store_url), run.id)
     assert (stored.step, stored.sha256, stored.state) == (7, info.sha256, "ok")
     assert not list(path.parent.glob(".*tmp*"))  # no temporary file left behind
 
@@ -52,7 +54,7 @@ def test_latest_checkpoint_skips_corrupt_and_missing_files(run, store_url: str) 
     latest = tracker.latest_checkpoint()
     assert latest is not None and latest.id == first.id
     assert tracker.latest_checkpoint(run.id, uri=store_url).id == first.id
-    states = {c.step: c.state for c in Store(store_url).list_checkpoints(run.id)}
+    states = {c.step: c.state for c in list_checkpoints(Store(store_url), run.id)}
     assert states == {3: "missing", 2: "corrupt", 1: "ok"}
 
 
@@ -83,8 +85,8 @@ def test_kill_mid_write_never_leaves_a_file_under_the_final_name(
     proc.wait(timeout=30)
     assert not target.exists()
     store = Store(store_url)
-    (run,) = store.list_runs(project="ckpt")
-    assert store.list_checkpoints(run.id) == []
+    (run,) = list_runs(store, project="ckpt")
+    assert list_checkpoints(store, run.id) == []
 
 
 def test_runs_of_two_stores_in_one_directory_never_share_files(tmp_path: Path) -> None:

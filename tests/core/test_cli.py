@@ -14,15 +14,17 @@ from click.testing import CliRunner
 from tracker.cli import COMMANDS, load_command, main
 from tracker.rules.query import QueryError, parse_query
 from tracker.store import Store
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, finish_run
 
 
 def _seed(url: str) -> tuple[int, int]:
     store = Store(url)
-    a = store.create_run("digits", "a", {"lr": 0.1, "model": {"w": 64}}, ["baseline"])
-    b = store.create_run("other", "b", {"lr": 0.2}, [])
-    store.log_metrics(a.id, 0, {"loss": 1.0, "acc": math.nan})
-    store.log_metrics(a.id, 1, {"loss": 0.5, "acc": math.inf})
-    store.finish_run(b.id, "failed", error="RuntimeError: x", failure_class="python_exception")
+    a = create_run(store, "digits", "a", {"lr": 0.1, "model": {"w": 64}}, ["baseline"])
+    b = create_run(store, "other", "b", {"lr": 0.2}, [])
+    log_metrics(store, a.id, 0, {"loss": 1.0, "acc": math.nan})
+    log_metrics(store, a.id, 1, {"loss": 0.5, "acc": math.inf})
+    finish_run(store, b.id, "failed", error="RuntimeError: x", failure_class="python_exception")
     return a.id, b.id
 
 

@@ -15,13 +15,14 @@ from click.testing import CliRunner
 from tracker.cli import main
 from tracker.store import Store
 from tracker.store import artifacts as art
+from tracker.store.runs import create_run
 
 
 @pytest.fixture
 def seeded(store_url: str, tmp_path: Path) -> tuple[str, str, int, bytes]:
     root = str(tmp_path / "root")
     store = Store(store_url, artifact_root=root)
-    run = store.create_run("cli", "r").id
+    run = create_run(store, "cli", "r").id
     data = os.urandom(70_000)
     art.put_artifact(store, run, "model/w.bin", data, step=3)
     art.put_artifact(store, run, "notes.txt", b"hello\n")
@@ -117,7 +118,7 @@ def test_postgresql_without_a_root_names_the_setting(
 ) -> None:
     monkeypatch.delenv("TRACKER_ARTIFACT_ROOT", raising=False)
     store = Store(store_url)
-    run = store.create_run("cli", "r").id
+    run = create_run(store, "cli", "r").id
     store.close()
     code, out, err = _cli("gc", "--uri", store_url)
     assert code == 0, err

@@ -16,10 +16,13 @@ from tracker.cli import main
 from tracker.errors import NotFound
 from tracker.store import Store
 from tracker.store import models as m
+from tracker.store.events import add_event
 from tracker.store.lifecycle import delete_runs
-from tracker.store.projects import delete_project, find_project
+from tracker.store.metrics import log_metrics
+from tracker.store.projects import delete_project, find_project, list_project_names
 from tracker.store.purge import purge_deleted
 from tracker.store.run_search import RunSearch, search_runs
+from tracker.store.runs import create_run, get_run, list_runs
 
 
 def invoke(*args: str) -> Result:
@@ -27,13 +30,13 @@ def invoke(*args: str) -> Result:
 
 
 def _seed(store: Store) -> tuple[int, int, int]:
-    a = store.create_run("digits", "a", {"lr": 0.1}, ["baseline"])
-    b = store.create_run("digits", "b", {"lr": 0.2}, [])
-    c = store.create_run("other", "c", {"lr": 0.3}, [])
+    a = create_run(store, "digits", "a", {"lr": 0.1}, ["baseline"])
+    b = create_run(store, "digits", "b", {"lr": 0.2}, [])
+    c = create_run(store, "other", "c", {"lr": 0.3}, [])
     for run in (a, b, c):
-        store.log_metrics(run.id, 0, {"loss": 1.0})
-        store.log_metrics(run.id, 1, {"loss": 0.5})
-        store.add_event(run.id, "note", "hello")
+        log_metrics(store, run.id, 0, {"loss": 1.0})
+        log_metrics(store, run.id, 1, {"loss": 0.5})
+        add_event(store, run.id, "note", "hello")
     return a.id, b.id, c.id
 
 
@@ -59,9 +62,9 @@ def test_delete_hides_and_restore_brings_back(store_url: str) -> None:
     assert _ids(store_url, "--deleted") == [b, a]
     assert _ids(store_url, "--deleted", "-f", "config.lr > 0.15") == [b]
     assert _ids(store_url, "-f", "deleted == false or deleted == true") == [c, b, a]
-    assert [r.id for r in store.list_runs()] == [c]
-    assert [r.id for r in store.list_runs(deleted=None)] == [c, b, a]
-    assert store.get_run(a).deleted_at is not None  # still readable by id
+    assert [r.id for r in list_runs(store)] == [c]
+    assert [r.id for r in list_runs(store, deleted=None)] == [c, b, a]
+    assert get_run(store, a).deleted_at is not None  # still readable by id
     show = invoke("runs", "show", "--uri", store_url, str(a))
     assert "deleted:" in show.output and f"tracker runs restore {a}" in show.output
     again = invoke("runs", "delete", "--uri", store_url, str(a))
@@ -71,7 +74,7 @@ def test_delete_hides_and_restore_brings_back(store_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert f"run {a} restored" in result.output and f"run {c} is not deleted" in result.output
     assert _ids(store_url) == [c, a]
-    assert store.get_run(a).deleted_at is None
+    assert get_run(store, a).deleted_at is None
     store.close()
 
 
@@ -81,7 +84,7 @@ def test_an_unknown_id_changes_nothing(store_url: str) -> None:
     result = invoke("runs", "delete", "--uri", store_url, str(a), "999999")
     assert result.exit_code == 2
     assert "999999" in result.output and "do not exist" in result.output
-    assert store.get_run(a).deleted_at is None
+    assert get_run(store, a).deleted_at is None
     store.close()
 
 
@@ -103,23 +106,23 @@ def test_gc_is_a_dry_run_until_yes_and_keeps_the_grace_period(store_url: str) ->
     assert dry.exit_code == 0, dry.output
     assert "would purge 1 deleted run(s) (2 metric points)" in dry.output
     assert f"run {a}  digits/a" in dry.output and "nothing was removed" in dry.output
-    assert store.get_run(a).deleted_at is not None and _count(store, m.MetricPointRow, a) == 2
+    assert get_run(store, a).deleted_at is not None and _count(store, m.MetricPointRow, a) == 2
 
     done = invoke("gc", "--uri", store_url, "--yes", "--json")
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
     assert report["dry_run"] is False and [r["id"] for r in report["runs"]["runs"]] == [a]
     with pytest.raises(NotFound):
-        store.get_run(a)
+        get_run(store, a)
     for table in (m.MetricPointRow, m.MetricRollupRow, m.MetricSummaryRow, m.RunEventRow):
         assert _count(store, table, a) == 0, table
-    assert store.get_run(b).deleted_at is not None  # kept: deleted too recently
+    assert get_run(store, b).deleted_at is not None  # kept: deleted too recently
     assert _count(store, m.MetricPointRow, c) == 2  # others untouched
 
     shorter = invoke("gc", "--uri", store_url, "--older-than", "0", "--yes")
     assert shorter.exit_code == 0 and "purged 1 deleted run(s)" in shorter.output
     with pytest.raises(NotFound):
-        store.get_run(b)
+        get_run(store, b)
     bad = invoke("gc", "--uri", store_url, "--older-than", "soon")
     assert bad.exit_code == 2 and "duration" in bad.output
     store.close()
@@ -132,8 +135,8 @@ def test_purge_removes_a_deleted_project_once_its_runs_are_gone(store_url: str) 
     assert project is not None
     long_ago = time.time() - 40 * 86400
     delete_project(store, project.id, now=long_ago)
-    assert store.get_run(c).deleted_at == pytest.approx(long_ago)
-    assert "other" not in store.list_projects()
+    assert get_run(store, c).deleted_at == pytest.approx(long_ago)
+    assert "other" not in list_project_names(store)
 
     dry = purge_deleted(store, older_than=time.time() - 30 * 86400)
     assert [r.id for r in dry.runs] == [c] and dry.projects == ["other"]
@@ -155,7 +158,7 @@ def test_a_run_restored_meanwhile_is_not_purged(store_url: str) -> None:
     from tracker.store.purge import _purge_run
 
     assert _purge_run(store, a, time.time()) is False
-    assert store.get_run(a).deleted_at is None
+    assert get_run(store, a).deleted_at is None
     store.close()
 
 
@@ -187,9 +190,9 @@ def test_a_new_run_in_a_deleted_project_shows_the_project_again(store_url: str) 
     project = find_project(store, "digits")
     assert project is not None
     delete_project(store, project.id)
-    assert "digits" not in store.list_projects()
-    fresh = store.create_run("digits", "after")  # tracker.init in a project deleted meanwhile
-    assert "digits" in store.list_projects() and fresh.deleted_at is None
-    assert store.get_run(a).deleted_at is not None and store.get_run(b).deleted_at is not None
+    assert "digits" not in list_project_names(store)
+    fresh = create_run(store, "digits", "after")  # tracker.init in a project deleted meanwhile
+    assert "digits" in list_project_names(store) and fresh.deleted_at is None
+    assert get_run(store, a).deleted_at is not None and get_run(store, b).deleted_at is not None
     assert _ids(store_url, "-p", "digits") == [fresh.id]
     store.close()

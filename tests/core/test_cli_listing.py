@@ -16,6 +16,7 @@ from tracker.cli.listing import config_cells
 from tracker.entities import JobSpec
 from tracker.store import Store
 from tracker.store.queue import enqueue
+from tracker.store.runs import create_run
 
 # Many keys alike, then the one that tells the items apart, sorted after them: a whole
 # flattened config is cut at the column's 60 characters long before it.
@@ -47,7 +48,7 @@ def _jobs(url: str, configs: list[dict[str, Any]]) -> list[int]:
 def _runs(url: str, configs: list[dict[str, Any]]) -> list[int]:
     store = Store(url)
     try:
-        return [store.create_run("p", f"r{i}", c, []).id for i, c in enumerate(configs)]
+        return [create_run(store, "p", f"r{i}", c, []).id for i, c in enumerate(configs)]
     finally:
         store.close()
 

@@ -22,6 +22,8 @@ from tracker.errors import (
     WriterError,
 )
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history, metric_keys
+from tracker.store.runs import create_run, get_run
 
 
 @pytest.fixture
@@ -51,7 +53,7 @@ def test_log_accepts_numbers_numpy_and_tensors(run: Run) -> None:
         step=0,
     )
     run.flush()
-    last = _store(run).get_run(run.id).last_metrics
+    last = get_run(_store(run), run.id).last_metrics
     assert last == {
         "int": 3.0, "float": 0.5, "np_f32": 1.5, "np_i64": 7.0, "np_0d": 2.5,
         "t0d": 4.0, "t1": 6.0, "t_half": 0.25, "t_int": 9.0,
@@ -77,7 +79,7 @@ def test_bad_values_raise_type_error_and_store_nothing(run: Run, value: Any, mat
     assert isinstance(info.value, TypeError)
     assert "'bad'" in str(info.value)
     run.flush()
-    assert _store(run).count_points(run.id) == 0
+    assert count_points(_store(run), run.id) == 0
 
 
 @pytest.mark.parametrize(
@@ -88,7 +90,7 @@ def test_bad_keys_raise_value_error_naming_the_rule(run: Run, key: Any) -> None:
         run.log({"good": 1.0, key: 1.0}, step=0)
     assert isinstance(info.value, ValueError)
     run.flush()
-    assert _store(run).count_points(run.id) == 0
+    assert count_points(_store(run), run.id) == 0
 
 
 def test_good_keys(run: Run) -> None:
@@ -96,7 +98,7 @@ def test_good_keys(run: Run) -> None:
             "val:acc", "lös"]  # fmt: skip
     run.log(dict.fromkeys(keys, 1.0), step=0)
     run.flush()
-    assert _store(run).metric_keys(run.id) == sorted(keys)
+    assert metric_keys(_store(run), run.id) == sorted(keys)
 
 
 def test_bad_steps(run: Run) -> None:
@@ -115,8 +117,8 @@ def test_steps_auto_increment_and_follow_explicit_steps(run: Run) -> None:
     run.log({"a": 11.0})
     run.log({"b": 1.0}, step=np.int64(20))
     run.flush()
-    assert [p.step for p in _store(run).metric_history(run.id, "a")] == [0, 1, 10, 11]
-    assert [p.step for p in _store(run).metric_history(run.id, "b")] == [20]
+    assert [p.step for p in metric_history(_store(run), run.id, "a")] == [0, 1, 10, 11]
+    assert [p.step for p in metric_history(_store(run), run.id, "b")] == [20]
 
 
 def test_tensors_are_detached_at_once(run: Run) -> None:
@@ -133,7 +135,7 @@ def test_tensors_are_detached_at_once(run: Run) -> None:
     gc.collect()
     assert hidden_ref() is None  # nothing the tracker holds keeps the graph alive
     run.flush()
-    assert math.isfinite(_store(run).get_run(run.id).last_metrics["loss"])
+    assert math.isfinite(get_run(_store(run), run.id).last_metrics["loss"])
 
 
 def test_nan_and_inf_through_the_client(run: Run) -> None:
@@ -141,7 +143,7 @@ def test_nan_and_inf_through_the_client(run: Run) -> None:
     run.log({"l": torch.tensor(float("inf"))}, step=1)
     run.log({"l": np.float64(-np.inf)}, step=2)
     run.flush()
-    values = [p.value for p in _store(run).metric_history(run.id, "l")]
+    values = [p.value for p in metric_history(_store(run), run.id, "l")]
     assert math.isnan(values[0]) and values[1:] == [math.inf, -math.inf]
 
 
@@ -149,7 +151,7 @@ def test_flush_joins_deterministically(run: Run) -> None:
     for step in range(20_000):
         run.log({"a": float(step), "b": 1.0}, step=step)
     run.flush()
-    assert _store(run).count_points(run.id) == 40_000
+    assert count_points(_store(run), run.id) == 40_000
 
 
 def test_module_level_api_and_config(store_url: str) -> None:
@@ -160,7 +162,7 @@ def test_module_level_api_and_config(store_url: str) -> None:
     run = tracker.run
     tracker.finish()
     store = Store(store_url)
-    info = store.get_run(run.id)
+    info = get_run(store, run.id)
     assert info.status == "finished" and info.last_metrics == {"loss": 1.0}
     with pytest.raises(NoActiveRun, match=r"call tracker\.init"):
         tracker.log({"loss": 2.0})
@@ -173,7 +175,7 @@ def test_context_manager_marks_failed_with_the_exception(store_url: str) -> None
     ):
         run.log({"a": 1.0})
         _ = 1 / 0
-    info = Store(store_url).get_run(run.id)
+    info = get_run(Store(store_url), run.id)
     assert info.status == "failed"
     assert info.error == "ZeroDivisionError: division by zero"
     assert info.last_metrics == {"a": 1.0}
@@ -213,7 +215,7 @@ def test_job_environment_attaches_to_the_queued_run(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(store_url)
-    queued = store.create_run("jobs", "job-7", {"lr": 0.1}, status="queued")
+    queued = create_run(store, "jobs", "job-7", {"lr": 0.1}, status="queued")
     monkeypatch.setenv("TRACKER_RUN_ID", str(queued.id))
     monkeypatch.setenv("TRACKER_JOB_ID", "7")
     monkeypatch.setenv("TRACKER_CONFIG", '{"lr": 0.003, "model": {"width": 128}}')
@@ -221,22 +223,22 @@ def test_job_environment_attaches_to_the_queued_run(
                        uri=store_url, system_interval=None)  # fmt: skip
     assert run.id == queued.id and run.job_id == 7
     assert tracker.config == {"lr": 0.003, "model": {"width": 128, "depth": 2}}
-    assert store.get_run(queued.id).status == "running"
+    assert get_run(store, queued.id).status == "running"
     run.finish()
-    info = store.get_run(queued.id)
+    info = get_run(store, queued.id)
     assert info.status == "finished" and info.config == tracker.config
 
 
 def test_follower_rank_logs_nothing(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(store_url)
-    queued = store.create_run("jobs", "ddp", {}, status="queued")
+    queued = create_run(store, "jobs", "ddp", {}, status="queued")
     monkeypatch.setenv("TRACKER_RUN_ID", str(queued.id))
     monkeypatch.setenv("RANK", "1")
     run = tracker.init(project="jobs", uri=store_url, system_interval=None)
     run.log({"loss": 1.0})
     run.finish()
-    assert store.count_points(queued.id) == 0
-    assert store.get_run(queued.id).status == "queued"  # rank 0 owns the status
+    assert count_points(store, queued.id) == 0
+    assert get_run(store, queued.id).status == "queued"  # rank 0 owns the status
 
 
 def test_accelerator_tensors_wait_for_the_writer(run: Run) -> None:

@@ -18,6 +18,9 @@ from tracker.errors import InvalidInput, NonFiniteLossError
 from tracker.rules.health import Diagnosis, Evidence
 from tracker.store import Store
 from tracker.store.diagnoses import LiveSweep, diagnose_run, list_diagnoses, record_diagnoses
+from tracker.store.events import add_event, list_events
+from tracker.store.metrics import log_metrics, metric_history
+from tracker.store.runs import create_run, finish_run, list_runs
 
 CLI = [
     sys.executable,
@@ -27,11 +30,11 @@ CLI = [
 
 
 def _nan_run(store: Store, status: str = "finished") -> int:
-    run = store.create_run("p", "nan")
+    run = create_run(store, "p", "nan")
     for s in range(30):
-        store.log_metrics(run.id, s, {"loss": 1.0 / (s + 1) if s < 20 else math.nan})
+        log_metrics(store, run.id, s, {"loss": 1.0 / (s + 1) if s < 20 else math.nan})
     if status != "running":
-        store.finish_run(run.id, status)
+        finish_run(store, run.id, status)
     return run.id
 
 
@@ -58,16 +61,16 @@ def test_record_is_idempotent_and_final_pass_replaces(store: Store) -> None:
     assert steps == {"nonfinite": 20, "loss_spike": 9}
     diagnose_run(store, run_id)  # final pass: the spike no longer holds
     assert [e.data["code"] for e in list_diagnoses(store, run_id) if e.data] == ["nonfinite"]
-    other = store.create_run("p", "other")
-    store.add_event(other.id, "note", "not a diagnosis")
+    other = create_run(store, "p", "other")
+    add_event(store, other.id, "note", "not a diagnosis")
     diagnose_run(store, other.id, final=True)
-    assert [e.kind for e in store.list_events(other.id)] == ["note"]
+    assert [e.kind for e in list_events(store, other.id)] == ["note"]
 
 
 def test_live_onsets_stay_where_first_reported(store: Store) -> None:
     """A leak's onset seen live at 140 must not move to 173 and back as points arrive; the
     final pass then says what the whole run shows."""
-    run = store.create_run("p", "live")
+    run = create_run(store, "p", "live")
     for step in (140, 173, 140, 151):
         record_diagnoses(store, run.id, [_d("memory_growth", "sys/rss_bytes", step)])
         [event] = list_diagnoses(store, run.id)
@@ -86,7 +89,7 @@ def test_live_sweep_diagnoses_running_runs_once_per_change(store: Store) -> None
     assert set(found) == {run_id}  # finished runs are the final pass's business
     assert [d.code for d in found[run_id]] == ["nonfinite"]
     assert sweep.once() == {}  # nothing new: nothing read
-    store.log_metrics(run_id, 30, {"loss": math.nan})
+    log_metrics(store, run_id, 30, {"loss": math.nan})
     assert set(sweep.once()) == {run_id}
     assert len(list_diagnoses(store, run_id)) == 1 and list_diagnoses(store, finished) == []
 
@@ -100,10 +103,10 @@ def test_judge_run_replays_a_live_pass_at_a_step_and_records_nothing(
     in the newer half of what it read. Nothing is recorded."""
     from tracker.store import diagnoses
 
-    run = store.create_run("p", "replay").id
+    run = create_run(store, "p", "replay").id
     for step in range(1000):
         loss = 2.0 * math.exp(-step / 200) + 0.3 + 0.003 * ((step * 7919) % 11)
-        store.log_metrics(run, step, {"train/loss": loss * (8 if step == 300 else 1)})
+        log_metrics(store, run, step, {"train/loss": loss * (8 if step == 300 else 1)})
 
     def live(until: int) -> list[tuple[str, int | None]]:
         found = diagnoses.judge_run(store, run, final=False, until_step=until)
@@ -120,8 +123,8 @@ def test_judge_run_replays_a_live_pass_at_a_step_and_records_nothing(
 
 def test_doctor_and_runs_show_cli(store_url: str, store: Store, tmp_path: Path) -> None:
     run_id = _nan_run(store)
-    healthy = store.create_run("p", "ok")
-    store.log_metrics(healthy.id, 0, {"loss": 1.0})
+    healthy = create_run(store, "p", "ok")
+    log_metrics(store, healthy.id, 0, {"loss": 1.0})
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env["TRACKER_URI"] = store_url
 
@@ -151,10 +154,10 @@ def test_doctor_reports_how_a_failed_run_ended(
 ) -> None:
     """A run whose series look fine but that failed (a collective error, a crash) is not
     "no problems found", exit 0: the doctor says how it ended, with the hint, and exits 1."""
-    run = store.create_run("p", "gloo")
-    store.log_metrics(run.id, 0, {"loss": 1.0})
+    run = create_run(store, "p", "gloo")
+    log_metrics(store, run.id, 0, {"loss": 1.0})
     hint = "a rank lost its peer: check the other ranks' logs"
-    store.finish_run(run.id, "failed", failure_class="gloo", failure_hint=hint)
+    finish_run(store, run.id, "failed", failure_class="gloo", failure_hint=hint)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
     env["TRACKER_URI"] = store_url
     done = subprocess.run([*CLI, "doctor", str(run.id)], capture_output=True, text=True, env=env,
@@ -197,7 +200,7 @@ def test_on_nonfinite_stop_raises_at_the_first_persistent_nan(store_url: str, st
     )
     assert "on_nonfinite='stop'" in str(info.value)
     tracker.finish()
-    steps = [p.step for p in store.metric_history(run.id, "train/loss")]
+    steps = [p.step for p in metric_history(store, run.id, "train/loss")]
     assert steps == [3, 4, 5]  # the NaN that stopped it is stored
 
 
@@ -205,4 +208,4 @@ def test_on_nonfinite_rejects_unknown_policy(store_url: str, store: Store) -> No
     with pytest.raises(InvalidInput) as info:
         tracker.init(project="p", uri=store_url, system_interval=None, on_nonfinite="halt")
     assert info.value.field == "on_nonfinite" and "record, stop" in str(info.value)
-    assert store.list_runs() == []
+    assert list_runs(store) == []

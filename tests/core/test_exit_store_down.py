@@ -27,6 +27,8 @@ from tracker.client import writer as writer_module
 from tracker.client.sinks import SqlSink
 from tracker.errors import FlushTimeout
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import create_run, get_run, list_runs, mark_stale_runs_crashed
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "exit_store_down.py")
 N = 2_000
@@ -66,18 +68,18 @@ def replay_and_check(url: str, run_id: int, mode: str, stderr: str) -> None:
     status = "failed" if mode == "raise" else "finished"
     assert f"run {run_id} ended {status}" in stderr
     store = Store(url)
-    assert store.get_run(run_id).status == "running"  # until the replay
+    assert get_run(store, run_id).status == "running"  # until the replay
     result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *files])
     assert result.exit_code == 0, result.output
     assert f"run {run_id} is now {status}" in result.output
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     assert run.status == status and run.ended_at is not None
     if mode == "raise":
         assert run.exit_code == 1
         assert run.error == "ValueError: loss is NaN at the end"
-    assert store.count_points(run_id) == 2 * 2 * N  # every point, before and after the stop
-    assert [p.step for p in store.metric_history(run_id, "a")] == list(range(2 * N))
-    assert [p.value for p in store.metric_history(run_id, "b")][-1] == -(2 * N - 1)
+    assert count_points(store, run_id) == 2 * 2 * N  # every point, before and after the stop
+    assert [p.step for p in metric_history(store, run_id, "a")] == list(range(2 * N))
+    assert [p.value for p in metric_history(store, run_id, "b")][-1] == -(2 * N - 1)
     assert not any(Path(f).exists() for f in files)
 
 
@@ -140,8 +142,8 @@ def test_finish_with_a_backlog_waits_while_points_are_stored_and_says_so(
         for r in reports
     ), reports
     store = Store(store_url)
-    assert store.count_points(run.id) == 300_000
-    assert store.get_run(run.id).status == "finished"
+    assert count_points(store, run.id) == 300_000
+    assert get_run(store, run.id).status == "finished"
 
 
 def test_a_final_status_kept_for_a_run_marked_crashed_meanwhile_is_applied(
@@ -150,21 +152,21 @@ def test_a_final_status_kept_for_a_run_marked_crashed_meanwhile_is_applied(
     from tracker.client import final_status
 
     store = Store(store_url)
-    run_id = store.create_run("crashed", None, {}, []).id
-    store.mark_stale_runs_crashed(older_than=time.time() + 1)
-    assert store.get_run(run_id).status == "crashed"
+    run_id = create_run(store, "crashed", None, {}, []).id
+    mark_stale_runs_crashed(store, older_than=time.time() + 1)
+    assert get_run(store, run_id).status == "crashed"
     spill = tmp_path / "run.jsonl"
     final_status.append(spill, final_status.FinalStatus(run_id, "failed", 1, "boom", 1.5e9))
     result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
     assert result.exit_code == 0, result.output
     assert f"run {run_id} is now failed, exit code 1 (was crashed)" in result.output
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     assert (run.status, run.exit_code, run.error, run.ended_at) == ("failed", 1, "boom", 1.5e9)
     # A run that already has another final status keeps it.
     final_status.append(spill, final_status.FinalStatus(run_id, "finished", 0, None, 1.6e9))
     result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
     assert f"run {run_id} is already failed" in result.output
-    assert store.get_run(run_id).status == "failed"
+    assert get_run(store, run_id).status == "failed"
 
 
 def test_exit_timeout_comes_from_the_argument_or_the_environment(
@@ -187,4 +189,4 @@ def test_exit_timeout_comes_from_the_argument_or_the_environment(
     with pytest.raises(InvalidInput, match=r"exit_timeout=-1\.0: it must be a number of seconds"):
         tracker.init(project="t", uri=url, system_interval=None, exit_timeout=-1.0)
     tracker.finish()
-    assert [r.status for r in Store(url).list_runs(project="t")] == ["finished"] * 3  # no orphan
+    assert [r.status for r in list_runs(Store(url), project="t")] == ["finished"] * 3  # no orphan

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import get_run
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -87,13 +89,13 @@ def test_dataloader_workers_leave_the_parent_run_running_and_every_point_stored(
     assert "BATCHES 16" in seen, seen
     store = Store(store_url)
     # The workers have exited (the DataLoader joined them): the run is still the parent's.
-    assert store.get_run(run_id).status == "running"
-    assert [p.step for p in store.metric_history(run_id, "parent/batch_sum")] == list(range(16))
+    assert get_run(store, run_id).status == "running"
+    assert [p.step for p in metric_history(store, run_id, "parent/batch_sum")] == list(range(16))
     end_parent(proc)
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     assert run.status == "finished"
-    assert store.count_points(run_id) == 17
-    assert [p.value for p in store.metric_history(run_id, "parent/last")] == [1.0]
+    assert count_points(store, run_id) == 17
+    assert [p.value for p in metric_history(store, run_id, "parent/last")] == [1.0]
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -112,11 +114,11 @@ def test_a_dataset_that_logs_in_a_worker_gets_an_error_naming_the_rule(
         assert "NoActiveRun" in error
         assert "this is a child process" in error and f"started by pid {proc.pid}" in error
     store = Store(store_url)
-    assert store.get_run(run_id).status == "running"
-    assert store.count_points(run_id) == 0  # nothing from the workers, nothing half-stored
+    assert get_run(store, run_id).status == "running"
+    assert count_points(store, run_id) == 0  # nothing from the workers, nothing half-stored
     end_parent(proc)
-    assert store.get_run(run_id).status == "finished"
-    assert store.count_points(run_id) == 1
+    assert get_run(store, run_id).status == "finished"
+    assert count_points(store, run_id) == 1
 
 
 def test_plain_fork_children_exit_at_once_and_never_finish_the_parent_run(
@@ -136,16 +138,16 @@ def test_plain_fork_children_exit_at_once_and_never_finish_the_parent_run(
     assert log_error.startswith("CHILD_LOG_ERROR 5 of 5 InheritedRunError"), log_error
     assert f"run {run_id} belongs to" in log_error
     store = Store(store_url)
-    assert store.get_run(run_id).status == "running"  # three normal child exits later
-    assert store.count_points(run_id) == 10_000  # every parent point, none from a child
+    assert get_run(store, run_id).status == "running"  # three normal child exits later
+    assert count_points(store, run_id) == 10_000  # every parent point, none from a child
     if sqlite:  # the child's copy of SQLite's lock state is stale: a clear refusal
         init_error = next(line for line in seen if line.startswith("CHILD_INIT_ERROR"))
         assert "a forked child cannot open a SQLite file its parent has open" in init_error
         assert store_url[len("sqlite:///") :] in init_error
     else:  # init() in a child: a run of its own, finished at the child's exit
         child_run = int(next(line for line in seen if line.startswith("CHILD_RUN")).split()[1])
-        assert store.get_run(child_run).status == "finished"
-        assert [p.step for p in store.metric_history(child_run, "child/own")] == list(range(10))
+        assert get_run(store, child_run).status == "finished"
+        assert [p.step for p in metric_history(store, child_run, "child/own")] == list(range(10))
     end_parent(proc)
-    assert store.get_run(run_id).status == "finished"
-    assert store.count_points(run_id) == 10_001
+    assert get_run(store, run_id).status == "finished"
+    assert count_points(store, run_id) == 10_001

@@ -23,6 +23,8 @@ from click.testing import CliRunner
 from tests.support.small_disk import fill, free, small_filesystem
 from tracker.cli import main
 from tracker.store import Store
+from tracker.store.metrics import count_points
+from tracker.store.runs import get_run
 
 pytestmark = pytest.mark.slow
 
@@ -63,12 +65,12 @@ def test_a_full_disk_loses_no_accepted_point(
         store = Store(url)
         try:
             deadline = time.monotonic() + 120
-            while store.count_points(1) == 0 if _has_run(store) else True:
+            while count_points(store, 1) == 0 if _has_run(store) else True:
                 assert proc.poll() is None, "".join(stderr)
                 assert time.monotonic() < deadline, "no point stored in 120 s"
                 time.sleep(0.1)
             filler = fill(disk)
-            before = store.count_points(1)
+            before = count_points(store, 1)
             # full until the writer says so (after OUTAGE_SAID_AFTER_S of failed writes)
             deadline = time.monotonic() + 60
             while not any(SAID in line for line in stderr) or not _spilled(spill, spill_dir):
@@ -91,8 +93,8 @@ def test_a_full_disk_loses_no_accepted_point(
             if files:
                 result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *files])
                 assert result.exit_code == 0, result.output
-            assert store.count_points(1) == STEPS * KEYS, text
-            assert store.get_run(1).status == "finished"
+            assert count_points(store, 1) == STEPS * KEYS, text
+            assert get_run(store, 1).status == "finished"
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -108,7 +110,7 @@ def _spilled(spill: str, spill_dir: Path) -> bool:
 
 def _has_run(store: Store) -> bool:
     try:
-        store.get_run(1)
+        get_run(store, 1)
     except Exception:
         return False
     return True

@@ -22,6 +22,7 @@ from tracker.client.overflow import ENTRY_BYTES, KEY_BYTES, MIB
 from tracker.client.sinks import SqlSink
 from tracker.errors import InvalidInput, StoreUnavailable, WriterError
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
 
 SMALL_CAP_MB = 0.0625  # 64 KiB: about 130 five-metric log() calls
 KEYS = ("a", "b", "c", "d", "e")
@@ -59,11 +60,11 @@ def test_a_burst_past_a_small_cap_stores_every_point_once_in_order(
     assert overflow.segments_opened > 0, "the burst never passed the cap: nothing tested"
     assert overflow.points_diverted > steps  # most of the burst went through the disk
     store = Store(store_url)
-    assert store.count_points(run.id) == steps * len(KEYS)  # each once, no duplicate
-    history = store.metric_history(run.id, "a")
+    assert count_points(store, run.id) == steps * len(KEYS)  # each once, no duplicate
+    history = metric_history(store, run.id, "a")
     assert [p.step for p in history] == list(range(steps))
     assert [p.value for p in history] == _expected_a(steps)  # order kept: last value wins
-    assert [p.value for p in store.metric_history(run.id, "e")] == [float(s) for s in range(steps)]
+    assert [p.value for p in metric_history(store, run.id, "e")] == [float(s) for s in range(steps)]
     assert _files(spill) == []  # every overflow file removed once stored
     run.finish()
 
@@ -109,8 +110,8 @@ def test_log_never_waits_for_a_stuck_writer_and_memory_stays_under_the_cap(
     sink.gate.set()
     run.finish(timeout=300)
     store = Store(store_url)
-    assert store.count_points(run.id) == steps * len(KEYS)
-    assert [p.step for p in store.metric_history(run.id, "c")] == list(range(steps))
+    assert count_points(store, run.id) == steps * len(KEYS)
+    assert [p.step for p in metric_history(store, run.id, "c")] == list(range(steps))
     assert _files(spill) == []
 
 
@@ -137,7 +138,7 @@ def test_two_threads_logging_past_the_cap_keep_each_own_order(
     assert run._writer._overflow.segments_opened > 0
     store = Store(store_url)
     for key in ("x", "y"):
-        assert [p.value for p in store.metric_history(run.id, key)] == [
+        assert [p.value for p in metric_history(store, run.id, key)] == [
             float(s) for s in range(steps)
         ], key
 
@@ -194,7 +195,7 @@ def test_store_down_at_exit_past_the_cap_leaves_one_ordered_spill_file(
     stored = re.findall(r": (\d+) points stored", result.output)
     assert sum(int(n) for n in stored) == steps, result.output
     store = Store(store_url)
-    assert [p.step for p in store.metric_history(run.id, "a")] == list(range(steps))
+    assert [p.step for p in metric_history(store, run.id, "a")] == list(range(steps))
 
 
 def test_a_fatal_error_past_the_cap_keeps_every_point_on_disk(
@@ -264,4 +265,4 @@ def test_keys_built_per_call_are_held_once(store_url: str, tmp_path: Path) -> No
     sink.gate.set()
     run.finish(timeout=120)
     assert entries and all(len(objects) == 1 for objects in ids.values()), ids
-    assert Store(store_url).count_points(run.id) == 50 * 6  # k0 twice a step: the last wins
+    assert count_points(Store(store_url), run.id) == 50 * 6  # k0 twice a step: the last wins

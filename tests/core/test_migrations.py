@@ -16,6 +16,8 @@ from alembic.script import ScriptDirectory
 
 from tracker.store import Store
 from tracker.store.engine import _migrations_dir, schema_head, schema_revisions
+from tracker.store.metrics import append_points, write_points
+from tracker.store.runs import create_run, get_run, list_runs
 
 
 def _config() -> Config:
@@ -122,7 +124,7 @@ def test_ten_processes_start_on_an_empty_database_at_once(empty_store_url: str) 
         assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [
             (schema_head(),)
         ]
-    runs = store.list_runs(project="race")
+    runs = list_runs(store, project="race")
     assert sorted(r.config["i"] for r in runs) == list(range(10))
     assert all(r.status == "finished" and r.last_metrics == {"x": 1.0} for r in runs)
 
@@ -149,17 +151,17 @@ def test_metric_seq_upgrade_keeps_stored_points(empty_store_url: str) -> None:
     engine.dispose()
     assert [tuple(r) for r in rows] == [(0, 0, 100, 2.5), (1, 0, 200, None), (2, 0, 300, -1.0)]
     store = Store(empty_store_url)
-    run = store.create_run("p").id
-    store.write_points([(run, 1, 2, 300, -1.0)])
-    store.write_points([(run, 1, 2, 400, 3.0)])  # the same step again: overwritten
-    assert store.append_points([(run, 1, 2, 400, 3.0), (run, 1, 2, 500, 4.0)]) == 1
+    run = create_run(store, "p").id
+    write_points(store, [(run, 1, 2, 300, -1.0)])
+    write_points(store, [(run, 1, 2, 400, 3.0)])  # the same step again: overwritten
+    assert append_points(store, [(run, 1, 2, 400, 3.0), (run, 1, 2, 500, 4.0)]) == 1
     with store.engine.connect() as conn:
         found = conn.execute(
             sa.text("SELECT step, seq, value FROM metric_points WHERE run_id = :r ORDER BY seq"),
             {"r": run},
         ).all()
     assert [tuple(r) for r in found] == [(2, 0, 3.0), (2, 1, 4.0)]
-    assert store.get_run(run).last_metrics == {"loss": 4.0}
+    assert get_run(store, run).last_metrics == {"loss": 4.0}
 
 
 def test_fail_on_down_and_up_again_keeps_the_jobs(empty_store_url: str) -> None:
@@ -195,7 +197,7 @@ def test_artifact_token_down_and_up_again_keeps_the_artifacts(
 
     store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
     token = create_token(store, "log", "ci")[0].id
-    run = store.create_run("p").id
+    run = create_run(store, "p").id
     artifacts.put_artifact(store, run, "a.bin", b"abc", token_id=token)
     assert artifacts.token_bytes(store, token) == 3
     store.close()
@@ -224,3 +226,35 @@ def _down_and_up(url: str, revision: str, while_down: Callable[[sa.Connection], 
         command.upgrade(cfg, "head")
         command.check(cfg)  # equals the models again
     engine.dispose()
+
+
+def test_code_snapshots_down_and_up_again_keeps_the_jobs(
+    empty_store_url: str, tmp_path: Path
+) -> None:
+    """0018_code_snapshots: a downgrade drops the snapshots and the jobs' reference and keeps
+    the jobs (they run from the worker's files then); upgrading again gives them none."""
+    import hashlib
+
+    from tracker.entities import JobSpec
+    from tracker.rules.snapshot import FileEntry
+    from tracker.store import jobs as store_jobs
+    from tracker.store import queue, snapshots
+
+    store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
+    (tmp_path / "train.py").write_text("print(1)\n")
+    sha = hashlib.sha256(b"print(1)\n").hexdigest()
+    snapshots.put_blob_file(store, tmp_path / "train.py", sha)
+    snap = snapshots.save_snapshot(store, [FileEntry("train.py", sha, 9)])
+    job = queue.enqueue(store, JobSpec(argv=["python", "train.py"], snapshot_id=snap.id)).id
+    store.close()
+
+    def while_down(conn: sa.Connection) -> None:
+        inspector = sa.inspect(conn)
+        assert "snapshots" not in inspector.get_table_names()
+        assert "snapshot_id" not in {c["name"] for c in inspector.get_columns("jobs")}
+        assert conn.execute(sa.text("SELECT id FROM jobs")).scalars().all() == [job]
+
+    _down_and_up(empty_store_url, "0017_artifact_token", while_down)
+    store = Store(empty_store_url, artifact_root=str(tmp_path / "blobs"))
+    assert store_jobs.get_job(store, job).snapshot_id is None
+    store.close()

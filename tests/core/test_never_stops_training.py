@@ -23,6 +23,10 @@ from hypothesis import strategies as st
 from tracker.cli import main
 from tracker.errors import InvalidInput, StoreUnavailable
 from tracker.store import Store, artifacts
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.events import list_events
+from tracker.store.metrics import count_points
+from tracker.store.runs import get_run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 STEPS, MEDIA_STEPS = 30, [0, 5, 10, 15, 20, 25]
@@ -69,7 +73,7 @@ def _replay(tmp_path: Path, stderr: str) -> None:
 
 
 def _events(store: Store, run_id: int) -> list[str]:
-    return [e.message for e in store.list_events(run_id) if e.kind == EVENT_KIND]
+    return [e.message for e in list_events(store, run_id) if e.kind == EVENT_KIND]
 
 
 @pytest.fixture
@@ -86,11 +90,11 @@ def test_an_artifact_root_that_breaks_mid_run(tmp_path: Path, store: Store) -> N
     root.unlink()
     root.mkdir()
     _replay(tmp_path, done.stderr)
-    assert store.get_run(1).status == "finished"
+    assert get_run(store, 1).status == "finished"
     keys = artifacts.media_keys(store, 1)
     assert keys["images"]["samples/noise"] == MEDIA_STEPS
     assert keys["histograms"]["weights"] == MEDIA_STEPS
-    assert store.count_points(1) == POINTS
+    assert count_points(store, 1) == POINTS
     assert any("an upload failed" in m for m in _events(store, 1))
 
 
@@ -102,10 +106,10 @@ def test_a_store_locked_past_its_retries(tmp_path: Path, store: Store) -> None:
     assert "database is locked" in done.stderr
     assert time.monotonic() - start < 200  # the exit does not wait for the store
     _replay(tmp_path, done.stderr)
-    run = store.get_run(1)
+    run = get_run(store, 1)
     assert run.status == "finished"
-    assert store.count_points(1) == POINTS
-    assert sorted(c.step for c in store.list_checkpoints(1)) == [20, 29]
+    assert count_points(store, 1) == POINTS
+    assert sorted(c.step for c in list_checkpoints(store, 1)) == [20, 29]
     assert artifacts.media_keys(store, 1)["images"]["samples/noise"] == MEDIA_STEPS
     assert _events(store, 1)  # spilled with the points, stored by the replay
 
@@ -118,9 +122,9 @@ def test_a_full_disk(tmp_path: Path, store: Store) -> None:
     assert not list((tmp_path / "checkpoints").glob("**/step-20.pt"))
     assert not list((tmp_path / "checkpoints").glob("**/*.tmp-*"))  # nothing half-written
     _replay(tmp_path, done.stderr)
-    assert store.get_run(1).status == "finished"
-    assert store.count_points(1) == POINTS
-    assert [c.step for c in store.list_checkpoints(1)] == [29]
+    assert get_run(store, 1).status == "finished"
+    assert count_points(store, 1) == POINTS
+    assert [c.step for c in list_checkpoints(store, 1)] == [29]
     assert any("writer thread failed" in m for m in _events(store, 1))
 
 
@@ -128,11 +132,11 @@ def test_an_image_the_encoder_cannot_encode(tmp_path: Path, store: Store) -> Non
     done = _train("encoder", tmp_path, strict=False)
     assert _trained_through(done) == ["an upload"]
     assert "samples/broken" in done.stderr and "not stored" in done.stderr
-    assert store.get_run(1).status == "finished"
+    assert get_run(store, 1).status == "finished"
     keys = artifacts.media_keys(store, 1)
     assert keys["images"]["samples/noise"] == MEDIA_STEPS
     assert "samples/broken" not in keys["images"]
-    assert store.count_points(1) == POINTS
+    assert count_points(store, 1) == POINTS
     assert any("samples/broken" in m for m in _events(store, 1))
 
 
@@ -140,8 +144,8 @@ def test_the_doctor_failing_at_finish(tmp_path: Path, store: Store) -> None:
     done = _train("doctor", tmp_path, strict=False)
     assert _trained_through(done) == ["the doctor (the run's health detectors)"]
     assert "tracker doctor 1" in done.stderr
-    assert store.get_run(1).status == "finished"
-    assert store.count_points(1) == POINTS
+    assert get_run(store, 1).status == "finished"
+    assert count_points(store, 1) == POINTS
     assert any(m.startswith("the doctor") for m in _events(store, 1))
 
 
@@ -278,5 +282,5 @@ def test_an_upload_the_store_refuses_is_reported_not_kept(
     assert not list((tmp_path / "spill").glob("*.jsonl"))  # a replay would be refused too
     store = Store(url)
     assert [a.path for a in artifacts.list_artifacts(store, run.id)] == ["after.txt"]
-    assert store.get_run(run.id).status == "finished"
+    assert get_run(store, run.id).status == "finished"
     assert len(_events(store, run.id)) == 1

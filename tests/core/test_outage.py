@@ -18,6 +18,8 @@ from tracker.cli import main
 from tracker.client.sinks import SqlSink
 from tracker.errors import StoreUnavailable
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import get_run
 
 
 @pytest.mark.slow
@@ -36,10 +38,10 @@ def test_postgres_stopped_and_restarted_during_logging(own_pg_cluster: tuple[Pat
         run.log({"a": float(step), "b": 1.0}, step=step)
     run.finish(timeout=60)
     store = Store(url)
-    assert store.count_points(run.id) == 8000
-    steps = [p.step for p in store.metric_history(run.id, "a")]
+    assert count_points(store, run.id) == 8000
+    steps = [p.step for p in metric_history(store, run.id, "a")]
     assert steps == list(range(4000))
-    assert store.get_run(run.id).status == "finished"
+    assert get_run(store, run.id).status == "finished"
 
 
 def test_sqlite_locked_for_a_while_loses_nothing(tmp_path: Path) -> None:
@@ -53,7 +55,7 @@ def test_sqlite_locked_for_a_while_loses_nothing(tmp_path: Path) -> None:
         run.log({"a": float(step)}, step=step)
     run.finish(timeout=60)
     release.join()
-    assert Store(url).count_points(run.id) == 5000
+    assert count_points(Store(url), run.id) == 5000
 
 
 class FlakySink(SqlSink):
@@ -91,7 +93,7 @@ def test_long_outage_spills_to_disk_and_replays(store_url: str, tmp_path: Path) 
     run.flush(timeout=60)
     assert not run._writer.spill_path.exists()
     store = Store(store_url)
-    assert [p.step for p in store.metric_history(run.id, "a")] == list(range(10_000))
+    assert [p.step for p in metric_history(store, run.id, "a")] == list(range(10_000))
     run.finish()
 
 
@@ -113,7 +115,7 @@ def test_store_down_at_exit_leaves_a_spill_file_that_replays(
     result = CliRunner().invoke(main, ["db", "replay", "--uri", store_url, str(spill)])
     assert result.exit_code == 0, result.output
     assert "500 points stored" in result.output
-    assert Store(store_url).count_points(run.id) == 500
+    assert count_points(Store(store_url), run.id) == 500
     assert not spill.exists()
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import get_run, mark_stale_runs_crashed
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "logger.py")
 pytestmark = pytest.mark.slow
@@ -53,13 +55,13 @@ def test_sigkill_after_flush_keeps_every_flushed_point(store_url: str) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     store = Store(store_url)
-    steps = [p.step for p in store.metric_history(run_id, "a")]
+    steps = [p.step for p in metric_history(store, run_id, "a")]
     assert steps[:5000] == list(range(5000))  # everything flushed survived
-    assert store.get_run(run_id).status == "running"  # until housekeeping notices
+    assert get_run(store, run_id).status == "running"  # until housekeeping notices
     # The process is dead, so its last heartbeat is older than now: no sleep needed.
-    marked = store.mark_stale_runs_crashed(older_than=time.time())
+    marked = mark_stale_runs_crashed(store, older_than=time.time())
     assert run_id in marked
-    assert store.get_run(run_id).status == "crashed"
+    assert get_run(store, run_id).status == "crashed"
 
 
 def test_sigterm_ends_killed_with_everything_logged(store_url: str) -> None:
@@ -69,10 +71,10 @@ def test_sigterm_ends_killed_with_everything_logged(store_url: str) -> None:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM  # the exit status still says SIGTERM
     store = Store(store_url)
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     assert run.status == "killed"
     assert run.error == "terminated by SIGTERM"
-    assert store.count_points(run_id) == 6000
+    assert count_points(store, run_id) == 6000
 
 
 def test_uncaught_exception_ends_failed(store_url: str) -> None:
@@ -80,25 +82,25 @@ def test_uncaught_exception_ends_failed(store_url: str) -> None:
     run_id = int(wait_for_line(proc, "RUN").split()[1])
     assert proc.wait(timeout=60) == 1
     assert "ValueError: bad batch shape" in proc.stderr.read()  # the traceback still prints
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.status == "failed"
     assert run.error == "ValueError: bad batch shape (3, 4)"
-    assert Store(store_url).count_points(run_id) == 200
+    assert count_points(Store(store_url), run_id) == 200
 
 
 def test_plain_exit_without_finish_ends_finished(store_url: str) -> None:
     proc = start(store_url, "exit", 100)
     run_id = int(wait_for_line(proc, "RUN").split()[1])
     assert proc.wait(timeout=60) == 0
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.status == "finished" and run.ended_at is not None
-    assert Store(store_url).count_points(run_id) == 200
+    assert count_points(Store(store_url), run_id) == 200
 
 
 def test_pid_and_host_are_recorded(store_url: str) -> None:
     proc = start(store_url, "exit", 1)
     run_id = int(wait_for_line(proc, "RUN").split()[1])
     proc.wait(timeout=60)
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.pid == proc.pid and run.host == os.uname().nodename
     assert run.command is not None and run.command[1].endswith("logger.py")

@@ -18,6 +18,8 @@ import tracker
 from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT
 from tracker.store import Store
 from tracker.store.diagnoses import diagnose_run
+from tracker.store.events import list_events
+from tracker.store.metrics import metric_history
 
 LIMIT = 8  # torch's default recompile_limit
 
@@ -67,7 +69,7 @@ def _recompiles(store: Store, run_id: int) -> list[Any]:
 
 def test_recompiles_at_the_limit_name_the_frame_and_the_guard(store_url: str) -> None:
     run_id, store = _train(store_url, lambda step: 4 + step)  # a new shape every step
-    [event] = [e for e in store.list_events(run_id) if e.kind == RECOMPILE_LIMIT_EVENT]
+    [event] = [e for e in list_events(store, run_id) if e.kind == RECOMPILE_LIMIT_EVENT]
     assert event.data == {
         "step": LIMIT - 1,  # the 8th compile: the loop's step 7
         "function": "forward",
@@ -83,21 +85,21 @@ def test_recompiles_at_the_limit_name_the_frame_and_the_guard(store_url: str) ->
     assert f"forward ({__file__}:{FORWARD_LINE})" in d.hint
     assert "\"tensor 'x' size mismatch at index 0. expected 10, actual 11\"" in d.hint
     assert "torch._dynamo.mark_dynamic" in d.hint
-    counted = {p.step: p.value for p in store.metric_history(run_id, "compile/recompiles")}
+    counted = {p.step: p.value for p in metric_history(store, run_id, "compile/recompiles")}
     assert counted == {4: 4.0, 9: 7.0}  # watched steps; 7 recompiles, then none (the limit)
 
 
 def test_a_run_without_recompiles_has_no_such_diagnosis(store_url: str) -> None:
     run_id, store = _train(store_url, lambda step: 8)
-    assert [e for e in store.list_events(run_id) if e.kind == RECOMPILE_LIMIT_EVENT] == []
+    assert [e for e in list_events(store, run_id) if e.kind == RECOMPILE_LIMIT_EVENT] == []
     assert _recompiles(store, run_id) == []
-    counted = {p.step: p.value for p in store.metric_history(run_id, "compile/recompiles")}
+    counted = {p.step: p.value for p in metric_history(store, run_id, "compile/recompiles")}
     assert set(counted.values()) == {0.0}
 
 
 def test_a_few_recompiles_below_the_limit_are_no_diagnosis(store_url: str) -> None:
     run_id, store = _train(store_url, lambda step: 4 + step % 3)  # three shapes: 2 recompiles
-    assert [e for e in store.list_events(run_id) if e.kind == RECOMPILE_LIMIT_EVENT] == []
+    assert [e for e in list_events(store, run_id) if e.kind == RECOMPILE_LIMIT_EVENT] == []
     assert _recompiles(store, run_id) == []
 
 
@@ -118,7 +120,7 @@ def test_reasons_that_cannot_be_read_never_stop_training(
     else:
         monkeypatch.delattr(dynamo_utils, "guard_failures")
     run_id, store = _train(store_url, lambda step: 4 + step, every=1)
-    events = store.list_events(run_id)
+    events = list_events(store, run_id)
     failures = [e for e in events if e.kind == "tracker_failure"]
     if broken == "raises":
         [failure] = failures  # said once, whatever the number of recompiles
@@ -130,7 +132,7 @@ def test_reasons_that_cannot_be_read_never_stop_training(
         [event] = [e for e in events if e.kind == RECOMPILE_LIMIT_EVENT]
         assert event.data is not None and event.data["reason"] == ""
         assert event.data["function"] == "frame 0"  # the frame's compile id, no code object
-    counted = {p.step: p.value for p in store.metric_history(run_id, "compile/recompiles")}
+    counted = {p.step: p.value for p in metric_history(store, run_id, "compile/recompiles")}
     assert counted[11] == float(LIMIT - 1)  # still counted, and the doctor still fires
     [d] = _recompiles(store, run_id)
     assert d.step == LIMIT - 1

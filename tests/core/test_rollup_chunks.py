@@ -20,7 +20,9 @@ import sqlalchemy as sa
 
 import tracker
 from tracker.store import Store
+from tracker.store import metrics as store_metrics
 from tracker.store.rollups import _PG_LOCK_CLASS, ChunkSizer
+from tracker.store.runs import create_run, get_run
 
 Rows = list[tuple[object, ...]]
 
@@ -46,7 +48,9 @@ def full_rebuild(store: Store, run_id: int) -> Rows:
             ),
             {"r": run_id},
         ).all()
-    store.refresh_rollups({(run_id, k): (lo, hi) for k, lo, hi in found}, chunk_points=10**12)
+    store_metrics.refresh_rollups(
+        store, {(run_id, k): (lo, hi) for k, lo, hi in found}, chunk_points=10**12
+    )
     return all_rollups(store, run_id)
 
 
@@ -60,12 +64,12 @@ def value(step: int, key: int) -> float | None:
 
 def write_points(store: Store, run_id: int, keys: list[int], steps: range) -> None:
     rows = [(run_id, k, s, 1000 + s, value(s, k)) for k in keys for s in steps]
-    store.write_points(rows, refresh_rollups=False)
+    store_metrics.write_points(store, rows, refresh_rollups=False)
 
 
 def test_chunked_refresh_resumes_and_equals_a_full_rebuild(store: Store) -> None:
-    run = store.create_run("r")
-    keys = list(store.intern_keys(["a", "b", "c"]).values())
+    run = create_run(store, "r")
+    keys = list(store_metrics.intern_keys(store, ["a", "b", "c"]).values())
     write_points(store, run.id, keys, range(0, 30_000, 3))  # sparse: one step in three
     write_points(store, run.id, keys[:1], range(300_000, 300_020))  # far away, few points
     bounds = {(run.id, k): (0, 29_999) for k in keys}
@@ -74,7 +78,7 @@ def test_chunked_refresh_resumes_and_equals_a_full_rebuild(store: Store) -> None
     calls = 0
     left = bounds
     while left:  # one chunk per call: every call resumes where the last one stopped
-        left = store.refresh_rollups(left, chunk_points=1_500, budget_s=0.0)
+        left = store_metrics.refresh_rollups(store, left, chunk_points=1_500, budget_s=0.0)
         calls += 1
         assert calls < 100, f"the refresh does not advance: {left}"
     assert calls >= 20  # 30,020 points in chunks of 1,500
@@ -84,16 +88,17 @@ def test_chunked_refresh_resumes_and_equals_a_full_rebuild(store: Store) -> None
 
 
 def test_chunks_after_a_rewrite_of_earlier_steps_stay_exact(store: Store) -> None:
-    run = store.create_run("r")
-    (key,) = store.intern_keys(["loss"]).values()
+    run = create_run(store, "r")
+    (key,) = store_metrics.intern_keys(store, ["loss"]).values()
     write_points(store, run.id, [key], range(20_000))
-    store.refresh_rollups({(run.id, key): (0, 19_999)}, chunk_points=700)
+    store_metrics.refresh_rollups(store, {(run.id, key): (0, 19_999)}, chunk_points=700)
     # A resumed run rewrites a stretch that spans chunk and bucket edges with a spike.
-    store.write_points(
+    store_metrics.write_points(
+        store,
         [(run.id, key, s, 5, 1e9 if s == 9_000 else -1.0) for s in range(8_000, 12_345)],
         refresh_rollups=False,
     )
-    store.refresh_rollups({(run.id, key): (8_000, 12_344)}, chunk_points=700)
+    store_metrics.refresh_rollups(store, {(run.id, key): (8_000, 12_344)}, chunk_points=700)
     chunked = all_rollups(store, run.id)
     assert chunked == full_rebuild(store, run.id)
     assert max(row[7] for row in chunked) == 1e9
@@ -119,7 +124,7 @@ def test_chunk_sizer_aims_at_a_quarter_second(
 
 def test_chunk_sizes_below_one_point_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="chunk_points: must be at least 1"):
-        store.refresh_rollups({(1, 1): (0, 10)}, chunk_points=0)
+        store_metrics.refresh_rollups(store, {(1, 1): (0, 10)}, chunk_points=0)
 
 
 def other_writer(store_url: str, run_id: int) -> Callable[[], None]:
@@ -154,8 +159,8 @@ def other_writer(store_url: str, run_id: int) -> Callable[[], None]:
 
 def test_another_writer_gets_in_between_the_chunks(store_url: str) -> None:
     store = Store(store_url)
-    run = store.create_run("r")
-    keys = list(store.intern_keys(["a", "b"]).values())
+    run = create_run(store, "r")
+    keys = list(store_metrics.intern_keys(store, ["a", "b"]).values())
     write_points(store, run.id, keys, range(250_000))
     bounds = {(run.id, k): (0, 249_999) for k in keys}
     write = other_writer(store_url, run.id)
@@ -169,7 +174,7 @@ def test_another_writer_gets_in_between_the_chunks(store_url: str) -> None:
 
     def refresh() -> None:
         try:
-            store.refresh_rollups(bounds, chunk_points=2_000)
+            store_metrics.refresh_rollups(store, bounds, chunk_points=2_000)
         except BaseException as exc:
             errors.append(exc)
 
@@ -195,7 +200,7 @@ def test_the_writer_settles_a_backlog_in_steps_and_finish_waits_for_it(store_url
         run.log({"a": float(step % 89), "b": -float(step)}, step=step)
     run.finish()
     store = Store(store_url)
-    assert store.get_run(run.id).status == "finished"
+    assert get_run(store, run.id).status == "finished"
     assert run._writer._settle_calls >= 12  # 24,000 points in chunks of 2,000
     assert all_rollups(store, run.id) == full_rebuild(store, run.id)
 
@@ -213,7 +218,7 @@ def test_finish_waits_for_a_refresh_longer_than_its_first_join(tmp_path: Path) -
     run.finish()
     assert not run._writer._thread.is_alive()
     store = Store(url)
-    assert store.get_run(run.id).status == "finished"
+    assert get_run(store, run.id).status == "finished"
     assert all_rollups(store, run.id) == full_rebuild(store, run.id)
 
 
@@ -259,5 +264,5 @@ def test_a_big_burst_into_sqlite_finishes_while_another_process_writes(tmp_path:
     assert writes > 0
     run_id = int(out.split()[-1])
     store = Store(url)
-    assert store.get_run(run_id).status == "finished"
+    assert get_run(store, run_id).status == "finished"
     assert all_rollups(store, run_id) == full_rebuild(store, run_id)

@@ -12,6 +12,7 @@ import tracker
 from tracker.client.sinks import SqlSink
 from tracker.store import Store
 from tracker.store.rollups import LEVELS
+from tracker.store.runs import create_run, mark_stale_runs_crashed
 
 
 def level(store: Store, run_id: int, width: int) -> list[tuple[int, int, int, float]]:
@@ -49,18 +50,18 @@ def test_finish_leaves_exact_rollups(store_url: str) -> None:
 
 def test_housekeeping_repairs_rollups_a_dead_writer_never_refreshed(store_url: str) -> None:
     store = Store(store_url)
-    run = store.create_run("r", now=1000.0)
+    run = create_run(store, "r", now=1000.0)
     sink = SqlSink(store)
     sink.write_metrics(run.id, [(s, 1000 + s, {"a": float(s)}) for s in range(1000)])
     assert level(store, run.id, LEVELS[0]) == []  # the writer died before settle()
-    assert store.mark_stale_runs_crashed(older_than=2000.0, now=3000.0) == [run.id]
+    assert mark_stale_runs_crashed(store, older_than=2000.0, now=3000.0) == [run.id]
     assert level(store, run.id, LEVELS[0]) == expected(range(1000), float, LEVELS[0])
     assert level(store, run.id, LEVELS[-1]) == [(0, 999, 1000, 999.0)]
 
 
 def test_settle_refreshes_only_what_was_written(store_url: str) -> None:
     store = Store(store_url)
-    run = store.create_run("r")
+    run = create_run(store, "r")
     sink = SqlSink(store)
     sink.write_metrics(run.id, [(s, 0, {"a": math.inf if s == 5 else 1.0}) for s in range(10)])
     sink.settle()

@@ -13,21 +13,23 @@ import sqlalchemy as sa
 from tracker.rules.downsample import Bucket, downsample, level, merge_buckets
 from tracker.store import Store
 from tracker.store.engine import create_engine, upgrade
+from tracker.store.metrics import intern_keys, write_points
 from tracker.store.rollups import LEVELS
+from tracker.store.runs import create_run
 from tracker.store.series import read_series
 
 SPECIALS = (math.nan, math.inf, -math.inf)
 
 
 def write(store: Store, run_id: int, values: dict[int, float], key: str = "m", batch: int = 997):
-    kid = store.intern_keys([key])[key]
+    kid = intern_keys(store, [key])[key]
     steps = list(values)
     for i in range(0, len(steps), batch):
         rows = [
             (run_id, kid, s, 1000 * s, None if math.isnan(values[s]) else values[s])
             for s in steps[i : i + batch]
         ]
-        store.write_points(rows)
+        write_points(store, rows)
 
 
 def expected_level(values: dict[int, float], width: int) -> list[Bucket]:
@@ -62,7 +64,7 @@ def same(a: list[Bucket], b: list[Bucket]) -> bool:
 
 def test_rollups_stay_exact_through_shuffled_batches_and_rewrites(store: Store) -> None:
     rng = random.Random(7)
-    run = store.create_run("p")
+    run = create_run(store, "p")
     values = {s: rng.choice([rng.random(), rng.random(), *SPECIALS]) for s in range(0, 20000, 3)}
     shuffled = dict(rng.sample(sorted(values.items()), len(values)))
     write(store, run.id, shuffled)
@@ -75,7 +77,7 @@ def test_rollups_stay_exact_through_shuffled_batches_and_rewrites(store: Store) 
 
 
 def test_points_read_equals_pure_downsample(store: Store) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     rng = random.Random(1)
     values = {s: rng.random() for s in range(5000)}
     values[4321] = 1e6
@@ -92,7 +94,7 @@ def test_points_read_equals_pure_downsample(store: Store) -> None:
 
 
 def test_large_series_read_from_a_level_equals_merge_buckets(store: Store) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     values = {s: math.sin(s / 1000) for s in range(150_000)}
     values[77_777] = 50.0  # one-step spike
     values[123_456] = math.nan
@@ -134,7 +136,7 @@ def test_migration_fills_rollups_for_points_stored_before_it(empty_store_url: st
 
 @pytest.mark.parametrize("max_buckets", [1, 7, 1500])
 def test_bucket_bounds(store: Store, max_buckets: int) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     write(store, run.id, {s: float(s) for s in range(0, 30_000, 2)})
     got = read_series(store, run.id, "m", max_buckets=max_buckets)
     buckets = got.series.buckets

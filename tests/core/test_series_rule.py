@@ -27,7 +27,9 @@ from tracker.rules.downsample import (
 )
 from tracker.store import Store
 from tracker.store import series as store_series
+from tracker.store.metrics import append_points, intern_keys, write_points
 from tracker.store.rollups import LEVELS
+from tracker.store.runs import create_run
 from tracker.store.series import read_series
 
 Point = tuple[int, int, float]  # step, wall_ms, value (NaN for NaN), in (step, seq) order
@@ -94,8 +96,8 @@ def test_sql_reads_equal_the_pure_rule(
     store: Store, monkeypatch: pytest.MonkeyPatch, case: dict[str, Any]
 ) -> None:
     monkeypatch.setattr(store_series, "ROW_BUDGET", case["row_budget"])
-    run = store.create_run("p")
-    kid = store.intern_keys(["m"])["m"]
+    run = create_run(store, "p")
+    kid = intern_keys(store, ["m"])["m"]
     rows = [
         (run.id, kid, step, wall, None if math.isnan(value) else value)
         for wall, (step, value) in enumerate(case["rows"])
@@ -103,9 +105,9 @@ def test_sql_reads_equal_the_pure_rule(
     size = -(-len(rows) // case["batches"]) or 1
     for i in range(0, len(rows), size):
         if case["mlflow"]:
-            store.append_points(rows[i : i + size])
+            append_points(store, rows[i : i + size])
         else:
-            store.write_points(rows[i : i + size])
+            write_points(store, rows[i : i + size])
     points = stored_points(case["rows"], case["mlflow"])
     lo = hi = None
     if case["window"] is not None:

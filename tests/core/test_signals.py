@@ -16,6 +16,8 @@ import pytest
 from tracker.store import Store
 from tracker.store import logs as store_logs
 from tracker.store.diagnoses import diagnose_run
+from tracker.store.metrics import count_points, metric_history, metric_keys
+from tracker.store.runs import get_run
 
 SCRIPT = str(Path(__file__).parent / "scripts" / "signals_script.py")
 pytestmark = pytest.mark.slow
@@ -38,7 +40,7 @@ def run_script(
 
 
 def series(store: Store, run_id: int, key: str) -> dict[int, float]:
-    return {p.step: p.value for p in store.metric_history(run_id, key)}
+    return {p.step: p.value for p in metric_history(store, run_id, key)}
 
 
 def console_text(store: Store, run_id: int) -> str:
@@ -75,8 +77,8 @@ def test_system_metrics_off_turns_the_automatic_signals_off(store_url: str) -> N
     run_id, done = run_script(store_url, "no-signals")
     assert done.returncode == 0, done.stderr
     store = Store(store_url)
-    assert store.metric_keys(run_id) == ["loss"]
-    assert store.count_points(run_id) == 3
+    assert metric_keys(store, run_id) == ["loss"]
+    assert count_points(store, run_id) == 3
 
 
 # ------------------------------------------------------------------ exit status
@@ -86,7 +88,7 @@ def test_system_metrics_off_turns_the_automatic_signals_off(store_url: str) -> N
 def test_sys_exit_code_decides_the_run_status(store_url: str, code: str, status: str) -> None:
     run_id, done = run_script(store_url, "exit", code)
     assert done.returncode == int(code)
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.status == status
     assert run.exit_code == int(code)
     if status == "failed":
@@ -96,7 +98,7 @@ def test_sys_exit_code_decides_the_run_status(store_url: str, code: str, status:
 def test_a_caught_sys_exit_does_not_fail_the_run(store_url: str) -> None:
     run_id, done = run_script(store_url, "caught-exit")
     assert done.returncode == 0, done.stderr
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.status == "finished" and run.exit_code is None
 
 
@@ -104,7 +106,7 @@ def test_uncaught_exception_is_failed_with_code_1_and_classified(store_url: str)
     run_id, done = run_script(store_url, "raise")
     assert done.returncode == 1
     assert "ValueError: bad batch shape (3, 4)" in done.stderr  # still on the terminal
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert (run.status, run.exit_code) == ("failed", 1)
     assert run.failure_class == "python_exception"
     assert "ValueError" in (run.failure_hint or "")
@@ -133,7 +135,7 @@ def test_console_is_teed_into_the_store_and_still_printed(store_url: str) -> Non
 def test_failure_class_comes_from_the_captured_output(store_url: str) -> None:
     run_id, done = run_script(store_url, "oom")
     assert done.returncode == 1
-    run = Store(store_url).get_run(run_id)
+    run = get_run(Store(store_url), run_id)
     assert run.failure_class == "cuda_oom"
     assert "2.00 GiB" in (run.failure_hint or "")
 
@@ -143,7 +145,7 @@ def test_capture_console_false_stores_nothing(store_url: str) -> None:
     assert "epoch 0 starting" in done.stdout
     store = Store(store_url)
     assert console_text(store, run_id) == ""
-    assert store.get_run(run_id).status == "failed"
+    assert get_run(store, run_id).status == "failed"
 
 
 def test_no_capture_under_a_worker(store_url: str) -> None:
@@ -177,7 +179,7 @@ def test_watch_logs_gradient_update_and_amp_health(store_url: str) -> None:
     assert all(0 < v < 1 for v in ratio.values())
     assert set(series(store, run_id, "amp/loss_scale").values()) == {65536.0}
     assert set(series(store, run_id, "amp/skipped_steps").values()) == {0.0}
-    keys = {k for k in store.metric_keys(run_id) if k.startswith("grad/norm/")}
+    keys = {k for k in metric_keys(store, run_id) if k.startswith("grad/norm/")}
     assert keys <= {"grad/norm/conv.weight", "grad/norm/conv.bias", "grad/norm/head.weight",
                     "grad/norm/head.bias"}  # fmt: skip
     for step in (4, 9, 14, 19):  # top=3: three per watched step
@@ -218,7 +220,7 @@ def test_watch_under_torch_compile_counts_graph_breaks_and_recompiles(store_url:
     assert max(breaks.values()) >= 1
     assert max(recompiles.values()) >= 1  # four batch sizes with dynamic=False
     # hooks sit on the original module: names without the _orig_mod. prefix
-    assert any(k.startswith("grad/norm/conv.") for k in store.metric_keys(run_id))
+    assert any(k.startswith("grad/norm/conv.") for k in metric_keys(store, run_id))
 
 
 def test_watch_under_ddp_logs_on_rank_0_only_with_the_modules_names(
@@ -241,6 +243,6 @@ def test_watch_under_ddp_logs_on_rank_0_only_with_the_modules_names(
     assert "WATCHING Watch" in outs[1][0]  # rank 1 gets a watch that does nothing
     store = Store(store_url)
     run_id = int(outs[0][0].splitlines()[0].split()[1])
-    grads = {k for k in store.metric_keys(run_id) if k.startswith("grad/norm/")}
+    grads = {k for k in metric_keys(store, run_id) if k.startswith("grad/norm/")}
     assert grads and all(k.startswith(("grad/norm/0.", "grad/norm/2.")) for k in grads), grads
     assert sorted(series(store, run_id, "grad/global_norm")) == [4, 9, 14, 19]

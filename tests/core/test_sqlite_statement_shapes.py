@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracker.store import Store
+from tracker.store.metrics import intern_keys, metric_history, write_points
 from tracker.store.points import SQLITE_CHUNK, SQLITE_SHAPES, _sqlite_shapes
+from tracker.store.runs import create_run
 
 
 @given(st.integers(min_value=0, max_value=5 * SQLITE_CHUNK + 7))
@@ -24,13 +26,13 @@ def test_a_batch_is_split_into_the_fixed_sizes(n: int) -> None:
 
 def test_batches_of_every_size_are_stored_whole(tmp_path) -> None:  # type: ignore[no-untyped-def]
     store = Store(f"sqlite:///{tmp_path / 'shapes.db'}")
-    run = store.create_run("p")
-    key = store.intern_keys({"x": 0.0})["x"]
+    run = create_run(store, "p")
+    key = intern_keys(store, {"x": 0.0})["x"]
     step = 0
     for size in (1, 2, 3, 7, 100, 1023, 1024, 2047, 2048, 2049, 4099):
-        store.write_points([(run.id, key, step + i, 0, float(step + i)) for i in range(size)])
+        write_points(store, [(run.id, key, step + i, 0, float(step + i)) for i in range(size)])
         step += size
-    history = store.metric_history(run.id, "x")
+    history = metric_history(store, run.id, "x")
     assert [p.step for p in history] == list(range(step))
     assert all(math.isclose(p.value, p.step) for p in history)
     store.close()

@@ -19,6 +19,10 @@ from click.testing import CliRunner
 
 from tracker.cli import main
 from tracker.store import Store, artifacts
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.events import list_events
+from tracker.store.metrics import count_points
+from tracker.store.runs import get_run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 STEPS, MEDIA_STEPS = 30, [0, 5, 10, 15, 20, 25]
@@ -79,14 +83,14 @@ def test_a_store_down_at_start_raises_strict_else_gives_an_offline_run_the_repla
     assert result.exit_code == 0, result.output
     assert "created run 1" in result.output and "run 1 is now finished" in result.output
     assert not Path(spill).exists()
-    run = store.get_run(1)
+    run = get_run(store, 1)
     assert (run.project, run.status, run.config) == ("never-stops", "finished", {"lr": 0.1})
     assert run.ended_at is not None and run.started_at is not None
     assert run.started_at < run.ended_at  # the original times, not the replay's
-    assert store.count_points(1) == POINTS
-    assert sorted(c.step for c in store.list_checkpoints(1)) == [20, 29]
+    assert count_points(store, 1) == POINTS
+    assert sorted(c.step for c in list_checkpoints(store, 1)) == [20, 29]
     keys = artifacts.media_keys(store, 1)
     assert keys["images"]["samples/noise"] == MEDIA_STEPS
     assert keys["histograms"]["weights"] == MEDIA_STEPS
-    (event,) = [e for e in store.list_events(1) if e.kind == "tracker_failure"]
+    (event,) = [e for e in list_events(store, 1) if e.kind == "tracker_failure"]
     assert event.message.startswith("creating the run in the store failed")

@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.runner import TRACKER
 from tracker.store import Store
+from tracker.store.runs import list_runs
 
 CLI = list(TRACKER)
 
@@ -76,7 +77,7 @@ def test_an_open_store_is_warned_about_and_fixed(
     again = subprocess.run([*CLI, "db", "permissions", "--uri", url], env=env,
                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert again.returncode == 0 and "OPEN" not in again.stdout
-    assert Store(url).list_runs() == []  # still a working store
+    assert list_runs(Store(url)) == []  # still a working store
 
 
 def test_permissions_refuses_a_postgresql_url() -> None:

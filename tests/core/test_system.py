@@ -9,6 +9,8 @@ import torch
 import tracker
 from tracker import system
 from tracker.store import Store
+from tracker.store.metrics import metric_keys
+from tracker.store.runs import get_run
 
 
 def test_no_cuda_means_no_gpu_series() -> None:
@@ -25,12 +27,12 @@ def test_sampler_records_cpu_and_rss(store_url: str) -> None:
     assert sample["sys/rss_bytes"] > 10 * 2**20
     store = Store(store_url)
     deadline = time.monotonic() + 30
-    while "sys/rss_bytes" not in store.get_run(run.id).last_metrics:
+    while "sys/rss_bytes" not in get_run(store, run.id).last_metrics:
         run.flush()
         assert time.monotonic() < deadline, "no system sample reached the store within 30 s"
         time.sleep(0.05)  # waiting on the sampler's own clock, not on a thread join
     run.finish()
-    assert not any(k.startswith("sys/gpu") for k in store.metric_keys(run.id))
+    assert not any(k.startswith("sys/gpu") for k in metric_keys(store, run.id))
 
 
 def test_gpu_keys_are_tagged_by_rank(monkeypatch) -> None:

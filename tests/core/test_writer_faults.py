@@ -16,6 +16,7 @@ from tracker.client.sinks import SqlSink
 from tracker.client.writer import Writer
 from tracker.errors import InvalidInput, InvalidMetricValue, WriterError
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
 
 
 def _records(steps: range) -> list[tuple[int, int, dict[str, Any]]]:
@@ -38,7 +39,7 @@ def test_a_poison_record_is_set_aside_and_its_neighbours_stored(
             writer.put((step, wall / 1000, items, False))
         writer.flush(timeout=60)
     assert writer.error is None and writer._thread.is_alive()
-    assert store.count_points(run_id) == 4000  # 2,000 records x 2 keys
+    assert count_points(store, run_id) == 4000  # 2,000 records x 2 keys
     assert writer.points_rejected == 1
     lines = [json.loads(line) for line in writer.rejected_path.read_text().splitlines()]
     assert [doc["records"][0][0] for doc in lines] == [poison]
@@ -90,7 +91,7 @@ def test_log_refuses_a_step_the_column_cannot_hold(tmp_path: Path, step: int) ->
     with pytest.raises(InvalidInput, match="largest step"):
         run.log({"a": 2.0})  # the default step after it would not fit
     run.finish()
-    assert Store(f"sqlite:///{tmp_path / 't.db'}").count_points(run.id) == 1
+    assert count_points(Store(f"sqlite:///{tmp_path / 't.db'}"), run.id) == 1
 
 
 def test_log_stores_an_int_value_past_64_bits_as_a_float(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_log_stores_an_int_value_past_64_bits_as_a_float(tmp_path: Path) -> None
     with pytest.raises(InvalidMetricValue, match="'b'"):
         run.log({"b": 10**400}, step=1)
     run.finish()
-    assert [p.value for p in Store(url).metric_history(run.id, "a")] == [float(2**70)]
+    assert [p.value for p in metric_history(Store(url), run.id, "a")] == [float(2**70)]
 
 
 def _spill_line(run_id: int, records: list[tuple[int, int, dict[str, Any]]]) -> str:
@@ -136,8 +137,8 @@ def test_replay_sets_a_poison_record_aside_and_stores_the_rest(
     docs = [json.loads(line) for line in rejected.read_text().splitlines()]
     assert [doc["records"][0][0] for doc in docs] == [poison, poison + 1]
     assert all(doc["error"] and doc["error"] in result.output for doc in docs)
-    assert [p.step for p in store.metric_history(run_id, "a")] == list(range(300))
-    assert store.count_points(run_id) == 600
+    assert [p.step for p in metric_history(store, run_id, "a")] == list(range(300))
+    assert count_points(store, run_id) == 600
     assert not spill.exists()  # every record is stored or set aside
 
 

@@ -25,6 +25,8 @@ from tests.support.polling import wait_for
 from tests.support.runner import TRACKER
 from tracker.rules.health import throughput_drop
 from tracker.store import Store
+from tracker.store.metrics import metric_history
+from tracker.store.runs import list_runs
 
 pytestmark = [
     pytest.mark.slow,
@@ -58,10 +60,10 @@ def busy_processes(n: int) -> Iterator[None]:
 
 def _last_step(uri: str) -> int:
     with closing(Store(uri)) as store:
-        runs = store.list_runs()
+        runs = list_runs(store)
         if not runs:
             return -1
-        points = store.metric_history(runs[0].id, "train/loss")
+        points = metric_history(store, runs[0].id, "train/loss")
         return points[-1].step if points else -1
 
 
@@ -76,7 +78,7 @@ def _doctor(uri: str, cwd: Path, run_id: int) -> list[dict]:
 
 def _series(uri: str, run_id: int, key: str) -> list[tuple[int, float | None]]:
     with closing(Store(uri)) as store:
-        return [(p.step, p.value) for p in store.metric_history(run_id, key)]
+        return [(p.step, p.value) for p in metric_history(store, run_id, key)]
 
 
 def test_healthy_run_on_a_cpu_taken_mid_run_has_no_throughput_drop(tmp_path: Path) -> None:
@@ -94,7 +96,7 @@ def test_healthy_run_on_a_cpu_taken_mid_run_has_no_throughput_drop(tmp_path: Pat
             if train.poll() is None:
                 train.kill()
     with closing(Store(uri)) as store:
-        [run] = store.list_runs()
+        [run] = list_runs(store)
     steps = _series(uri, run.id, "sys/step_time_s")
     assert _series(uri, run.id, "sys/step_wait_s"), "the client recorded no run-queue wait"
     raw = throughput_drop(steps)
@@ -115,7 +117,7 @@ def test_real_stall_beside_busy_processes_is_a_throughput_drop(tmp_path: Path) -
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     with closing(Store(uri)) as store:
-        [run] = store.list_runs()
+        [run] = list_runs(store)
     assert _series(uri, run.id, "sys/step_wait_s"), "the client recorded no run-queue wait"
     found = [d for d in _doctor(uri, tmp_path, run.id) if d["code"] == "throughput_drop"]
     assert len(found) == 1, found

@@ -22,6 +22,9 @@ from tracker.rules.health import diagnose, memory_growth
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
 from tracker.store.diagnoses import list_diagnoses, read_run_series
+from tracker.store.events import list_events
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run, list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +33,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 def _first_nonfinite(store: Store, run_id: int, key: str) -> int:
     return next(
-        p.step for p in store.metric_history(run_id, key) if not math.isfinite(p.value or math.nan)
+        p.step for p in metric_history(store, run_id, key) if not math.isfinite(p.value or math.nan)
     )
 
 
@@ -38,7 +41,9 @@ def _first_nonfinite(store: Store, run_id: int, key: str) -> int:
 CASES: list[tuple[str, str, str, object, int]] = [
     ("nan_lr.py", "nonfinite", "loss", lambda s, r: _first_nonfinite(s, r, "loss"), 0),
     ("leak.py", "memory_growth", "sys/rss_bytes", 0, 8),
-    ("stall.py", "throughput_drop", "sys/step_time_s", 100, 3),
+    # step times are wall clock: under a loaded CI machine (3 test workers on 2 cores) the
+    # steps just before the stall can be slowed too, and the onset found 4 steps early
+    ("stall.py", "throughput_drop", "sys/step_time_s", 100, 5),
     ("recompiles.py", "recompiles", "compile/frame_recompiles_max", 70, 0),
     ("amp_collapse.py", "amp_scale_collapse", "amp/loss_scale", 60, 1),
     ("grad_explosion.py", "grad_explosion", "grad/global_norm", 100, 1),
@@ -88,7 +93,7 @@ def test_failing_script_run_by_hand_is_diagnosed(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     store = Store(uri)
-    [run] = store.list_runs()
+    [run] = list_runs(store)
     _check(store, run.id, code, metric, onset, window)
     # re-running the doctor does not duplicate, and says the same
     doctor = subprocess.run(
@@ -100,12 +105,12 @@ def test_failing_script_run_by_hand_is_diagnosed(
     keys = [(e.data["code"], e.data["metric"]) for e in list_diagnoses(store, run.id) if e.data]
     assert len(keys) == len(set(keys)), keys
     if name == "leak.py":  # the live doctor's rule finds it in the 50 steps after the onset
-        points = [(p.step, p.value) for p in store.metric_history(run.id, metric)]
+        points = [(p.step, p.value) for p in metric_history(store, run.id, metric)]
         early = [(s, v) for s, v in points if s <= 50]  # its onset is step 0 (CASES)
         assert len(early) < len(points), "the run ended within 50 steps of its onset"
         assert memory_growth(early, metric) is not None, early[-5:]
     if name == "torn_checkpoint.py":
-        kinds = [e.kind for e in store.list_events(run.id)]
+        kinds = [e.kind for e in list_events(store, run.id)]
         assert "checkpoint_skipped" in kinds and "resumed from step 20" in done.stdout
     if name == "recompiles.py":  # a real torch.compile: torch's reason, quoted
         [d] = [e.data for e in list_diagnoses(store, run.id) if e.data and e.data["code"] == code]
@@ -131,7 +136,7 @@ def test_failing_scripts_as_queued_jobs(store: Store, procs: Procs, tmp_path: Pa
         # error-severity diagnosis, with its kind as class; warnings leave it succeeded
         cls = QUEUED_CLASS.get(name)
         assert (info.status, info.failure_class) == ("failed" if cls else "succeeded", cls), info
-        run = store.get_run(job["run_id"])
+        run = get_run(store, job["run_id"])
         assert run.failure_class == cls
         if code == "nonfinite":  # exit 0 with a NaN loss is a failed job, not a success
             assert "loss became +Inf at step" in (run.failure_hint or "")
@@ -146,7 +151,7 @@ def test_healthy_script_has_no_diagnosis(tmp_path: Path, shape: str) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     store = Store(uri)
-    [run] = store.list_runs()
+    [run] = list_runs(store)
     assert list_diagnoses(store, run.id) == []
 
 
@@ -186,7 +191,7 @@ def _amp_run(tmp_path: Path, mode: str) -> tuple[Store, RunInfo]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     store = Store(uri)
-    [run] = store.list_runs()
+    [run] = list_runs(store)
     return store, run
 
 

@@ -31,6 +31,7 @@ from tracker.cli import main
 from tracker.client.sinks import SqlSink
 from tracker.errors import StoreUnavailable, WriterError
 from tracker.store import Store
+from tracker.store.metrics import count_points, metric_history
 
 pytestmark = pytest.mark.slow
 
@@ -84,12 +85,12 @@ def test_twenty_postgres_fast_restarts_under_a_busy_writer(
     run.flush(timeout=180)
     writer = run._writer
     store = Store(url)
-    accepted, stored = 16 * logged[0], store.count_points(run.id)
+    accepted, stored = 16 * logged[0], count_points(store, run.id)
     fault_report(accepted=accepted, stored=stored, restarts=restarts)
     assert writer.error is None and writer._thread.is_alive()
     assert writer.points_rejected == 0  # an outage is never taken for poison
     assert stored == accepted
-    assert [p.step for p in store.metric_history(run.id, "k15")] == list(range(logged[0]))
+    assert [p.step for p in metric_history(store, run.id, "k15")] == list(range(logged[0]))
     run.finish()
 
 
@@ -104,12 +105,12 @@ def test_a_burst_past_the_memory_cap(store_url: str, tmp_path: Path, fault_repor
         run.log({"a": float(step), "b": -float(step), "c": 0.5, "d": 1.5, "e": 2.5}, step=step)
     run.finish(timeout=300)
     store = Store(store_url)
-    accepted, stored = 5 * steps, store.count_points(run.id)
+    accepted, stored = 5 * steps, count_points(store, run.id)
     through_disk = run._writer._overflow.points_diverted
     fault_report(accepted=accepted, stored=stored, through_disk=through_disk)
     assert through_disk > 0
     assert stored == accepted
-    assert [p.step for p in store.metric_history(run.id, "b")] == list(range(steps))
+    assert [p.step for p in metric_history(store, run.id, "b")] == list(range(steps))
     assert list(spill.iterdir()) == []
 
 
@@ -130,7 +131,7 @@ def test_a_poison_record_among_valid_ones(
         run.log({"a": float(step)}, step=step)
     with pytest.warns(RuntimeWarning, match="set aside"):
         run.finish(timeout=120)
-    stored = Store(store_url).count_points(run.id)
+    stored = count_points(Store(store_url), run.id)
     on_disk = _points_in(writer.rejected_path)
     fault_report(accepted=2_001, stored=stored, on_disk=on_disk, rejected=writer.points_rejected)
     assert stored == 2_000 and on_disk == 1
@@ -164,7 +165,7 @@ def test_a_fatal_store_error_then_replay(
     on_disk = _points_in(spill)
     result = _replay(store_url, spill)  # the cause fixed: the store takes points again
     assert result.exit_code == 0, result.output
-    stored = Store(store_url).count_points(run.id)
+    stored = count_points(Store(store_url), run.id)
     fault_report(accepted=3_000, stored=stored, on_disk_before_replay=on_disk)
     assert on_disk == 3_000 and stored == 3_000
 
@@ -201,10 +202,10 @@ def test_the_store_down_at_exit_then_replay(
     on_disk = sum(_points_in(f) for f in files)
     result = _replay(store_url, *files)
     assert result.exit_code == 0, result.output
-    stored = Store(store_url).count_points(run.id)
+    stored = count_points(Store(store_url), run.id)
     fault_report(accepted=20_000, stored=stored, on_disk_at_exit=on_disk)
     assert stored == 20_000
-    assert [p.step for p in Store(store_url).metric_history(run.id, "a")] == list(range(20_000))
+    assert [p.step for p in metric_history(Store(store_url), run.id, "a")] == list(range(20_000))
 
 
 CHILD = """
@@ -238,8 +239,8 @@ def test_sigkill_after_flush(store_url: str, tmp_path: Path, fault_report: Repor
         child.wait(timeout=60)
     assert child.returncode == -signal.SIGKILL
     store = Store(store_url)
-    stored = sum(1 for p in store.metric_history(run_id, "a") if p.step < flushed)
-    stored += sum(1 for p in store.metric_history(run_id, "b") if p.step < flushed)
+    stored = sum(1 for p in metric_history(store, run_id, "a") if p.step < flushed)
+    stored += sum(1 for p in metric_history(store, run_id, "b") if p.step < flushed)
     fault_report(accepted=2 * flushed, stored=stored, scope="points flushed before the kill")
     assert stored == 2 * flushed
 
@@ -255,7 +256,7 @@ def test_sqlite_locked_by_another_process_for_a_while(tmp_path: Path, fault_repo
         run.log({"a": float(step)}, step=step)
     run.finish(timeout=120)
     release.join()
-    stored = Store(url).count_points(run.id)
+    stored = count_points(Store(url), run.id)
     fault_report(accepted=20_000, stored=stored, locked_s=1.5)
     assert stored == 20_000
 
@@ -301,12 +302,12 @@ def test_sigkill_past_the_memory_cap_leaves_replayable_overflow_files(
     result = _replay(store_url, *files)
     assert result.exit_code == 0, result.output
     store = Store(store_url)
-    stored = store.count_points(run_id)
+    stored = count_points(store, run_id)
     # Lost with the process: what was in memory (the cap) and the chunk being filled.
     in_memory_calls = int(cap_mb * MIB) // (ENTRY_BYTES + 2 * KEY_BYTES) + CHUNK_RECORDS
     fault_report(accepted=2 * steps, stored=stored, files=len(files),
                  scope="no flush; what reached the overflow files")  # fmt: skip
     assert stored >= 2 * (steps - in_memory_calls - 100)
-    stored_steps = [p.step for p in store.metric_history(run_id, "a")]
+    stored_steps = [p.step for p in metric_history(store, run_id, "a")]
     assert stored_steps == list(range(stored_steps[0], stored_steps[0] + len(stored_steps)))
     assert not any(f.exists() for f in files)  # replayed, then removed

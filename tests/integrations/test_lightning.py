@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from tests.integrations.conftest import EXAMPLES, load_example
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run, list_runs
 
 pytest.importorskip("lightning")
 
@@ -21,13 +24,13 @@ STEPS_PER_EPOCH = 4  # 64 samples, batches of 16
 
 
 def values(store: Any, run_id: int, key: str) -> list[tuple[int, float]]:
-    return [(p.step, p.value) for p in store.metric_history(run_id, key)]
+    return [(p.step, p.value) for p in metric_history(store, run_id, key)]
 
 
 def test_config_metrics_and_checkpoints(tracked: Any, tmp_path: Path) -> None:
     example = load_example("lightning_tiny")
     assert example.main(["--epochs", "3", "--hidden", "12"]) == 0
-    (run,) = tracked.list_runs(project="lightning-tiny")
+    (run,) = list_runs(tracked, project="lightning-tiny")
     assert run.status == "finished"
     assert run.config == {"hidden": 12, "lr": 0.05, "features": 8}
 
@@ -40,7 +43,7 @@ def test_config_metrics_and_checkpoints(tracked: Any, tmp_path: Path) -> None:
     assert [s for s, _ in acc] == val_steps and all(0 <= v <= 1 for _, v in acc)
     assert [v for _, v in values(tracked, run.id, "epoch")][-1] == 2
 
-    ckpts = sorted(tracked.list_checkpoints(run.id), key=lambda c: c.step)
+    ckpts = sorted(list_checkpoints(tracked, run.id), key=lambda c: c.step)
     assert [c.step for c in ckpts] == [STEPS_PER_EPOCH * e for e in (1, 2, 3)]
     for epoch, c in enumerate(ckpts):
         path = Path(c.path)
@@ -60,8 +63,8 @@ def test_resume_checkpoint_skips_a_corrupt_file(tracked: Any) -> None:
 
     example = load_example("lightning_tiny")
     assert example.main(["--epochs", "2"]) == 0
-    (run,) = tracked.list_runs(project="lightning-tiny")
-    newest, older = tracked.list_checkpoints(run.id)
+    (run,) = list_runs(tracked, project="lightning-tiny")
+    newest, older = list_checkpoints(tracked, run.id)
 
     logger = TrackerLogger(run=tracker.init("lightning-tiny", "attached"))
     assert logger.last_verified_checkpoint() is None  # a new run has none
@@ -72,7 +75,7 @@ def test_resume_checkpoint_skips_a_corrupt_file(tracked: Any) -> None:
         fh.seek(100)
         fh.write(b"\0\0\0\0")
     assert logger.resume_checkpoint() == older.path  # the corrupt one is skipped
-    states = {c.step: c.state for c in tracked.list_checkpoints(logger.run.id)}
+    states = {c.step: c.state for c in list_checkpoints(tracked, logger.run.id)}
     assert states == {7: "ok", 8: "corrupt"}
 
     model = example.TinyClassifier()
@@ -120,11 +123,11 @@ def test_retried_job_resumes_from_the_last_verified_checkpoint(
     first_ckpt = str((tmp_path / "ckpt" / f"epoch=0-step={STEPS_PER_EPOCH}.ckpt").resolve())
     assert tries[1].resume_checkpoint == first_ckpt
     assert store_jobs.get_job(tracked, job.id).status == "succeeded"
-    run = tracked.get_run(job.run_id)
+    run = get_run(tracked, job.run_id)
     assert run.status == "finished"
     steps = [s for s, _ in values(tracked, run.id, "train/loss")]
     assert steps == list(range(3 * STEPS_PER_EPOCH))  # epoch 0 from attempt 1, then 1 and 2
-    ckpt_steps = sorted(c.step for c in tracked.list_checkpoints(run.id))
+    ckpt_steps = sorted(c.step for c in list_checkpoints(tracked, run.id))
     assert ckpt_steps == [STEPS_PER_EPOCH * e for e in (1, 2, 3)]
 
 
@@ -148,12 +151,12 @@ def test_ddp_with_two_cpu_processes_logs_once_from_rank_zero(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr[-3000:]
     store = Store(uri)
     try:
-        (run,) = store.list_runs()
+        (run,) = list_runs(store)
         assert run.status == "finished"
         per_epoch = STEPS_PER_EPOCH // 2  # each rank trains on half the batches
         steps = [s for s, _ in values(store, run.id, "train/loss")]
         assert steps == list(range(3 * per_epoch))
-        ckpts = sorted(c.step for c in store.list_checkpoints(run.id))
+        ckpts = sorted(c.step for c in list_checkpoints(store, run.id))
         assert ckpts == [per_epoch * e for e in (1, 2, 3)]
     finally:
         store.close()

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from tests.integrations.conftest import load_example
+from tracker.store.metrics import metric_history, metric_keys
+from tracker.store.runs import list_runs
 
 pytest.importorskip("lightning")
 pytest.importorskip("transformers")
@@ -24,13 +26,13 @@ pytestmark = pytest.mark.slow
 
 
 def metrics_of(store: Any, project: str) -> dict[str, list[tuple[int, float]]]:
-    (run,) = store.list_runs(project=project)
+    (run,) = list_runs(store, project=project)
     assert run.status == "finished", run
     out = {}
-    for key in store.metric_keys(run.id):
+    for key in metric_keys(store, run.id):
         if key.startswith("sys/") or key.endswith(("_runtime", "_per_second")):
             continue
-        out[key] = [(p.step, p.value) for p in store.metric_history(run.id, key)]
+        out[key] = [(p.step, p.value) for p in metric_history(store, run.id, key)]
     return out
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from tests.integrations.conftest import load_example
 from tracker.filedigest import path_digest
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.metrics import metric_history
+from tracker.store.runs import list_runs
 
 pytest.importorskip("transformers")
 
@@ -21,13 +24,13 @@ TIMING = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
 
 
 def history(store: Any, run_id: int, key: str) -> list[tuple[int, float]]:
-    return [(p.step, p.value) for p in store.metric_history(run_id, key)]
+    return [(p.step, p.value) for p in metric_history(store, run_id, key)]
 
 
 def test_config_metrics_eval_and_checkpoints(tracked: Any, tmp_path: Path) -> None:
     example = load_example("hf_tiny")
     assert example.main(["--epochs", "2"]) == 0
-    (run,) = tracked.list_runs(project="hf-tiny")
+    (run,) = list_runs(tracked, project="hf-tiny")
     assert run.status == "finished"
     assert run.config["args"]["learning_rate"] == 1e-3
     assert run.config["args"]["report_to"] == []
@@ -43,7 +46,7 @@ def test_config_metrics_eval_and_checkpoints(tracked: Any, tmp_path: Path) -> No
     assert [s for s, _ in accuracy] == [4, 8] and all(0 <= v <= 1 for _, v in accuracy)
     assert [s for s, _ in history(tracked, run.id, "train_loss")] == [8]
 
-    ckpts = sorted(tracked.list_checkpoints(run.id), key=lambda c: c.step)
+    ckpts = sorted(list_checkpoints(tracked, run.id), key=lambda c: c.step)
     assert [c.step for c in ckpts] == [4, 8]
     for c in ckpts:
         folder = Path(c.path)
@@ -59,8 +62,8 @@ def test_resume_from_the_last_verified_folder(tracked: Any, tmp_path: Path) -> N
 
     example = load_example("hf_tiny")
     assert example.main(["--epochs", "2"]) == 0
-    (run,) = tracked.list_runs(project="hf-tiny")
-    newest, older = tracked.list_checkpoints(run.id)
+    (run,) = list_runs(tracked, project="hf-tiny")
+    newest, older = list_checkpoints(tracked, run.id)
 
     callback = TrackerCallback(run=tracker.init("hf-tiny", "again"))
     callback.run.record_checkpoint(older.path, older.step)
@@ -68,7 +71,7 @@ def test_resume_from_the_last_verified_folder(tracked: Any, tmp_path: Path) -> N
     assert callback.resume_checkpoint() == newest.path
     (Path(newest.path) / "trainer_state.json").write_text("{}")  # a changed file inside
     assert callback.resume_checkpoint() == older.path
-    assert {c.step: c.state for c in tracked.list_checkpoints(callback.run.id)} == {
+    assert {c.step: c.state for c in list_checkpoints(tracked, callback.run.id)} == {
         4: "ok",
         8: "corrupt",
     }
@@ -84,8 +87,8 @@ def test_a_retried_job_resumes_from_the_folder_the_worker_chose(
 
     example = load_example("hf_tiny")
     assert example.main(["--epochs", "2", "--output-dir", str(tmp_path / "first")]) == 0
-    (first,) = tracked.list_runs(project="hf-tiny")
-    older = min(tracked.list_checkpoints(first.id), key=lambda c: c.step)
+    (first,) = list_runs(tracked, project="hf-tiny")
+    older = min(list_checkpoints(tracked, first.id), key=lambda c: c.step)
     monkeypatch.setenv("TRACKER_RESUME_CHECKPOINT", older.path)
 
     started: list[int] = []
@@ -102,7 +105,7 @@ def test_a_retried_job_resumes_from_the_folder_the_worker_chose(
 
     monkeypatch.setattr(example, "Trainer", with_probe)
     assert example.main(["--epochs", "2", "--output-dir", str(tmp_path / "second")]) == 0
-    second = max(tracked.list_runs(project="hf-tiny"), key=lambda r: r.id)
+    second = max(list_runs(tracked, project="hf-tiny"), key=lambda r: r.id)
     assert started == [older.step]  # resumed at step 4
     assert [s for s, _ in history(tracked, second.id, "loss")] == [6, 8]
     assert [s for s, _ in history(tracked, second.id, "eval_loss")] == [8]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.runner import Procs
+from tests.support.runner import Procs, SnapshotProcs
 from tests.support.slurm_cluster import SlurmCluster, skip_reason, start_cluster
 
 
@@ -21,6 +21,15 @@ def procs(store_url: str, tmp_path: Path) -> Iterator[Procs]:
     for proc in p.started:
         text = proc.output()
         print(f"----- {proc.log.name} (last 4000 characters) -----\n{text[-4000:]}")
+
+
+@pytest.fixture
+def sprocs(store_url: str, tmp_path: Path) -> Iterator[SnapshotProcs]:
+    p = SnapshotProcs(store_url, tmp_path, tmp_path / "artifact-root")
+    yield p
+    p.close()
+    for proc in p.started:
+        print(f"----- {proc.log.name} -----\n{proc.output()[-4000:]}")
 
 
 @pytest.fixture

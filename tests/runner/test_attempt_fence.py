@@ -28,6 +28,9 @@ from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
 from tracker.store.engine import write_begin
+from tracker.store.events import add_event, list_events
+from tracker.store.metrics import intern_keys, metric_history, write_points
+from tracker.store.runs import finish_run, get_run, heartbeat, start_run
 
 
 def _claimed_job(store: Store) -> tuple[int, int]:
@@ -47,33 +50,33 @@ def _points(store: Store, run_id: int) -> int:
 def test_the_store_refuses_every_write_of_a_superseded_attempt(store: Store) -> None:
     job_id, run_id = _claimed_job(store)
     current, stale = AttemptFence(job_id, 1), AttemptFence(job_id, 1)
-    key = store.intern_keys(["loss"])["loss"]
-    store.write_points([(run_id, key, 0, 0, 1.0)], fence=current)
-    store.heartbeat(run_id, fence=current)
-    store.add_event(run_id, "note", "attempt 1 is alive", fence=current)
+    key = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run_id, key, 0, 0, 1.0)], fence=current)
+    heartbeat(store, run_id, fence=current)
+    add_event(store, run_id, "note", "attempt 1 is alive", fence=current)
     # the lease expires; the reaper crashes attempt 1 and requeues the job
     assert queue.reap_expired_leases(store, retry=lambda *a, **k: 0.0, now=1011.0)
     for write in (
-        lambda: store.write_points([(run_id, key, 1, 0, 2.0)], fence=stale),
-        lambda: store.heartbeat(run_id, now=1012.0, fence=stale),
-        lambda: store.add_event(run_id, "note", "stale", fence=stale),
-        lambda: store.finish_run(run_id, "finished", fence=stale),
-        lambda: store.start_run(run_id, fence=stale),
+        lambda: write_points(store, [(run_id, key, 1, 0, 2.0)], fence=stale),
+        lambda: heartbeat(store, run_id, now=1012.0, fence=stale),
+        lambda: add_event(store, run_id, "note", "stale", fence=stale),
+        lambda: finish_run(store, run_id, "finished", fence=stale),
+        lambda: start_run(store, run_id, fence=stale),
     ):
         with pytest.raises(AttemptSuperseded, match=f"attempt 1 of job {job_id} was superseded"):
             write()
     assert _points(store, run_id) == 1
-    assert [e.message for e in store.list_events(run_id) if e.kind == "note"] == [
+    assert [e.message for e in list_events(store, run_id) if e.kind == "note"] == [
         "attempt 1 is alive"
     ]
-    assert store.get_run(run_id).status == "queued"  # the retry waits; no stale status
+    assert get_run(store, run_id).status == "queued"  # the retry waits; no stale status
     # attempt 2 runs: its fence holds, attempt 1's still does not
     got = queue.claim(store, "w2", lease_s=10.0, now=1013.0)
     assert got is not None and got[0].attempt == 2
-    store.write_points([(run_id, key, 1, 0, 3.0)], fence=AttemptFence(job_id, 2))
+    write_points(store, [(run_id, key, 1, 0, 3.0)], fence=AttemptFence(job_id, 2))
     with pytest.raises(AttemptSuperseded, match="the job is at attempt 2 now"):
-        store.write_points([(run_id, key, 2, 0, 4.0)], fence=stale)
-    store.write_points([(run_id, key, 9, 0, 5.0)])  # unfenced writes are not checked
+        write_points(store, [(run_id, key, 2, 0, 4.0)], fence=stale)
+    write_points(store, [(run_id, key, 9, 0, 5.0)])  # unfenced writes are not checked
     assert _points(store, run_id) == 3
 
 
@@ -82,7 +85,7 @@ def test_a_superseded_writer_stops_with_a_clear_error_and_spills_nothing(
 ) -> None:
     job_id, run_id = _claimed_job(store)
     sink = SqlSink(store, fence=AttemptFence(job_id, 1))
-    info = store.get_run(run_id)
+    info = get_run(store, run_id)
     run = Run(sink, info, job_id=job_id, system_interval=None, spill_dir=tmp_path / "spill")
     run.log({"loss": 1.0}, step=0)
     run.flush()
@@ -96,9 +99,9 @@ def test_a_superseded_writer_stops_with_a_clear_error_and_spills_nothing(
         run.log({"loss": 3.0}, step=2)
     with pytest.raises((WriterError, AttemptSuperseded)):
         run.finish()
-    assert [p.step for p in store.metric_history(run_id, "loss")] == [0]
+    assert [p.step for p in metric_history(store, run_id, "loss")] == [0]
     assert not list((tmp_path / "spill").glob("*"))  # refused points are not kept to replay
-    assert store.get_run(run_id).status == "crashed"  # the reaper's verdict stands
+    assert get_run(store, run_id).status == "crashed"  # the reaper's verdict stands
 
 
 def _reap_alone(store: Store) -> list[int]:
@@ -147,7 +150,7 @@ def test_frozen_workers_job_writes_nothing_after_the_takeover(
     old = procs.worker("--gpus", "none", "--lease-seconds", "2", "--no-housekeeping",
                        "--name", "old")  # fmt: skip
     first = wait_for(lambda: read_json(out / "started-1.json"), 60, "attempt 1 to start")
-    wait_for(lambda: store.metric_history(job.run_id, "a1/x"), 30,
+    wait_for(lambda: metric_history(store, job.run_id, "a1/x"), 30,
              "attempt 1 to store some points")  # fmt: skip
     stop_between_transactions(old, store, job.id)
     wait_for(lambda: store_jobs.get_job(store, job.id).status == "queued", 30,
@@ -165,7 +168,7 @@ def test_frozen_workers_job_writes_nothing_after_the_takeover(
     assert f"attempt 1 of job {job.id} was superseded" in refused
     wait_for(lambda: not alive(first["pid"]), 20, "attempt 1's process to exit by itself")
     late = [
-        p for p in store.metric_history(job.run_id, "a1/x") if p.wall_time * 1000 > taken_over_ms
+        p for p in metric_history(store, job.run_id, "a1/x") if p.wall_time * 1000 > taken_over_ms
     ]
     assert late == []  # 0 points of the stale attempt after the takeover
     old.signal(signal.SIGCONT)
@@ -173,6 +176,6 @@ def test_frozen_workers_job_writes_nothing_after_the_takeover(
     (out / "release").write_text("go")
     wait_for(lambda: store_jobs.get_job(store, job.id).status == "succeeded", 60,
              "attempt 2 to end")  # fmt: skip
-    run = store.get_run(job.run_id)
-    assert run.status == "finished" and store.metric_history(job.run_id, "a2/x")
+    run = get_run(store, job.run_id)
+    assert run.status == "finished" and metric_history(store, job.run_id, "a2/x")
     assert new.popen.poll() is None

@@ -27,6 +27,7 @@ from tests.support.runner import FAST, REAP, TRACKER, Proc, Procs
 from tracker.entities import JobSpec
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.runs import get_run
 
 pytestmark = pytest.mark.skipif(
     not glob.glob("/usr/lib/*/faketime/libfaketime.so.1"),
@@ -147,7 +148,7 @@ def test_a_reaper_whose_clock_is_ahead_leaves_a_live_job_alone(pg_url: str, tmp_
         )
         assert (done.status, done.attempt) == ("succeeded", 1), (done.failure_hint,
                                                                  reaper.output())  # fmt: skip
-        assert store.get_run(done.run_id).status == "finished"
+        assert get_run(store, done.run_id).status == "finished"
         assert worker.wait(30) == 0, worker.output()
         assert reaper.popen.poll() is None, reaper.output()  # it was reaping all along
     finally:

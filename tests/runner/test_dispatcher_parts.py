@@ -11,6 +11,8 @@ from tracker.entities import ClaimedJob, JobSpec
 from tracker.runner.dispatcher import OutputFile
 from tracker.store import Store, logs, queue, workers
 from tracker.store import jobs as store_jobs
+from tracker.store.events import list_events
+from tracker.store.runs import get_run
 
 
 def test_adopt_moves_the_lease_only_with_the_current_token(store: Store) -> None:
@@ -62,9 +64,9 @@ def test_release_puts_a_claim_back_as_if_it_never_started(store: Store) -> None:
     assert (back.status, back.attempt, back.pending_reason) == ("queued", 0, reason)
     assert (back.lease_owner, back.lease_expires_at, back.started_at) == (None, None, None)
     assert store_jobs.attempts(store, job.id) == []  # the attempt never ran
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert (run.status, run.started_at) == ("queued", None)
-    events = [e for e in store.list_events(job.run_id) if e.kind == "job_attempt"]
+    events = [e for e in list_events(store, job.run_id) if e.kind == "job_attempt"]
     assert [e.message for e in events] == [f"attempt 1 was not started: {reason}"]
     assert not queue.release(store, claim, reason=reason, not_before=0.0)  # the token is spent
 

@@ -46,6 +46,8 @@ from tracker.entities import JobInfo, JobSpec
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
 from tracker.store.diagnoses import list_diagnoses
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run
 
 KINDS = ["local", pytest.param("slurm", marks=pytest.mark.slurm)]
 
@@ -144,9 +146,9 @@ def test_behaviour_table(
         job = store_jobs.get_job(store, jobs[row].id)
         assert (job.status, job.failure_class) == (status, cls), (kind, row, job.failure_hint)
         assert hint in (job.failure_hint or ""), (kind, row, job.failure_hint)
-        assert store.get_run(job.run_id).failure_class == cls, (kind, row)
+        assert get_run(store, job.run_id).failure_class == cls, (kind, row)
     # the doctor recorded what it found whatever the policy: the run that succeeded too
-    allowed = store.get_run(jobs["diverge-allowed"].run_id)
+    allowed = get_run(store, jobs["diverge-allowed"].run_id)
     assert allowed.status == "finished"
     assert "divergence" in {e.data["code"] for e in list_diagnoses(store, allowed.id) if e.data}
     assert _stdout(store, jobs["env"].id) == "MASTER_PORT=-\nBEHAVIOUR_MARK=from-starter\n"
@@ -182,7 +184,7 @@ def test_timeout_and_cancel_end_the_job_and_its_process(
         assert (done.status, done.failure_class, done.attempt) == (status, cls, 1), (
             kind, row, done.failure_hint,
         )  # fmt: skip
-        run = store.get_run(job.run_id)
+        run = get_run(store, job.run_id)
         assert (run.status, run.failure_class) == (run_status, cls), (kind, row)
         wait_for(lambda p=pids[row]: not alive(p), 30, f"the {row} job's process to end")
     if kind == "slurm":  # Slurm itself stopped the job that ignored SIGTERM, at its time limit
@@ -242,9 +244,9 @@ def test_interrupted_job_is_retried_from_its_last_verified_checkpoint(
     assert tries[1].resume_checkpoint == saved  # step 2: the damaged step 3 was skipped
     second: Any = read_json(out / "attempt-2.json")
     assert (second["resume"], second["env"], second["start"]) == (saved, saved, 3)
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert run.status == "finished"
-    assert [p.step for p in store.metric_history(run.id, "loss")] == [0, 1, 2, 3, 4, 5]
+    assert [p.step for p in metric_history(store, run.id, "loss")] == [0, 1, 2, 3, 4, 5]
 
 
 TICKER = """

@@ -12,6 +12,7 @@ from tests.support.runner import Procs, script
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
 from tracker.store.diagnoses import list_diagnoses
+from tracker.store.runs import get_run
 
 
 def _submit(procs: Procs, *args: str) -> dict[str, object]:
@@ -41,12 +42,12 @@ def test_a_diverged_job_fails_by_default_and_succeeds_with_fail_on_none(
     assert failed.failure_hint.startswith("loss diverged from step 25")
     assert "lower it or lengthen the warmup" in failed.failure_hint
     assert failed.failure_hint.endswith("(--fail-on errors)")
-    run = store.get_run(failed.run_id or 0)
+    run = get_run(store, failed.run_id or 0)
     assert (run.status, run.failure_class) == ("failed", "divergence")
 
     ok = store_jobs.get_job(store, int(str(allowed["id"])))
     assert (ok.status, ok.failure_class) == ("succeeded", None), ok.failure_hint
-    assert store.get_run(ok.run_id or 0).status == "finished"
+    assert get_run(store, ok.run_id or 0).status == "finished"
     codes = {e.data["code"] for e in list_diagnoses(store, ok.run_id or 0) if e.data}
     assert "divergence" in codes  # diagnosed all the same: the policy only judges the job
 

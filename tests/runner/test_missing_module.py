@@ -15,6 +15,7 @@ from tests.support.runner import Procs
 from tracker.entities import JobSpec
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.runs import get_run, list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,7 @@ def test_worker_job_that_imports_a_missing_module(
     assert "'no_such_dep_pkg'" in job.failure_hint
     assert "pip install no_such_dep_pkg" in job.failure_hint
     assert job.run_id is not None
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert run.failure_class == "missing_module", (run.status, run.failure_hint)
     shown = procs.run("jobs", "show", str(job.id)).stdout
     assert "missing_module" in shown and "pip install no_such_dep_pkg" in shown, shown
@@ -65,6 +66,6 @@ def test_run_started_by_hand_that_imports_a_missing_module(
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "No module named 'no_such_dep_pkg'" in done.stderr
-    [run] = store.list_runs()
+    [run] = list_runs(store)
     assert (run.status, run.failure_class) == ("failed", "missing_module"), run.failure_hint
     assert "pip install no_such_dep_pkg" in (run.failure_hint or "")

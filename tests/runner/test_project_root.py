@@ -4,7 +4,9 @@ The laptop (the submitting copy) and the server (the worker's copy, ``tracker wo
 --project-root``) are two different directories holding the same scripts; a real
 ``tracker submit`` records ``python`` and a relative directory, and a real worker runs
 the job in its own copy with its own interpreter. A copy without the script fails
-``missing_file`` naming the path; jobs stored with absolute paths keep working.
+``missing_file`` naming the path; jobs stored with absolute paths keep working. These are
+jobs submitted ``--no-snapshot`` (a snapshot job runs its own copy of the code:
+tests/runner/test_snapshot_jobs.py).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def laptop(tmp_path: Path) -> Path:
 
 
 def submit_from(procs: Procs, where: Path, *args: str) -> int:
-    result = procs.run("submit", *args, "--json", cwd=where)
+    result = procs.run("submit", "--no-snapshot", *args, "--json", cwd=where)
     assert result.returncode == 0, result.stderr
     return int(json.loads(result.stdout)["id"])
 

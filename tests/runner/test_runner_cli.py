@@ -14,6 +14,7 @@ from tracker.cli import main
 from tracker.store import Store
 from tracker.store import jobs as store_jobs
 from tracker.store import workers as store_workers
+from tracker.store.runs import get_run
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
         "--retry-on-failure", "--project", "digits", "--name", "first", "--tag", "baseline",
         "--env", "OMP_NUM_THREADS=4", "--json", "--", "--epochs", "3",
     ))  # fmt: skip
-    job = json.loads(done.output)
+    job = json.loads(done.stdout)
     stored = store_jobs.get_job(store, job["id"])
     # recorded relative to the project root (here the submit directory): see job_command
     assert stored.argv == ["python", "train.py", "--epochs", "3"]
@@ -47,7 +48,7 @@ def test_submit_stores_every_option(cli: Any, store: Store, tmp_path: Path) -> N
     assert (stored.gpus, stored.gpu_memory_bytes) == (1, 20 * 1024**3)
     assert (stored.priority, stored.timeout_s, stored.max_retries) == (5, 7200.0, 2)
     assert stored.retry_on_failure and stored.env == {"OMP_NUM_THREADS": "4"}
-    run = store.get_run(stored.run_id)
+    run = get_run(store, stored.run_id)
     assert (run.name, run.project, run.tags, run.status) == (
         "first", "digits", ["baseline"], "queued",
     )  # fmt: skip
@@ -81,18 +82,18 @@ def test_submit_refuses_bad_input_and_stores_nothing(
 def test_sweep_grid_and_random(cli: Any, store: Store) -> None:
     grid = json.loads(ok(cli(
         "sweep", "train.py", "-c", "lr=1e-4,3e-4,1e-3", "-c", "model.width=64,128", "--json",
-    )).output)  # fmt: skip
+    )).stdout)  # fmt: skip
     configs = [j["config"] for j in grid["jobs"]]
     assert len(configs) == 6 and {"lr": 1e-3, "model": {"width": 128}} in configs
-    assert all(grid["tag"] in store.get_run(j["run_id"]).tags for j in grid["jobs"])
+    assert all(grid["tag"] in get_run(store, j["run_id"]).tags for j in grid["jobs"])
     first = json.loads(ok(cli(
         "sweep", "train.py", "--random", "5", "--seed", "7", "-c", "lr=loguniform(1e-5,1e-2)",
         "-c", "seed=0,1,2", "--json",
-    )).output)  # fmt: skip
+    )).stdout)  # fmt: skip
     again = json.loads(ok(cli(
         "sweep", "train.py", "--random", "5", "--seed", "7", "-c", "lr=loguniform(1e-5,1e-2)",
         "-c", "seed=0,1,2", "--dry-run", "--json",
-    )).output)  # fmt: skip
+    )).stdout)  # fmt: skip
     assert [j["config"] for j in first["jobs"]] == again  # the seed reproduces the samples
     assert all(1e-5 <= c["lr"] <= 1e-2 and c["seed"] in (0, 1, 2) for c in again)
     assert len(store_jobs.list_jobs(store)) == 11
@@ -156,7 +157,7 @@ def test_schedule_commands(cli: Any, store: Store) -> None:
     added = json.loads(ok(cli(
         "schedule", "add", "0 2 * * *", "train.py", "-c", "lr=3e-4", "--timezone", "UTC",
         "--json",
-    )).output)  # fmt: skip
+    )).stdout)  # fmt: skip
     assert added["spec"]["config"] == {"lr": 3e-4} and added["next_fire_at"] is not None
     listed = json.loads(ok(cli("schedule", "ls", "--json")).output)
     assert [s["cron"] for s in listed] == ["0 2 * * *"]

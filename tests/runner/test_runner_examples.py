@@ -11,6 +11,8 @@ import pytest
 
 from tracker.rules.health import memory_growth
 from tracker.store import Store
+from tracker.store.metrics import metric_history
+from tracker.store.runs import list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +30,8 @@ def test_leaking_loop_grows_memory_and_the_fixed_one_does_not(tmp_path: Path, fi
     )
     assert done.returncode == 0, done.stderr
     store = Store(uri)
-    [run] = store.list_runs()
-    points = store.metric_history(run.id, "mem/rss_bytes")
+    [run] = list_runs(store)
+    points = metric_history(store, run.id, "mem/rss_bytes")
     assert [p.step for p in points] == list(range(120))
     found = memory_growth([(p.step, p.value) for p in points], "sys/rss_bytes")
     if fixed:

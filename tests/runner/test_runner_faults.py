@@ -18,6 +18,8 @@ from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run, list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +76,7 @@ def test_sigkilled_worker_crashes_its_job_which_resumes_from_its_checkpoint(
     if retries == 0:
         final = store_jobs.get_job(store, job.id)
         assert (final.status, final.failure_class) == ("crashed", "crashed")
-        assert store.get_run(job.run_id).status == "crashed"
+        assert get_run(store, job.run_id).status == "crashed"
         return
     assert store_jobs.get_job(store, job.id).status == "queued"
     second = procs.worker("--gpus", "none", "--once", "--no-housekeeping")
@@ -86,8 +88,8 @@ def test_sigkilled_worker_crashes_its_job_which_resumes_from_its_checkpoint(
     tries = store_jobs.attempts(store, job.id)
     assert [t.status for t in tries] == ["crashed", "succeeded"]
     assert tries[1].resume_checkpoint == saved
-    run = store.get_run(job.run_id)
-    assert run.status == "finished" and [p.step for p in store.metric_history(run.id, "loss")] == [
+    run = get_run(store, job.run_id)
+    assert run.status == "finished" and [p.step for p in metric_history(store, run.id, "loss")] == [
         0, 1, 2, 3, 4, 5,
     ]  # fmt: skip
 
@@ -165,8 +167,8 @@ def test_distributed_job_on_cpu_with_gloo_logs_from_rank_0_only(store: Store, pr
     assert done.status == "succeeded", (done.failure_hint, logs.logs_after(store, job.id))
     text = "".join(c.text for c in logs.logs_after(store, job.id))
     assert "rank 0 of 2 done" in text and "rank 1 of 2 done" in text
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert run.status == "finished"
-    assert [p.value for p in store.metric_history(run.id, "rank")] == [0.0, 0.0, 0.0]
-    assert [p.value for p in store.metric_history(run.id, "sum")] == [3.0, 3.0, 3.0]
-    assert len(store.list_runs(project="dist")) == 1  # the follower did not create a run
+    assert [p.value for p in metric_history(store, run.id, "rank")] == [0.0, 0.0, 0.0]
+    assert [p.value for p in metric_history(store, run.id, "sum")] == [3.0, 3.0, 3.0]
+    assert len(list_runs(store, project="dist")) == 1  # the follower did not create a run

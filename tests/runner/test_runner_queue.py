@@ -16,6 +16,7 @@ from tracker.runner.retry import RetryPolicy
 from tracker.store import Store, logs, queue, queue_fast
 from tracker.store import jobs as store_jobs
 from tracker.store import workers as store_workers
+from tracker.store.runs import get_run, list_runs
 
 FAST = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0).next_retry
 
@@ -32,7 +33,7 @@ def claim_one(store: Store, worker: str = "w1", **kw: Any) -> Any:
 def test_enqueue_creates_a_queued_run_the_dashboard_can_show(store: Store) -> None:
     job = queue.enqueue(store, spec("train", config={"model": {"width": 64}}, project="digits"))
     assert job.status == "queued" and job.attempt == 0
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert (run.status, run.project, run.name) == ("queued", "digits", f"train-job{job.id}")
     assert run.config == {"model": {"width": 64}}
     assert run.command == ["python", "train.py"]
@@ -61,7 +62,7 @@ def test_bad_specs_are_refused_and_nothing_is_stored(
         queue.enqueue_many(store, [spec("ok"), JobSpec(**{**base, **change})])
     assert info.value.field == field
     assert store_jobs.list_jobs(store) == []
-    assert store.list_runs() == []
+    assert list_runs(store) == []
 
 
 def test_claims_take_highest_priority_first_then_oldest(store: Store) -> None:
@@ -94,7 +95,7 @@ def test_claim_starts_an_attempt_and_the_run(store: Store) -> None:
     stored = store_jobs.get_job(store, job.id)
     assert (stored.status, stored.lease_owner, stored.attempt) == ("running", "w7", 1)
     assert [a.status for a in store_jobs.attempts(store, job.id)] == ["running"]
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert (run.status, run.host) == ("running", "gpu-host-3")
 
 
@@ -163,7 +164,7 @@ def test_the_reaper_ends_expired_leases(
     after = store_jobs.get_job(store, job.id)
     assert after.status == status and after.lease_owner is None
     assert store_jobs.attempts(store, job.id)[0].status in ("crashed", "cancelled")
-    assert store.get_run(c.run_id).status == run_status
+    assert get_run(store, c.run_id).status == run_status
     assert "dead-worker" in (after.failure_hint or "")
 
 
@@ -186,7 +187,7 @@ def test_finish_maps_failures_to_states_and_retries(store: Store) -> None:
         assert result is not None and result.status == status, (failure, options)
         stored = store_jobs.get_job(store, job.id)
         assert stored.status == status and stored.exit_code == code
-        assert store.get_run(job.run_id).status == run_status
+        assert get_run(store, job.run_id).status == run_status
         if status == "queued":
             assert result.retry_at is not None and "retry 2 of" in stored.pending_reason
             store_jobs.cancel(store, job.id)  # out of the way of the next case
@@ -196,7 +197,7 @@ def test_cancel_and_requeue(store: Store) -> None:
     queued = queue.enqueue(store, spec("q"))
     running = queue.enqueue(store, spec("r"))
     assert store_jobs.cancel(store, queued.id) == CancelResult("cancelled", "cancelled")
-    assert store.get_run(queued.run_id).status == "killed"
+    assert get_run(store, queued.run_id).status == "killed"
     c = claim_one(store)
     assert c.job.id == running.id
     assert store_jobs.cancel(store, running.id) == CancelResult("cancel_requested", "running")
@@ -284,7 +285,7 @@ def test_a_job_row_written_without_a_run_gets_one_at_claim(store: Store) -> None
             )
         )  # fmt: skip
     c = claim_one(store)
-    run = store.get_run(c.run_id)
+    run = get_run(store, c.run_id)
     assert (run.project, run.name, run.status, run.config) == ("web", "clone-job1", "running",
                                                                {"lr": 1})  # fmt: skip
     assert store_jobs.get_job(store, c.job.id).run_id == run.id

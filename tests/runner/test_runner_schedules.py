@@ -16,6 +16,7 @@ from tracker.store import Store
 from tracker.store import jobs as store_jobs
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
+from tracker.store.runs import get_run
 
 
 def ts(*args: int) -> float:
@@ -67,7 +68,7 @@ def test_schedule_add_list_pause_resume_delete(store: Store) -> None:
     assert [(s, f) for s, f, _ in fired] == [(info.id, ts(2025, 1, 3, 2))]
     job = store_jobs.get_job(store, fired[0][2])
     assert (job.schedule_id, job.config, job.project) == (info.id, {"lr": 3e-4}, "nightly")
-    assert store.get_run(job.run_id).name.startswith("train.py 0 2 * * *@")
+    assert get_run(store, job.run_id).name.startswith("train.py 0 2 * * *@")
     store_schedules.delete_schedule(store, info.id)
     assert store_schedules.list_schedules(store) == []
     assert store_jobs.get_job(store, job.id).schedule_id is None  # the job stays

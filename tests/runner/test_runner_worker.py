@@ -16,6 +16,7 @@ from tests.support.runner import Procs, alive, group_gone, read_json, script
 from tracker.entities import JobSpec
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.runs import get_run
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +48,7 @@ def test_job_gets_ids_config_and_a_run_from_the_first_second(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     job = json.loads(done.stdout)
-    assert store.get_run(job["run_id"]).status == "queued"  # visible before any worker runs
+    assert get_run(store, job["run_id"]).status == "queued"  # visible before any worker runs
     worker = procs.worker("--gpus", "none", "--once")
     assert worker.wait(60) == 0, worker.output()
     seen = read_json(out / "tracked.json")
@@ -58,8 +59,13 @@ def test_job_gets_ids_config_and_a_run_from_the_first_second(
     assert env["TRACKER_PROJECT"] == "digits" and env["CUDA_VISIBLE_DEVICES"] == ""
     assert json.loads(env["TRACKER_CONFIG"]) == {"lr": 0.5, "model": {"width": 16}}
     assert "TRACKER_RESUME_CHECKPOINT" not in env
-    assert seen["cwd"] == str(tmp_path)
-    run = store.get_run(job["run_id"])
+    ran_in = Path(seen["cwd"])
+    if store.dialect == "sqlite":  # in its own copy of the code (a snapshot of this directory)
+        assert ran_in.parts[-2:] == (f"job-{job['id']}", "attempt-1"), ran_in
+        assert (ran_in / "tracked.py").read_text() == (tmp_path / "tracked.py").read_text()
+    else:  # no artifact root: no snapshot, the job runs here (a worker on the same host)
+        assert ran_in == tmp_path
+    run = get_run(store, job["run_id"])
     assert (run.status, run.project, run.config["model"]) == (
         "finished", "digits", {"width": 16, "depth": 2},
     )  # fmt: skip
@@ -112,7 +118,7 @@ def test_cancel_and_timeout_leave_no_process_of_the_group(
     assert final.failure_class == ("cancelled" if how == "cancel" else "timeout")
     wait_for(lambda: not any(alive(p) for p in pids), 10, "every process of the job to die")
     wait_for(lambda: group_gone(seen["pgid"]), 30, "the process group to disappear")
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert run.status == "killed" and run.failure_class == final.failure_class
 
 
@@ -170,7 +176,7 @@ def test_failures_of_real_scripts_are_classified(store: Store, procs: Procs) -> 
         job = store_jobs.get_job(store, jobs[mode].id)
         assert (job.status, job.failure_class) == ("failed", cls), (mode, job.failure_hint)
         assert hint in job.failure_hint, (mode, job.failure_hint)
-        run = store.get_run(job.run_id)
+        run = get_run(store, job.run_id)
         assert (run.status, run.failure_class, run.failure_hint) == (
             "failed",
             cls,

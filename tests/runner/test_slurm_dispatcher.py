@@ -27,6 +27,8 @@ from tracker.rules.slurm import SlurmSite
 from tracker.runner.slurm import SlurmExecutor
 from tracker.store import Store, logs, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run, list_runs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -79,7 +81,7 @@ def test_job_runs_through_sbatch_and_streams_its_logs(
         f"first line é✓ {slurm_id} from-template\nlast line ∑\n"
     )
     assert job_text(store, job.id, "stderr") == "to stderr\n"
-    assert store.get_run(job.run_id).status == "finished"
+    assert get_run(store, job.run_id).status == "finished"
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "COMPLETED"
     shown = procs.run("jobs", "logs", str(job.id))
@@ -125,7 +127,7 @@ def test_failing_job_gets_its_failure_class(
     done = ended(store, job.id, 90, "the failing job to end")
     assert (done.status, done.failure_class) == ("failed", "cuda_oom")
     assert done.exit_code == 1 and "tried to allocate 2.00 GiB" in done.failure_hint
-    assert store.get_run(job.run_id).failure_class == "cuda_oom"
+    assert get_run(store, job.run_id).failure_class == "cuda_oom"
 
 
 def test_history_finds_ended_jobs_in_the_completion_log(
@@ -180,7 +182,7 @@ def test_cancel_becomes_scancel_and_kills_the_job(
     [(_, state, _)] = slurm_jobs(slurm, store, job.id)
     assert state == "CANCELLED"
     wait_for(lambda: not alive(pid), 30, "the job's process to die")
-    assert store.get_run(job.run_id).status == "killed"
+    assert get_run(store, job.run_id).status == "killed"
 
 
 def test_timeout_becomes_the_slurm_time_limit(
@@ -438,6 +440,6 @@ def test_multinode_launcher_runs_srun_torchrun_with_gloo_on_one_node(
     text = job_text(store, job.id)
     assert done.status == "succeeded", (done.failure_hint, text)
     assert "rank 0 of 2 done" in text and "rank 1 of 2 done" in text
-    run = store.get_run(job.run_id)
-    assert [p.value for p in store.metric_history(run.id, "sum")] == [3.0, 3.0, 3.0]
-    assert len(store.list_runs(project="dist")) == 1  # rank 1 created no run of its own
+    run = get_run(store, job.run_id)
+    assert [p.value for p in metric_history(store, run.id, "sum")] == [3.0, 3.0, 3.0]
+    assert len(list_runs(store, project="dist")) == 1  # rank 1 created no run of its own

@@ -16,6 +16,10 @@ from tracker.entities import ClaimedJob, GpuDevice, JobSpec, RunInfo
 from tracker.runner.pending import explain_pending
 from tracker.store import Store, logs, queue
 from tracker.store import workers as store_workers
+from tracker.store.checkpoints import add_checkpoint
+from tracker.store.events import add_event
+from tracker.store.metrics import intern_keys, write_points
+from tracker.store.runs import create_run, finish_run, start_run, update_run
 
 PROJECT = "digits"
 GIB = 1024**3
@@ -92,7 +96,7 @@ def _curves(store: Store, run_id: int, spec: RunSpec, start: float) -> None:
     names = ["train/loss", "train/acc", "val/loss", "val/acc", "sys/cpu_percent", "sys/rss_bytes"]
     kinds = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes")
     names += [f"sys/gpu{d}/{k}" for d in range(spec.gpus) for k in kinds]
-    ids = store.intern_keys(names)
+    ids = intern_keys(store, names)
     rows: list[tuple[int, int, int, int, float | None]] = []
 
     def add(key: str, step: int, value: float | None) -> None:
@@ -122,14 +126,15 @@ def _curves(store: Store, run_id: int, spec: RunSpec, start: float) -> None:
                 add(f"sys/gpu{dev}/allocated_bytes", step, allocated)
                 add(f"sys/gpu{dev}/reserved_bytes", step, (3.0 + dev * 0.4) * GIB)
                 add(f"sys/gpu{dev}/peak_allocated_bytes", step, peak[dev])
-    store.write_points(rows)
+    write_points(store, rows)
 
 
 def _run(store: Store, spec: RunSpec, start: float) -> int:
     if spec.submitted:
         run = _submitted_run(store, spec, start)
     else:
-        run = store.create_run(
+        run = create_run(
+            store,
             spec.project,
             spec.name,
             spec.config,
@@ -142,8 +147,8 @@ def _run(store: Store, spec: RunSpec, start: float) -> int:
         )
     _curves(store, run.id, spec, start)
     if spec.status != "running":
-        store.finish_run(run.id, spec.status, **spec.finish)
-        store.update_run(run.id, ended_at=start + spec.steps * 0.5)
+        finish_run(store, run.id, spec.status, **spec.finish)
+        update_run(store, run.id, ended_at=start + spec.steps * 0.5)
     return run.id
 
 
@@ -156,7 +161,7 @@ def _submitted_run(store: Store, spec: RunSpec, start: float) -> RunInfo:
     claimed = queue.claim(store, "gpu-node-01:4242", lease_s=3600, max_gpus=8, now=start)
     assert claimed is not None
     claim = claimed[0]
-    run = store.start_run(claim.run_id, host="gpu-node-01", pid=4242, git_commit=COMMIT,
+    run = start_run(store, claim.run_id, host="gpu-node-01", pid=4242, git_commit=COMMIT,
                           now=start)  # fmt: skip
     queue.finish(store, claim, exit_code=0, failure=None, now=start + spec.steps * 0.5)
     return run
@@ -171,10 +176,10 @@ def seed(store: Store, *, now: float | None = None) -> Seeded:
     best = seeded.runs["adam-lr3e-4"]
     for step, acc, digest in ((1499, 0.91, "ab"), (2999, 0.95, "cd")):
         path = f"/ckpt/adam-lr3e-4/step{step}.pt"
-        store.add_checkpoint(best, step, path, 1_234_567, digest * 32, {"val/acc": acc})
-    store.add_event(best, "status", "run finished", {"exit_code": 0})
+        add_checkpoint(store, best, step, path, 1_234_567, digest * 32, {"val/acc": acc})
+    add_event(store, best, "status", "run finished", {"exit_code": 0})
     diverged = seeded.runs["adam-lr1e-1-diverged"]
-    store.add_event(diverged, "diagnosis", "non-finite train/loss from step 420", {"step": 420})
+    add_event(store, diverged, "diagnosis", "non-finite train/loss from step 420", {"step": 420})
     gpus = [GpuDevice(i, "NVIDIA H100 80GB HBM3", 80 * GIB) for i in range(2)]
     store_workers.register_worker(
         store, "gpu-node-01:4242", host="gpu-node-01", pid=4242, gpus=gpus, max_jobs=2

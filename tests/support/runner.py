@@ -107,6 +107,9 @@ class Procs:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
         env["TRACKER_URI"] = self.uri
+        # a worker's default code-snapshot directory (~/.cache/tracker/...): this test's own,
+        # beside its directory (inside it, the next submission would snapshot the copies)
+        env["XDG_CACHE_HOME"] = str(self.tmp.parent / f"{self.tmp.name}-cache")
         return env
 
     def tracker(self, *args: str, name: str = "cmd") -> Proc:
@@ -134,6 +137,19 @@ class Procs:
     def close(self) -> None:
         for proc in self.started:
             proc.stop()
+
+
+class SnapshotProcs(Procs):
+    """Procs that keep the artifact root (where snapshots live) in every command's env."""
+
+    def __init__(self, uri: str, tmp: Path, root: Path) -> None:
+        super().__init__(uri, tmp)
+        self.root = root
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["TRACKER_ARTIFACT_ROOT"] = str(self.root)
+        return env
 
 
 def script(name: str, *args: str) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tracker.store import Store
+from tracker.store.runs import list_runs
 
 SCRIPT = """
 import sys, tracker
@@ -53,6 +54,6 @@ def line_of(stderr: str) -> str:
 def run_names(db: Path) -> list[str]:
     store = Store(f"sqlite:///{db}", create=False)
     try:
-        return sorted(r.name for r in store.list_runs())
+        return sorted(r.name for r in list_runs(store))
     finally:
         store.close()

@@ -178,7 +178,7 @@ def test_unknown_field_lists_allowed_attributes() -> None:
         assert name in info.value.detail
     assert ATTRIBUTES == (
         "status", "name", "project", "tags", "host", "created", "started", "ended", "duration",
-        "id", "diagnosis", "deleted",
+        "id", "diagnosis", "deleted", "notes", "starred",
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from tests.support.web import envelope
 from tracker.errors import InvalidInput
 from tracker.store import Store
 from tracker.store import artifacts as art
+from tracker.store.runs import create_run, list_runs
 from tracker.store.tokens import create_token
 from tracker.web.app import create_app
 
@@ -43,7 +44,7 @@ def _store(app: Flask) -> Store:
 
 
 def _run(app: Flask) -> int:
-    return _store(app).create_run("art", "r").id
+    return create_run(_store(app), "art", "r").id
 
 
 def _put(client: FlaskClient, run: int, path: str, data: bytes, **kw: Any) -> Any:
@@ -305,7 +306,7 @@ _path_text = st.text(
 def test_any_path_is_stored_and_read_back_or_refused_by_the_rule(
     aapp: Flask, ac: FlaskClient, path: str
 ) -> None:
-    run = 1 if _store(aapp).list_runs() else _run(aapp)
+    run = 1 if list_runs(_store(aapp)) else _run(aapp)
     resp = ac.put(f"/api/v1/runs/{run}/artifacts/{quote(path, safe='/')}", data=path.encode())
     if resp.status_code == 201:
         assert resp.json["path"] == path

@@ -10,12 +10,14 @@ from flask.testing import FlaskClient
 from tests.support.web import envelope
 from tracker.entities import JobSpec
 from tracker.store import Store, logs, queue
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run
 
 
 def test_points_page_by_step_with_nan_in_wire_form(client: FlaskClient, store: Store) -> None:
-    run = store.create_run("p", "r")
+    run = create_run(store, "p", "r")
     for step, value in [(0, 1.0), (5, math.nan), (9, math.inf), (12, -2.5)]:
-        store.log_metrics(run.id, step, {"loss": value}, wall_time=100.0 + step)
+        log_metrics(store, run.id, step, {"loss": value}, wall_time=100.0 + step)
     first = client.get(f"/api/v1/runs/{run.id}/points?key=loss&limit=2").json
     assert first["points"] == [[0, 100.0, 1.0], [5, 105.0, "NaN"]]
     assert first["next_after_step"] == 5
@@ -27,7 +29,7 @@ def test_points_page_by_step_with_nan_in_wire_form(client: FlaskClient, store: S
 
 
 def test_points_errors(client: FlaskClient, store: Store) -> None:
-    run = store.create_run("p", "r")
+    run = create_run(store, "p", "r")
     missing = client.get(f"/api/v1/runs/{run.id}/points")
     assert missing.status_code == 400 and envelope(missing)["field"] == "key"
     assert client.get("/api/v1/runs/999/points?key=loss").status_code == 404

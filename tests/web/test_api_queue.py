@@ -15,6 +15,7 @@ from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
 from tracker.store import workers as store_workers
+from tracker.store.runs import get_run
 
 
 def runner_job(store: Store, **kw: Any) -> Any:
@@ -49,13 +50,15 @@ def test_cancel_queued_and_running_jobs_like_the_runner(client: FlaskClient, sto
     claimed, _ = queue.claim(store, "w1", lease_s=30)
     assert claimed.job.id == queued.id  # oldest first
     first = client.post(f"/api/v1/jobs/{running.id}/cancel", json={}).json
-    assert first == {"job_id": running.id, "result": "cancelled"}
-    assert store.get_run(running.run_id).status == "killed"
+    assert first == {"job_id": running.id, "result": "cancelled", "outcome": "cancelled",
+                     "status": "cancelled"}  # fmt: skip
+    assert get_run(store, running.run_id).status == "killed"
     second = client.post(f"/api/v1/jobs/{queued.id}/cancel", json={}).json
     assert second["result"] == "cancel_requested"
     assert queue.poll(store, [claimed])[queued.id].cancel_requested  # the worker sees it
     again = client.post(f"/api/v1/jobs/{running.id}/cancel", json={}).json
     assert again["result"] == "cancelled"
+    assert (again["outcome"], again["status"]) == ("unchanged", "cancelled")  # not a new cancel
     assert client.post("/api/v1/jobs/999/cancel", json={}).status_code == 404
 
 
@@ -78,7 +81,7 @@ def test_clone_job_with_edited_config_is_claimed_by_the_runner(
         {"lr": 0.01, "model": {"width": 64}},
         2,
     )
-    run = store.get_run(got.run_id)
+    run = get_run(store, got.run_id)
     assert (run.status, run.project, run.name) == ("running", "digits", f"train-job{new_id}")
 
 

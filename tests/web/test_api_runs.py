@@ -18,6 +18,7 @@ from tests.support.web import envelope
 from tracker.entities import JobSpec
 from tracker.store import models as m
 from tracker.store import queue
+from tracker.store.metrics import count_points, metric_history
 
 
 def new_run(client: FlaskClient, **body: Any) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def test_metrics_ingest_is_idempotent_and_keeps_nan_and_inf(client: FlaskClient,
     for _ in range(2):  # a retried batch must not duplicate anything
         response = post_metrics(client, run["id"], records)
         assert response.json == {"run_id": run["id"], "points": 100}
-    history = store.metric_history(run["id"], "train/loss")
+    history = metric_history(store, run["id"], "train/loss")
     assert [p.step for p in history] == list(range(100))
     assert math.isnan(history[7].value) and history[8].value == math.inf
     assert math.isnan(history[9].value) and history[10].value == 1 / 11
@@ -111,7 +112,7 @@ def test_gzip_ingest(client: FlaskClient, store) -> None:
         headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
     )
     assert response.json["points"] == 10_000
-    assert store.count_points(run["id"]) == 10_000
+    assert count_points(store, run["id"]) == 10_000
     corrupt = client.post(
         f"/api/v1/runs/{run['id']}/metrics",
         data=b"\x1f\x8bnot gzip",
@@ -136,7 +137,7 @@ def test_bad_metric_batches_change_nothing(client: FlaskClient, store) -> None:
         response = client.post(f"/api/v1/runs/{run['id']}/metrics", json=body)
         assert response.status_code == 400, body
         assert envelope(response)["field"] == field, body
-    assert store.count_points(run["id"]) == 0
+    assert count_points(store, run["id"]) == 0
     missing = post_metrics(client, 12345, [[0, 0, {"a": 1.0}]])
     assert missing.status_code == 404
 

@@ -23,6 +23,7 @@ from tests.support.web import TOKEN, TRACKER
 from tracker.client.http_sink import HttpSink
 from tracker.errors import UploadError
 from tracker.store import Store, artifacts
+from tracker.store.runs import get_run
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_every_kind_over_http(live: tuple[Flask, ServerThread], tmp_path: Path) 
     }
     hist = json.loads(_read(store, run.id, "media/histograms/w/000000003.json"))
     assert hist["counts"] == [2, 2, 2, 2, 2]
-    assert store.get_run(run.id).status == "finished"
+    assert get_run(store, run.id).status == "finished"
 
 
 def test_a_refused_upload_is_raised_by_the_next_call(live: tuple[Flask, ServerThread]) -> None:
@@ -155,4 +156,4 @@ def test_finish_giving_up_spills_the_files_and_replay_uploads_them(
     assert artifacts.media_keys(store, run.id)["images"]["x"] == [0, 1, 2]
     assert _read(store, run.id, "late.txt") == b"kept on disk"
     assert not any(media_dir.iterdir())  # the spilled copies are deleted once stored
-    assert store.get_run(run.id).status == "finished"  # the final status was in the file too
+    assert get_run(store, run.id).status == "finished"  # the final status was in the file too

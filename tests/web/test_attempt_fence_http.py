@@ -13,6 +13,8 @@ from tracker.client.http_sink import HttpSink
 from tracker.entities import AttemptFence, JobSpec
 from tracker.errors import AttemptSuperseded
 from tracker.store import queue
+from tracker.store.metrics import metric_history
+from tracker.store.runs import create_run, get_run
 
 
 def test_a_superseded_attempt_is_refused_over_http(make_app: Any, serve: Any) -> None:
@@ -37,12 +39,12 @@ def test_a_superseded_attempt_is_refused_over_http(make_app: Any, serve: Any) ->
     ):
         with pytest.raises(AttemptSuperseded, match=f"attempt 1 of job {job_id} was superseded"):
             write()
-    assert [p.step for p in store.metric_history(run_id, "loss")] == [0]
-    assert store.get_run(run_id).status == "queued"
+    assert [p.step for p in metric_history(store, run_id, "loss")] == [0]
+    assert get_run(store, run_id).status == "queued"
 
 
 def test_a_malformed_attempt_header_is_a_400_naming_it(client: Any, store: Any) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     answer = client.post(
         f"/api/v1/runs/{run.id}/heartbeat", json={}, headers={"X-Tracker-Attempt": "x:1"}
     )

@@ -14,6 +14,7 @@ from flask import Flask
 from tests.support.web import TOKEN
 from tracker.cli import main
 from tracker.store import artifacts as art
+from tracker.store.runs import create_run
 
 
 def test_ls_and_get_over_http(
@@ -21,7 +22,7 @@ def test_ls_and_get_over_http(
 ) -> None:
     app = make_app(ARTIFACT_ROOT=str(tmp_path / "root"), TOKEN=TOKEN)
     store = app.extensions["tracker"].store
-    run = store.create_run("cli", "r").id
+    run = create_run(store, "cli", "r").id
     data = os.urandom(2 * 1024 * 1024 + 3)
     art.put_artifact(store, run, "deep/dir/w é.bin", data)
     server = serve(app)

@@ -23,6 +23,10 @@ from tracker.cli import main
 from tracker.entities import Failure, GpuDevice, JobSpec
 from tracker.store import Store, logs, queue, tokens
 from tracker.store import workers as store_workers
+from tracker.store.checkpoints import add_checkpoint
+from tracker.store.events import add_event
+from tracker.store.metrics import intern_keys, log_metrics, write_points
+from tracker.store.runs import create_run, finish_run
 
 LONG_PATH = "/data/checkpoints/" + "very-long-experiment-name/" * 4 + "step-000120.pt"
 POINTS = 12_345  # more than one page (10,000) of `runs export`
@@ -31,16 +35,18 @@ POINTS = 12_345  # more than one page (10,000) of `runs export`
 def _seed(store: Store, tmp_path: Path) -> dict[str, int]:
     """Runs with metrics (bytes, NaN, many points), a checkpoint with a long path, an event;
     a two-job sweep a worker runs (one failed with output, one running), a queued job."""
-    run = store.create_run("vision", "r1", {"lr": 0.001, "model": {"width": 64}}, ["base"])
-    store.log_metrics(run.id, 0, {"train/loss": 1.25, "sys/rss_bytes": 522895360.0})
-    store.log_metrics(run.id, 1, {"train/loss": math.nan, "sys/rss_bytes": 622895360.0})
-    key_id = store.intern_keys(["long/series"])["long/series"]
-    store.write_points([(run.id, key_id, s, 1_700_000_000_000 + s, s * 0.5) for s in range(POINTS)])
-    store.add_checkpoint(run.id, 120, LONG_PATH, 3 * 1024**3, "ab" * 32, {"val/acc": 0.93})
-    store.add_event(run.id, "diagnosis", "loss is NaN at step 1")
-    store.finish_run(run.id, "failed", exit_code=1, failure_class="nan_loss", failure_hint="h")
-    other = store.create_run("nlp", "r2", {"lr": 0.1}, [])
-    store.log_metrics(other.id, 0, {"val/acc": 0.5, "io/read_bytes": 2 * 1024**3})
+    run = create_run(store, "vision", "r1", {"lr": 0.001, "model": {"width": 64}}, ["base"])
+    log_metrics(store, run.id, 0, {"train/loss": 1.25, "sys/rss_bytes": 522895360.0})
+    log_metrics(store, run.id, 1, {"train/loss": math.nan, "sys/rss_bytes": 622895360.0})
+    key_id = intern_keys(store, ["long/series"])["long/series"]
+    write_points(
+        store, [(run.id, key_id, s, 1_700_000_000_000 + s, s * 0.5) for s in range(POINTS)]
+    )
+    add_checkpoint(store, run.id, 120, LONG_PATH, 3 * 1024**3, "ab" * 32, {"val/acc": 0.93})
+    add_event(store, run.id, "diagnosis", "loss is NaN at step 1")
+    finish_run(store, run.id, "failed", exit_code=1, failure_class="nan_loss", failure_hint="h")
+    other = create_run(store, "nlp", "r2", {"lr": 0.1}, [])
+    log_metrics(store, other.id, 0, {"val/acc": 0.5, "io/read_bytes": 2 * 1024**3})
 
     argv = [sys.executable, "train.py"]
     sweep = queue.enqueue_many(
@@ -254,24 +260,22 @@ def test_a_token_is_needed_and_a_log_token_may_read(
 
 
 def test_commands_that_need_the_database_say_so(
-    dashboard: tuple[str, str, dict[str, int]], tmp_path: Path
+    dashboard: tuple[str, str, dict[str, int]],
 ) -> None:
     store_url, url, ids = dashboard
-    (tmp_path / "train.py").write_text("print(1)\n")
-    for args in (
-        ("jobs", "cancel", str(ids["running_job"])),
-        ("jobs", "requeue", "1"),
-        ("submit", "train.py"),
-        ("db", "upgrade"),
-    ):
+    for args in (("jobs", "requeue", "1"), ("db", "upgrade")):
         result = remote(url, *args, token=None)
         assert result.exit_code != 0, args
-        name = " ".join(args[:2] if args[0] in ("jobs", "db") else args[:1])
+        name = " ".join(args[:2])
         assert f"`tracker {name}` needs the database, and {url} is a dashboard" in result.output
         assert (
             "runs ls, runs show, runs export, jobs ls, jobs show, jobs logs, workers ls"
             in result.output
         )
+        assert "submits: submit, sweep, jobs cancel" in result.output
+    # submit, sweep and cancel go through the API (tests/web/test_remote_submit.py): a token
+    refused = remote(url, "jobs", "cancel", str(ids["running_job"]), token=None)
+    assert refused.exit_code == 2 and "error [unauthorized]" in refused.stderr
     running = json.loads(ok(local(store_url, "jobs", "ls", "--json")).stdout)
     assert {j["id"]: j["cancel_requested"] for j in running}[ids["running_job"]] is False
 

@@ -17,6 +17,7 @@ from tracker.entities import JobSpec
 from tracker.periodic import PeriodicLoop, crash_silent_runs, crash_silent_runs_once
 from tracker.rules import liveness
 from tracker.store import Store, queue
+from tracker.store.runs import create_run, get_run, heartbeat
 from tracker.web.app import create_app
 
 TRAIN = """
@@ -35,13 +36,13 @@ def test_the_defaults_detect_a_dead_run_within_30_seconds() -> None:
 
 
 def test_a_crashed_run_ends_at_its_last_heartbeat(store: Store) -> None:
-    old = store.create_run("p", now=1000.0)
-    store.heartbeat(old.id, now=1500.0)
-    fresh = store.create_run("p", now=5000.0)
+    old = create_run(store, "p", now=1000.0)
+    heartbeat(store, old.id, now=1500.0)
+    fresh = create_run(store, "p", now=5000.0)
     assert crash_silent_runs_once(store, 20.0, now=5010.0) == [old.id]
-    run = store.get_run(old.id)
+    run = get_run(store, old.id)
     assert (run.status, run.ended_at, run.failure_class) == ("crashed", 1500.0, "crashed")
-    assert store.get_run(fresh.id).status == "running"
+    assert get_run(store, fresh.id).status == "running"
     assert crash_silent_runs_once(store, 20.0, now=5010.0) == []  # a second sweeper: nothing
 
 
@@ -50,7 +51,7 @@ def test_a_run_held_by_a_live_job_lease_is_left_to_the_reaper(store: Store) -> N
     claimed, _ = queue.claim(store, "w1", lease_s=60.0, now=1000.0) or (None, None)
     assert claimed is not None and claimed.run_id == job.run_id
     assert crash_silent_runs_once(store, 20.0, now=1030.0) == []  # its lease holds to 1060
-    assert store.get_run(job.run_id).status == "running"
+    assert get_run(store, job.run_id).status == "running"
     assert crash_silent_runs_once(store, 20.0, now=1061.0) == [job.run_id]  # expired too
 
 
@@ -86,15 +87,15 @@ def test_sigkilled_training_process_is_crashed_by_the_dashboard_alone(
         assert train.stdout is not None
         run_id = int(train.stdout.readline().split()[1])
         store = Store(store_url)
-        first = store.get_run(run_id).heartbeat_at
-        wait_for(lambda: store.get_run(run_id).heartbeat_at != first, 10,
+        first = get_run(store, run_id).heartbeat_at
+        wait_for(lambda: get_run(store, run_id).heartbeat_at != first, 10,
                  "the training process to send a heartbeat")  # fmt: skip
         train.send_signal(signal.SIGKILL)
         train.wait(10)
         killed_at = time.time()
         # stale limit 2 s + one pass of the watch (5 s), with slack for a loaded machine
         run = wait_for(
-            lambda: (r := store.get_run(run_id)).status == "crashed" and r,
+            lambda: (r := get_run(store, run_id)).status == "crashed" and r,
             30,
             "the dashboard's crash watch to mark the SIGKILLed run crashed",
         )

@@ -13,6 +13,9 @@ from flask.testing import FlaskClient
 from tests.support.web import envelope
 from tracker.store import Store
 from tracker.store.diagnoses import LiveSweep, diagnose_run
+from tracker.store.events import list_events
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, finish_run
 
 
 def _create(client: FlaskClient, name: str) -> int:
@@ -59,7 +62,7 @@ def test_post_reruns_idempotently(client: FlaskClient, store: Store) -> None:
     first = client.post(f"/api/v1/runs/{run_id}/diagnoses", json={}).json["diagnoses"]
     again = client.post(f"/api/v1/runs/{run_id}/diagnoses", json={}).json["diagnoses"]
     assert len(first) == len(again) == 1 and first[0]["id"] == again[0]["id"]
-    assert [e.kind for e in store.list_events(run_id)].count("diagnosis") == 1
+    assert [e.kind for e in list_events(store, run_id)].count("diagnosis") == 1
 
 
 def test_healthy_run_has_an_empty_list(client: FlaskClient) -> None:
@@ -84,16 +87,16 @@ def test_unknown_run_is_a_404_envelope(client: FlaskClient) -> None:
 def test_search_by_diagnosis_and_nan(client: FlaskClient, store: Store) -> None:
     nan_id = _nan_run(client)
     _live_pass(store)
-    leak = store.create_run("p", "leak")
-    store.log_metrics(leak.id, 0, {"loss": 1.0})
+    leak = create_run(store, "p", "leak")
+    log_metrics(store, leak.id, 0, {"loss": 1.0})
     for s in range(1, 50):
-        store.log_metrics(leak.id, s, {"sys/rss_bytes": 1e9 + s * 5e6, "loss": 1.0})
-    store.finish_run(leak.id, "finished")
+        log_metrics(store, leak.id, s, {"sys/rss_bytes": 1e9 + s * 5e6, "loss": 1.0})
+    finish_run(store, leak.id, "finished")
     diagnose_run(store, leak.id)
-    inf = store.create_run("p", "inf")
-    store.log_metrics(inf.id, 0, {"loss": math.inf})
-    healthy = store.create_run("p", "healthy")
-    store.log_metrics(healthy.id, 0, {"loss": 0.5})
+    inf = create_run(store, "p", "inf")
+    log_metrics(store, inf.id, 0, {"loss": math.inf})
+    healthy = create_run(store, "p", "healthy")
+    log_metrics(store, healthy.id, 0, {"loss": 0.5})
 
     def names(q: str) -> list[str]:
         response = client.get("/api/v1/runs", query_string={"q": q})
@@ -118,12 +121,12 @@ def test_run_listing_gives_each_code_once_with_severity_and_onset(
 ) -> None:
     """The runs table's chips: one per code, by onset; of a code's diagnoses (one per
     metric) the most severe, earliest one gives the severity, step and message."""
-    run = store.create_run("p", "chips")
+    run = create_run(store, "p", "chips")
     for s in range(60):
         grad = math.nan if s >= 40 else 1.0  # a warning (not a loss) from step 40
         loss = math.nan if s >= 50 else 1.0 / (s + 1)  # an error from step 50
-        store.log_metrics(run.id, s, {"loss": loss, "grad_norm": grad})
-    store.finish_run(run.id, "failed")
+        log_metrics(store, run.id, s, {"loss": loss, "grad_norm": grad})
+    finish_run(store, run.id, "failed")
     found = diagnose_run(store, run.id)
     assert sorted((d.metric, d.severity, d.step) for d in found) == [
         ("grad_norm", "warning", 40), ("loss", "error", 50)]  # fmt: skip

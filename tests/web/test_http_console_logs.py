@@ -25,6 +25,7 @@ from tracker.client.http_sink import MAX_LOG_CHARS_PER_REQUEST, HttpSink, _log_p
 from tracker.entities import AttemptFence, JobSpec
 from tracker.errors import AttemptSuperseded, NotFound, StoreUnavailable, TrackerError
 from tracker.store import queue
+from tracker.store.runs import create_run
 from tracker.store.tokens import create_token
 from tracker.web.core.log_ingest import MAX_CHARS_LIMIT, MAX_CHUNKS
 
@@ -155,7 +156,7 @@ def test_log_parts_merge_cut_and_bound() -> None:
 def test_chunks_are_at_most_the_stores_chunk_size(client: Any, store: Any) -> None:
     (part,) = _log_parts([("stdout", 0.0, "x" * 10), ("stdout", 0.0, "y" * 20_000)], 10**6, 99)
     assert [len(c[2]) for c in part] == [8192, 8192, 3626]
-    run = store.create_run("p")
+    run = create_run(store, "p")
     answer = client.post(
         f"/api/v1/runs/{run.id}/logs", json={"chunks": [["stderr", 1, "z" * 20_000]]}
     )
@@ -191,7 +192,7 @@ BAD_BODIES = [
 def test_malformed_bodies_are_400_naming_the_field(
     client: Any, store: Any, body: Any, field: str
 ) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     answer = client.post(f"/api/v1/runs/{run.id}/logs", json=body)
     assert answer.status_code == 400
     error = envelope(answer)
@@ -200,7 +201,7 @@ def test_malformed_bodies_are_400_naming_the_field(
 
 
 def test_not_json_unknown_run_and_bad_fence(client: Any, store: Any) -> None:
-    run = store.create_run("p")
+    run = create_run(store, "p")
     url = f"/api/v1/runs/{run.id}/logs"
     answer = client.post(url, data="[1", content_type="application/json")
     assert answer.status_code == 400 and envelope(answer)["field"] == "body"

@@ -19,6 +19,10 @@ from tracker.client.http_sink import HttpSink
 from tracker.client.sinks import sink_for_uri
 from tracker.errors import InvalidMetricValue, NotFound, StoreUnavailable, TrackerError
 from tracker.store import Store
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.events import list_events
+from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import get_run
 
 
 @pytest.fixture
@@ -44,23 +48,23 @@ def test_every_sink_call_round_trips(make_app, serve, tmp_path: Path) -> None:
     ]
     sink.write_metrics(run.id, records)
     sink.write_metrics(run.id, records)  # idempotent
-    assert store.count_points(run.id) == 1000
-    history = store.metric_history(run.id, "b")
+    assert count_points(store, run.id) == 1000
+    history = metric_history(store, run.id, "b")
     assert math.isnan(history[2].value) and history[3].value == -math.inf
     sink.heartbeat(run.id)
     sink.add_event(run.id, "note", "hello", {"k": 1})
-    notes = [e.message for e in store.list_events(run.id) if e.kind != "diagnosis"]
+    notes = [e.message for e in list_events(store, run.id) if e.kind != "diagnosis"]
     assert notes == ["hello"]
     path = str(tmp_path / "ckpts" / "c.pt")
     ckpt = sink.add_checkpoint(run.id, 5, path, 9, "f" * 64, {"acc": 0.5})
     assert sink.list_checkpoints(run.id) == [ckpt]
     sink.set_checkpoint_state(ckpt.id, "missing")
-    assert store.list_checkpoints(run.id)[0].state == "missing"
+    assert list_checkpoints(store, run.id)[0].state == "missing"
     queued = sink.create_run("p", None, {}, [], status="queued")
     started = sink.start_run(queued.id, {"lr": 0.2}, pid=9)
     assert (started.status, started.config) == ("running", {"lr": 0.2})
     sink.finish_run(run.id, "failed", error="boom", exit_code=1)
-    assert (store.get_run(run.id).status, store.get_run(run.id).error) == ("failed", "boom")
+    assert (get_run(store, run.id).status, get_run(store, run.id).error) == ("failed", "boom")
 
 
 def test_errors_come_back_as_tracker_exceptions(server) -> None:
@@ -94,8 +98,8 @@ def test_tracker_uri_http_uses_the_sink_and_the_token(server, token_app, monkeyp
         tracker.log({"loss": 1.0 / (step + 1)}, step=step)
     tracker.finish()
     store = token_app.extensions["tracker"].store
-    assert store.count_points(run.id) == 20_000
-    assert store.get_run(run.id).status == "finished"
+    assert count_points(store, run.id) == 20_000
+    assert get_run(store, run.id).status == "finished"
 
 
 @pytest.mark.slow
@@ -126,9 +130,9 @@ def test_server_restarted_mid_run_loses_and_duplicates_nothing(tmp_path: Path) -
     server.kill()
     assert TOKEN not in server.output() and TOKEN not in training.output()
     store = Store(f"sqlite:///{db}")
-    assert store.get_run(run_id).status == "finished"
+    assert get_run(store, run_id).status == "finished"
     for key, sign in (("a", 1.0), ("b", -1.0)):
-        points = store.metric_history(run_id, key)
+        points = metric_history(store, run_id, key)
         assert [p.step for p in points] == list(range(6000))
         assert all(p.value == sign * p.step for p in points)
     with store.engine.connect() as conn:

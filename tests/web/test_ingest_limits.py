@@ -19,6 +19,8 @@ from flask.testing import FlaskClient
 from tests.support.abuse import ABUSER_TOKEN, MIB, gzip_records, upload_while_probing
 from tests.support.web import SCRIPTS, Proc, envelope
 from tracker.client.http_sink import MAX_POINTS_PER_REQUEST, HttpSink
+from tracker.store.metrics import count_points, metric_history, metric_keys
+from tracker.store.runs import create_run, get_run
 from tracker.web.core.ingest import MAX_KEYS_PER_REQUEST, MAX_KEYS_PER_RUN, MAX_RECORDS
 
 GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
@@ -26,7 +28,7 @@ GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
 
 @pytest.fixture
 def run_id(store: Any) -> int:
-    return int(store.create_run(project="p", name="r", config={}, tags=[]).id)
+    return int(create_run(store, project="p", name="r", config={}, tags=[]).id)
 
 
 def post_gzip(client: FlaskClient, url: str, body: bytes) -> Any:
@@ -48,7 +50,7 @@ def test_a_gzip_bomb_is_refused_while_inflating_with_bounded_memory(
     error = envelope(response)
     assert error["code"] == "payload_too_large" and error["field"] == "body"
     assert peak < app.config["MAX_INFLATED_BYTES"] * 3, f"peak {peak / MIB:.0f} MiB"
-    assert store.count_points(run_id) == 0
+    assert count_points(store, run_id) == 0
 
 
 @pytest.mark.parametrize(
@@ -85,7 +87,7 @@ def test_200000_new_keys_in_one_request_are_refused(
     error = envelope(response)
     assert error["field"] == "records"
     assert f"at most {MAX_KEYS_PER_REQUEST}" in error["message"]
-    assert store.metric_keys(run_id) == []
+    assert metric_keys(store, run_id) == []
     with store.engine.connect() as conn:  # not a single key was interned
         assert conn.exec_driver_sql("SELECT count(*) FROM metric_keys").scalar_one() == 0
 
@@ -116,8 +118,8 @@ def test_a_run_has_at_most_max_keys_per_run(
             f"run {run_id} would have {MAX_KEYS_PER_RUN + 1} distinct metric keys; at most "
             f"{MAX_KEYS_PER_RUN}" in error["message"]
         )
-    assert len(store.metric_keys(run_id)) == MAX_KEYS_PER_RUN
-    assert [p.step for p in store.metric_history(run_id, "k0")] == [0, 1]
+    assert len(metric_keys(store, run_id)) == MAX_KEYS_PER_RUN
+    assert [p.step for p in metric_history(store, run_id, "k0")] == [0, 1]
 
 
 def test_mlflow_log_batch_past_the_key_limit_stores_nothing(
@@ -131,8 +133,8 @@ def test_mlflow_log_batch_past_the_key_limit_stores_nothing(
     response = client.post("/api/2.0/mlflow/runs/log-batch", json=body)
     assert response.status_code == 400, response.data[:300]
     assert response.get_json()["error_code"] == "INVALID_PARAMETER_VALUE"
-    assert store.get_run(run_id).config == {}
-    assert store.metric_keys(run_id) == []
+    assert get_run(store, run_id).config == {}
+    assert metric_keys(store, run_id) == []
 
 
 def test_the_http_sink_splits_big_batches_inside_the_limits(
@@ -144,7 +146,7 @@ def test_the_http_sink_splits_big_batches_inside_the_limits(
         (s, 0, {f"layer{k:03d}/grad_norm": float(s) for k in range(keys)}) for s in range(steps)
     ]
     HttpSink(serve(app).url).write_metrics(run_id, records)
-    assert store.count_points(run_id) == steps * keys
+    assert count_points(store, run_id) == steps * keys
 
 
 @pytest.mark.slow

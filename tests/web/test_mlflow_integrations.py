@@ -19,6 +19,7 @@ from mlflow.tracking._tracking_service import utils as tracking_utils
 
 from tests.web.test_mlflow_compat import mlflow_server, only_run, store_of
 from tracker.store import artifacts as astore
+from tracker.store.metrics import metric_history
 
 __all__ = ["mlflow_server"]  # the fixture, shared with test_mlflow_compat
 
@@ -141,7 +142,7 @@ def test_hf_trainer_with_mlflow_artifacts(
 
     run = only_run(store_of(app), "hf")
     assert run.status == "finished"
-    history = store_of(app).metric_history(run.id, "loss")
+    history = metric_history(store_of(app), run.id, "loss")
     assert [p.step for p in history] == [1, 2, 3, 4]
     weights = tmp_path / "out" / "checkpoint-4" / "model.safetensors"
     stored = {a.path for a in astore.list_artifacts(store_of(app), run.id)}

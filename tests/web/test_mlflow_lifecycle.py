@@ -19,7 +19,9 @@ from mlflow.exceptions import MlflowException
 from tests.support.web import TOKEN
 from tests.web.test_mlflow_compat import mlflow_server, store_of
 from tracker.store import Store
-from tracker.store.projects import find_project
+from tracker.store.metrics import metric_history
+from tracker.store.projects import find_project, list_project_names
+from tracker.store.runs import create_run, get_run, list_runs
 from tracker.store.tokens import create_token
 
 __all__ = ["mlflow_server"]  # the fixture, shared with test_mlflow_compat
@@ -50,7 +52,7 @@ def test_delete_and_restore_a_run(mlflow_server: Callable[..., Flask]) -> None:
     assert _run_ids(client, experiment_id) == {keep}
     assert _run_ids(client, experiment_id, ViewType.DELETED_ONLY) == {gone}
     assert _run_ids(client, experiment_id, ViewType.ALL) == {keep, gone}
-    assert [r.id for r in store.list_runs(project="lifecycle")] == [int(keep)]
+    assert [r.id for r in list_runs(store, project="lifecycle")] == [int(keep)]
     api = app.test_client().get("/api/v1/runs").get_json()
     assert [r["id"] for r in api["runs"]] == [int(keep)]
     api = app.test_client().get("/api/v1/runs?deleted=1").get_json()
@@ -65,9 +67,9 @@ def test_delete_and_restore_a_run(mlflow_server: Callable[..., Flask]) -> None:
         with pytest.raises(MlflowException, match="must be in the 'active' state") as exc:
             write()
         assert _code(exc) == "INVALID_PARAMETER_VALUE"
-    run = store.get_run(int(gone))
+    run = get_run(store, int(gone))
     assert run.status == "running" and "lr" not in run.config
-    assert [p.value for p in store.metric_history(int(gone), "loss")] == [0.5]
+    assert [p.value for p in metric_history(store, int(gone), "loss")] == [0.5]
 
     client.delete_run(gone)  # deleting a deleted run is no error (as in MLflow)
     client.restore_run(gone)
@@ -116,7 +118,7 @@ def test_experiment_lifecycle(mlflow_server: Callable[..., Flask]) -> None:
     client.rename_experiment(experiment_id, "exp-b")
     assert client.get_experiment(experiment_id).name == "exp-b"
     assert client.get_experiment_by_name("exp-a") is None
-    assert store.get_run(int(first)).project == "exp-b"
+    assert get_run(store, int(first)).project == "exp-b"
     with pytest.raises(MlflowException) as exc:
         client.rename_experiment(experiment_id, "exp-other")
     assert _code(exc) == "RESOURCE_ALREADY_EXISTS"
@@ -136,7 +138,7 @@ def test_experiment_lifecycle(mlflow_server: Callable[..., Flask]) -> None:
     assert client.get_run(elsewhere).info.lifecycle_stage == "active"
     assert _run_ids(client, experiment_id, ViewType.ALL) == {first, second}
     assert _run_ids(client, experiment_id) == set()
-    assert "exp-b" not in store.list_projects()
+    assert "exp-b" not in list_project_names(store)
 
     with pytest.raises(MlflowException, match="Cannot set a deleted experiment"):
         mlflow.set_experiment("exp-b")  # the client's own check, on our lifecycle_stage
@@ -159,7 +161,7 @@ def test_experiment_lifecycle(mlflow_server: Callable[..., Flask]) -> None:
     assert client.get_experiment(experiment_id).lifecycle_stage == "active"
     # MLflow restores every run of a restored experiment (the one deleted before it too)
     assert _run_ids(client, experiment_id) == {first, second}
-    assert "exp-b" in store.list_projects()
+    assert "exp-b" in list_project_names(store)
     with pytest.raises(MlflowException) as exc:
         client.restore_experiment(experiment_id)
     assert _code(exc) == "RESOURCE_DOES_NOT_EXIST"
@@ -203,7 +205,7 @@ def test_deleting_needs_an_admin_token_logging_does_not(
         client.delete_experiment(experiment_id)
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", TOKEN)  # the configured token is admin
     client.delete_run(run_id)
-    assert store.get_run(int(run_id)).deleted_at is not None
+    assert get_run(store, int(run_id)).deleted_at is not None
 
 
 def test_silent_mlflow_runs_are_marked_stale_and_run_again_on_a_write(
@@ -217,24 +219,24 @@ def test_silent_mlflow_runs_are_marked_stale_and_run_again_on_a_write(
     experiment_id = client.create_experiment("idle")
     quiet = client.create_run(experiment_id).info.run_id
     busy = client.create_run(experiment_id).info.run_id
-    native = store.create_run("idle", "native")  # our client's run: it has heartbeats
+    native = create_run(store, "idle", "native")  # our client's run: it has heartbeats
     client.log_metric(quiet, "loss", 1.0, step=0)
 
     assert idle.sweep_once(now=time.time() + 60) == []  # one minute: nothing is idle
     later = time.time() + 3600
     assert idle.sweep_once(now=later) == [int(quiet), int(busy)]
-    run = store.get_run(int(quiet))
+    run = get_run(store, int(quiet))
     assert (run.status, run.failure_class) == ("crashed", "idle")
     assert "no writes through the MLflow API for 10 min" in (run.failure_hint or "")
     assert run.ended_at is not None and run.ended_at <= time.time()  # its last write
     assert client.get_run(quiet).info.status == "FAILED"
-    assert store.get_run(native.id).status == "running"  # heartbeats decide for it
+    assert get_run(store, native.id).status == "running"  # heartbeats decide for it
 
     client.log_metric(quiet, "loss", 0.5, step=1)  # the client was only quiet
-    run = store.get_run(int(quiet))
+    run = get_run(store, int(quiet))
     assert (run.status, run.failure_class, run.ended_at) == ("running", None, None)
     client.set_terminated(busy, "FINISHED")  # an ending status after the mark wins
-    assert store.get_run(int(busy)).status == "finished"
+    assert get_run(store, int(busy)).status == "finished"
     assert idle.sweep_once(now=time.time() + 60) == []
 
 
@@ -244,7 +246,7 @@ def test_the_idle_timeout_is_off_without_the_setting(mlflow_server: Callable[...
     client = MlflowClient()
     run_id = client.create_run(client.create_experiment("no-idle")).info.run_id
     client.log_metric(run_id, "loss", 1.0)
-    assert store_of(app).get_run(int(run_id)).status == "running"
+    assert get_run(store_of(app), int(run_id)).status == "running"
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,8 @@ from mlflow.exceptions import MlflowException
 
 from tests.support.servers import ServerThread
 from tracker.store import Store
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, list_runs
 
 pytestmark = pytest.mark.slow
 
@@ -263,7 +265,7 @@ def test_experiments_default_and_created_run_tags(
     assert [e.name for e in client.search_experiments(filter_string="name LIKE 'def%'")] == [
         "Default"
     ]
-    assert store.list_runs(project="default") == []  # listing it stored nothing
+    assert list_runs(store, project="default") == []  # listing it stored nothing
     # client.create_run sends user_id "unknown" and no mlflow.user tag: none is added
     for c in (ref_client, client):
         run = c.create_run("0", run_name="plain")
@@ -295,7 +297,7 @@ def test_dotted_params_are_columns_and_query_fields(
     runs = response.json["runs"]
     assert [r["name"] for r in runs] == ["r1"]
     assert runs[0]["config"] == {"optimizer.lr": "0.5", "batch size": "32"}
-    store.create_run("search", "native", {"optimizer": {"lr": 0.5}}, [])  # nested, typed
+    create_run(store, "search", "native", {"optimizer": {"lr": 0.5}}, [])  # nested, typed
     got = web.get("/api/v1/runs", query_string={"q": "config.optimizer.lr == 0.5",
                                                 "config": "optimizer.lr"}).json  # fmt: skip
     # the nested number and the flat param string "0.5" (a numeric-looking param) both match
@@ -348,11 +350,11 @@ def test_any_valid_filter_runs_on_the_database(
     """Whatever keys and values a valid filter holds, the database answers it (200), or the
     server refuses it as MLflow would (400 INVALID_PARAMETER_VALUE) -- never a 500."""
     store = app.extensions["tracker"].store
-    if not store.list_runs(project="default"):  # runs whose values the SQL must read
+    if not list_runs(store, project="default"):  # runs whose values the SQL must read
         for config, tags in [({"a": "1", "b": {"c": 2}, "_mlflow_tags": {"mlflow.user": "u"}},
                               ["k=v", "plain"]), ({"a": [1, "x"], "d": None}, [])]:  # fmt: skip
-            run = store.create_run("default", "r", config, tags)
-            store.log_metrics(run.id, 1, {"m": 0.5})
+            run = create_run(store, "default", "r", config, tags)
+            log_metrics(store, run.id, 1, {"m": 0.5})
     body = {"experiment_ids": ["0"], "filter": " AND ".join(clauses), "order_by": order_by}
     response = app.test_client().post("/api/2.0/mlflow/runs/search", json=body)
     assert response.status_code in (200, 400), response.json

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tracker.store import artifacts as astore
+from tracker.store.runs import create_run
 
 MIB = 1024 * 1024
 BASE = "/api/2.0/mlflow-artifacts"
@@ -26,7 +27,7 @@ def limited(make_app: Any, tmp_path: Path) -> tuple[Any, Any, int, Path]:
     root = tmp_path / "blobs"
     app = make_app(MAX_ARTIFACT_BYTES=MIB, ARTIFACT_ROOT=str(root))
     store = app.extensions["tracker"].store
-    run = store.create_run("p", "uploads")
+    run = create_run(store, "p", "uploads")
     return app.test_client(), store, run.id, root
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tracker.store import artifacts as astore
+from tracker.store.runs import create_run
 
 KIB = 1024
 QUOTA = 100 * KIB
@@ -22,8 +23,8 @@ MLFLOW = "/api/2.0/mlflow-artifacts"
 def quota(make_app: Any, tmp_path: Path) -> tuple[Any, Any, int, int]:
     app = make_app(MAX_RUN_ARTIFACT_BYTES=QUOTA, ARTIFACT_ROOT=str(tmp_path / "blobs"))
     store = app.extensions["tracker"].store
-    run = store.create_run("p", "quota")
-    other = store.create_run("p", "other")
+    run = create_run(store, "p", "quota")
+    other = create_run(store, "p", "other")
     return app.test_client(), store, run.id, other.id
 
 
@@ -81,7 +82,7 @@ def test_mlflow_uploads_stop_at_the_runs_quota(quota: Any) -> None:
 def test_no_quota_by_default(make_app: Any, tmp_path: Path) -> None:
     app = make_app(ARTIFACT_ROOT=str(tmp_path / "blobs"))
     store = app.extensions["tracker"].store
-    run = store.create_run("p", "free")
+    run = create_run(store, "p", "free")
     client = app.test_client()
     for name in ("a", "b", "c"):
         put = client.put(f"/api/v1/runs/{run.id}/artifacts/{name}", data=b"x" * (100 * KIB))

@@ -11,6 +11,8 @@ from flask.testing import FlaskClient
 
 from tests.support.web import envelope
 from tracker.store import Store
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run, finish_run
 
 NOW = time.time()
 
@@ -33,11 +35,11 @@ def runs(store: Store) -> dict[str, int]:
     ids = {}
     for i, (name, config, metrics, status, tags) in enumerate(specs):
         project = "other" if name == "other" else "main"
-        run = store.create_run(project, name, config, tags, now=NOW - 100 * (6 - i))
+        run = create_run(store, project, name, config, tags, now=NOW - 100 * (6 - i))
         if metrics:
-            store.log_metrics(run.id, 10, metrics)
+            log_metrics(store, run.id, 10, metrics)
         if status != "running":
-            store.finish_run(run.id, status, now=NOW - 100 * (6 - i) + 10 * (i + 1))
+            finish_run(store, run.id, status, now=NOW - 100 * (6 - i) + 10 * (i + 1))
         ids[name] = run.id
     return ids
 

@@ -18,6 +18,7 @@ from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import MUTATING, error_of, has
 from tracker.store import Store
+from tracker.store.runs import create_run
 from tracker.store.tokens import create_token
 from tracker.web.app import create_app
 from tracker.web.plumbing.security import (
@@ -190,7 +191,7 @@ def seeded(matrix: Any) -> dict[str, Any]:
 
     app, headers = matrix
     store = app.extensions["tracker"].store
-    run = store.create_run("threat", config={"lr": 0.1})
+    run = create_run(store, "threat", config={"lr": 0.1})
     spec = JobSpec(argv=["python", "train.py"], project="threat", config={"lr": 0.1})
     job = enqueue_many(store, [spec])[0]
     return {"app": app, "headers": headers, "run": run.id, "job": job.id}

@@ -23,6 +23,9 @@ from tracker.entities import JobSpec
 from tracker.store import Store, queue
 from tracker.store import models as m
 from tracker.store import schedules as store_schedules
+from tracker.store.checkpoints import add_checkpoint
+from tracker.store.metrics import log_metrics
+from tracker.store.runs import create_run
 from tracker.web.app import create_app
 from tracker.web.plumbing.files import StoreUnderRoot
 
@@ -49,8 +52,8 @@ def with_secret(app: Flask, store: Store, tmp_path: Path) -> dict[str, int]:
     and a clone made from it."""
     spec = JobSpec(["python", "train.py"], "p", config={"lr": 0.1}, env={"SECRET": SECRET})
     job = queue.enqueue(store, spec)
-    store.log_metrics(job.run_id, 0, {"loss": 1.0})
-    ckpt = store.add_checkpoint(job.run_id, 0, str(tmp_path / "c.pt"), 1, "0" * 64)
+    log_metrics(store, job.run_id, 0, {"loss": 1.0})
+    ckpt = add_checkpoint(store, job.run_id, 0, str(tmp_path / "c.pt"), 1, "0" * 64)
     schedule = store_schedules.add_schedule_from(store, ("job", job.id), "0 3 * * *")
     return {"run_id": job.run_id, "job_id": job.id, "schedule_id": schedule.id,
             "checkpoint_id": ckpt.id}  # fmt: skip
@@ -144,8 +147,8 @@ def test_the_default_roots_do_not_serve_the_store(
     try:
         db = store.database_file()
         assert db == tmp_path / ".tracker" / "tracker.db" and db.is_file()
-        run = store.create_run("p")
-        row = store.add_checkpoint(run.id, 0, str(db), db.stat().st_size, "0" * 64)
+        run = create_run(store, "p")
+        row = add_checkpoint(store, run.id, 0, str(db), db.stat().st_size, "0" * 64)
         client = app.test_client()
         for url in ("/api/v1/files/checkpoints/tracker.db",
                     "/api/v1/files/checkpoints/tracker.db-wal",
@@ -208,8 +211,8 @@ def test_every_download_is_no_store(make_app: Callable[..., Flask], tmp_path: Pa
     (tmp_path / "logs" / "out.txt").write_text("log")
     app = make_app(CHECKPOINT_ROOTS=[str(tmp_path / "ckpts")], LOG_ROOT=str(tmp_path / "logs"))
     store = app.extensions["tracker"].store
-    run = store.create_run("p")
-    row = store.add_checkpoint(run.id, 1, str(tmp_path / "ckpts" / "w.pt"), 7, "0" * 64)
+    run = create_run(store, "p")
+    row = add_checkpoint(store, run.id, 1, str(tmp_path / "ckpts" / "w.pt"), 7, "0" * 64)
     client = app.test_client()
     for url in (f"/api/v1/checkpoints/{row.id}/download",
                 "/api/v1/files/checkpoints/w.pt", "/api/v1/files/logs/out.txt"):  # fmt: skip

@@ -18,6 +18,8 @@ from werkzeug.routing import IntegerConverter, Rule
 
 from tests.support.web import MUTATING, TOKEN, TRACKER, envelope, error_of, free_port, has
 from tracker.cli.ui import ui
+from tracker.store.checkpoints import add_checkpoint
+from tracker.store.runs import create_run
 from tracker.web.plumbing import auth
 from tracker.web.plumbing.security import RAW_BODY_ENDPOINTS, InsecureBind, check_bind
 
@@ -206,6 +208,7 @@ def test_raw_body_endpoints_are_put_and_delete_only(token_app: Flask) -> None:
     assert found == {
         ("artifacts.put_artifact", "PUT"),
         ("artifacts.delete_artifact", "DELETE"),
+        ("snapshots.put_blob", "PUT"),
         ("mlflow_artifacts.upload", "PUT"),
         ("mlflow_artifacts.mpu_part", "PUT"),
         ("mlflow_artifacts.delete", "DELETE"),
@@ -298,8 +301,8 @@ def test_checkpoint_downloads_stay_inside_the_checkpoint_roots(make_app, roots) 
     app = make_app(CHECKPOINT_ROOTS=[str(roots["ckpt"])])
     store = app.extensions["tracker"].store
     client = app.test_client()
-    run = store.create_run("p")
-    good = store.add_checkpoint(run.id, 1, str(roots["ckpt"] / "good.pt"), 7, "0" * 64)
+    run = create_run(store, "p")
+    good = add_checkpoint(store, run.id, 1, str(roots["ckpt"] / "good.pt"), 7, "0" * 64)
     response = client.get(f"/api/v1/checkpoints/{good.id}/download")
     assert response.status_code == 200 and response.data == b"weights"
     assert "attachment" in response.headers["Content-Disposition"]
@@ -310,7 +313,7 @@ def test_checkpoint_downloads_stay_inside_the_checkpoint_roots(make_app, roots) 
         "/etc/passwd",
         "relative/good.pt",
     ):
-        bad = store.add_checkpoint(run.id, 2, path, 7, "0" * 64)
+        bad = add_checkpoint(store, run.id, 2, path, 7, "0" * 64)
         response = client.get(f"/api/v1/checkpoints/{bad.id}/download")
         assert response.status_code == 404, path
         assert b"TOP-SECRET" not in response.data and envelope(response)["field"] == "path"

@@ -11,6 +11,8 @@ from flask.testing import FlaskClient
 
 import tracker
 from tracker.store import Store
+from tracker.store.metrics import metric_history
+from tracker.store.runs import get_run
 from tracker.store.series import read_series
 
 
@@ -31,10 +33,10 @@ def test_minus_zero_keeps_its_sign_in_the_store_and_the_json_api(
         run.log({"z": -0.0, "p": 0.0, "i": 0}, step=step)
     run.finish()
     store = Store(store_url)
-    assert all(negative(p.value) for p in store.metric_history(run.id, "z"))
-    assert all(positive(p.value) for p in store.metric_history(run.id, "p"))
-    assert positive(store.metric_history(run.id, "i")[0].value)
-    last = store.get_run(run.id).last_metrics
+    assert all(negative(p.value) for p in metric_history(store, run.id, "z"))
+    assert all(positive(p.value) for p in metric_history(store, run.id, "p"))
+    assert positive(metric_history(store, run.id, "i")[0].value)
+    last = get_run(store, run.id).last_metrics
     assert negative(last["z"]) and positive(last["p"])
     full = read_series(store, run.id, "z")  # every point
     assert full.source == "points" and all(negative(b.last) for b in full.series.buckets)

@@ -12,6 +12,7 @@ from flask.testing import FlaskClient
 from tracker.entities import Failure, JobAttemptInfo, JobSpec, RunInfo
 from tracker.store import Store, queue
 from tracker.store import jobs as store_jobs
+from tracker.store.runs import create_run, finish_run
 from tracker.web.core.times import RunningTime, running_time
 
 T0 = 1_800_000_000.0
@@ -55,8 +56,8 @@ def test_attempts_allowed_is_the_retries_until_a_requeue(client: FlaskClient, st
 def test_a_run_no_job_started_ran_from_its_start_to_its_end(
     client: FlaskClient, store: Store
 ) -> None:
-    run = store.create_run("digits", "by-hand", {}, [], now=T0)
-    store.finish_run(run.id, "finished", now=T0 + 42)
+    run = create_run(store, "digits", "by-hand", {}, [], now=T0)
+    finish_run(store, run.id, "finished", now=T0 + 42)
     doc = client.get(f"/api/v1/runs/{run.id}").json
     assert doc["job"] is None
     assert doc["running_time"]["seconds"] == pytest.approx(doc["duration"])

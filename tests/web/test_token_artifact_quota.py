@@ -19,6 +19,7 @@ from tests.support.web import envelope
 from tracker.cli.ui import app_config
 from tracker.errors import InvalidInput
 from tracker.store import artifacts as astore
+from tracker.store.runs import create_run
 from tracker.store.tokens import create_token
 
 KIB = 1024
@@ -33,7 +34,7 @@ def quota(make_app: Any, tmp_path: Path) -> Any:
         MAX_TOKEN_ARTIFACT_BYTES=QUOTA, ARTIFACT_ROOT=str(tmp_path / "blobs"), TOKEN=CONFIGURED
     )
     store = app.extensions["tracker"].store
-    runs = [store.create_run("p", f"r{i}").id for i in range(3)]
+    runs = [create_run(store, "p", f"r{i}").id for i in range(3)]
     _, alice = create_token(store, "log", "alice")
     _, bob = create_token(store, "log", "bob")
     return app.test_client(), store, runs, alice, bob
@@ -127,7 +128,7 @@ def test_no_token_quota_by_default_and_without_authentication(
 ) -> None:
     app = make_app(ARTIFACT_ROOT=str(tmp_path / "blobs"), NO_AUTH=False, TOKEN=CONFIGURED)
     store = app.extensions["tracker"].store
-    run = store.create_run("p", "free").id
+    run = create_run(store, "p", "free").id
     _, alice = create_token(store, "log", "alice")
     client = app.test_client()
     for name in ("a", "b", "c"):
@@ -138,7 +139,7 @@ def test_no_token_quota_by_default_and_without_authentication(
     assert astore.token_bytes(store, 1, besides=(run, "a")) == 200 * KIB
     open_app = make_app(MAX_TOKEN_ARTIFACT_BYTES=QUOTA, ARTIFACT_ROOT=str(tmp_path / "blobs2"))
     open_store = open_app.extensions["tracker"].store
-    free = open_store.create_run("p", "open").id
+    free = create_run(open_store, "p", "open").id
     for name in ("a", "b"):  # --no-auth on loopback: no token to count against
         put = open_app.test_client().put(
             f"/api/v1/runs/{free}/artifacts/{name}", data=b"x" * (90 * KIB)

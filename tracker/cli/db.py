@@ -10,6 +10,7 @@ import click
 from tracker.cli.common import say_store, uri_option
 from tracker.cli.remote import refuse_http
 from tracker.cli.suggest import SuggestingGroup
+from tracker.store.runs import finish_run, get_run
 
 
 @click.group(cls=SuggestingGroup)
@@ -133,13 +134,13 @@ def _created(final: Any, run_ids: dict[int, int]) -> Any:
 def _apply_final_status(store: Any, final: Any) -> str:
     from tracker.client.final_status import REPLACEABLE
 
-    current = store.get_run(final.run_id).status
+    current = get_run(store, final.run_id).status
     if current not in REPLACEABLE:
         return (
             f"run {final.run_id} is already {current}: its recorded final status "
             f"{final.describe()} is not applied"
         )
-    store.finish_run(
+    finish_run(store,
         final.run_id, final.status, exit_code=final.exit_code, error=final.error,
         now=final.ended_at,
     )  # fmt: skip

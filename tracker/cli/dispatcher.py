@@ -89,13 +89,21 @@ from tracker.errors import InvalidInput
 @click.option(
     "--job-uri",
     default=None,
-    help="TRACKER_URI given to jobs (default: this store), e.g. the dashboard's URL.",
+    help="TRACKER_URI given to jobs (default: this store), e.g. the dashboard's URL: each "
+    "job then gets a token of its own for its run (never this dispatcher's TRACKER_TOKEN).",
 )
 @click.option(
     "--project-root",
     type=click.Path(exists=True, file_okay=False),
     default=None,
     help="The project on the shared filesystem: relative job directories run there.",
+)
+@click.option(
+    "--snapshot-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where jobs submitted with a code snapshot run, a fresh copy per attempt; it must be "
+    "on the file system the nodes share. Default: LOG_DIR/snapshots.",
 )
 @click.option("--name", "dispatcher_id", default=None, help="Dispatcher id (lease owner).")
 @click.option(
@@ -111,8 +119,9 @@ from tracker.errors import InvalidInput
 def dispatcher(executor: str, partition: str | None, account: str | None, qos: str | None,
                extra: tuple[str, ...], template: str | None, log_dir: str, grace_seconds: int,
                max_jobs: int, lease_seconds: float, poll_interval: float, log_limit: int,
-               job_uri: str | None, project_root: str | None, dispatcher_id: str | None,
-               no_housekeeping: bool, once: bool, exit_when_idle: bool, quiet: bool,
+               job_uri: str | None, project_root: str | None, snapshot_dir: str | None,
+               dispatcher_id: str | None, no_housekeeping: bool, once: bool,
+               exit_when_idle: bool, quiet: bool,
                reap_interval: float, retry_delay: float, max_retry_delay: float,
                run_stale_seconds: float, uri: str | None, **_: Any) -> None:  # fmt: skip
     """Submit queued jobs to Slurm and mirror their state, logs and end into the tracker.
@@ -154,6 +163,7 @@ def dispatcher(executor: str, partition: str | None, account: str | None, qos: s
         once=once,
         exit_when_idle=exit_when_idle,
         project_root=project_root,
+        snapshot_dir=os.path.abspath(snapshot_dir or os.path.join(log_dir, "snapshots")),
     )
     store = open_store(uri, create=True)
     sys.exit(run_dispatcher(store, SlurmExecutor(site, os.path.abspath(log_dir)), options))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracker.cli.common import echo_json, json_option, open_store, uri_option
+from tracker.store.runs import get_run
 
 
 @click.command()
@@ -32,7 +33,7 @@ def doctor(uri: str | None, run_id: int, verify_checkpoints: bool, as_json: bool
     from tracker.store.diagnoses import diagnose_run
 
     store = open_store(uri)
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     found = diagnose_run(store, run_id, verify_checkpoints=verify_checkpoints)
     ended_badly = run.status in ("failed", "crashed")
     if as_json:

@@ -1,6 +1,8 @@
 """Queue commands: ``submit``, ``sweep``, ``jobs ls|show|logs|cancel|requeue``, ``workers ls``.
 
 The store and the runner are imported inside the commands, so ``tracker --help`` stays fast.
+``submit``, ``sweep`` and ``jobs cancel`` given a dashboard's ``http://host:port`` go through
+its API (:mod:`tracker.cli.remote_submit`, an ``admin`` token).
 """
 
 from __future__ import annotations
@@ -26,12 +28,22 @@ from tracker.cli.common import (
 )
 from tracker.cli.listing import config_cells, limit_option
 from tracker.cli.reading import Reader, open_reader, reader_options
+from tracker.cli.remote import is_http
 from tracker.cli.script_args import ScriptCommand
+from tracker.cli.snapshot import SNAPSHOT_KEYS, attach_snapshot, snapshot_options
 from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import JOB_STATUSES, JobInfo, WorkerInfo
 from tracker.errors import InvalidInput
 from tracker.rules.sweep import DISTRIBUTIONS_HELP
 from tracker.rules.units import parse_duration, parse_size
+
+admin_token_option = click.option(
+    "--token",
+    envvar="TRACKER_TOKEN",
+    default=None,
+    help="Access token when --uri is a dashboard's http://host:port (default: TRACKER_TOKEN); "
+    "submitting and cancelling need an `admin` token.",
+)
 
 
 def _size(text: str | None) -> int | None:
@@ -156,16 +168,22 @@ def _job_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: kwargs[k] for k in _JOB_KEYS}
 
 
+def _snapshot_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: kwargs[k] for k in SNAPSHOT_KEYS}
+
+
 # ------------------------------------------------------------------- submit, sweep
 
 
 @click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": True})
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @job_options
+@snapshot_options
 @uri_option
+@admin_token_option
 @json_option
 def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None,
-           as_json: bool, **kwargs: Any) -> None:  # fmt: skip
+           token: str | None, as_json: bool, **kwargs: Any) -> None:  # fmt: skip
     """Queue a training job: SCRIPT.py [ARGS] (run with this Python), or -- PROGRAM ARGS.
 
     Script arguments that start with '-' go after '--':
@@ -173,11 +191,27 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
     \b
         tracker submit train.py -c lr=3e-4 --gpus 1 -- --epochs 3
         tracker submit -- ./train.sh --fast
+
+    The code is recorded as submitted (a snapshot of the project root: git's files with the
+    commit and uncommitted diff, else the directory less .gitignore'd files) and each attempt
+    runs in a fresh copy of it, so editing a file afterwards does not change the job;
+    --no-snapshot runs it from the worker's own files instead.
+
+    --uri may be a dashboard's http://host:port (with an admin --token or TRACKER_TOKEN): the
+    snapshot is uploaded to it (only the files it lacks) and the job queued there.
     """
     from tracker.store import queue
 
     spec = spec_from_options(command, single_overrides(overrides), **_job_kwargs(kwargs))
-    job = queue.enqueue(open_store(uri, create=True), spec)
+    if is_http(uri):
+        from tracker.cli.remote_submit import submit_remote
+
+        assert uri is not None  # is_http says so; for mypy
+        job = submit_remote(uri, token, spec, _snapshot_kwargs(kwargs))[0]
+    else:
+        store = open_store(uri, create=True)
+        spec = attach_snapshot(spec, store, _snapshot_kwargs(kwargs))
+        job = queue.enqueue(store, spec)
     if as_json:
         echo_json(job)
     else:
@@ -192,16 +226,21 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
               help="Random search: this many samples instead of the full grid.")  # fmt: skip
 @click.option("--seed", type=int, default=None, help="Seed of the random search.")
 @click.option("--dry-run", is_flag=True, help="Print the configs without queueing them.")
+@snapshot_options
 @uri_option
+@admin_token_option
 @json_option
 def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | None,
-          seed: int | None, dry_run: bool, uri: str | None, as_json: bool,
+          seed: int | None, dry_run: bool, uri: str | None, token: str | None, as_json: bool,
           **kwargs: Any) -> None:  # fmt: skip
     """Queue one job per config: the grid of comma lists, or --random N samples.
 
     \b
         tracker sweep train.py -c lr=1e-4,3e-4 -c model.width=64,128     # 4 jobs
         tracker sweep train.py --random 20 -c "lr=loguniform(1e-5,1e-2)" -c seed=0,1,2
+
+    One code snapshot for all the jobs (see `tracker submit`). --uri may be a dashboard's
+    http://host:port (with an admin --token or TRACKER_TOKEN).
     """
     import dataclasses
 
@@ -225,7 +264,17 @@ def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | N
         for config in [] if as_json else configs:
             click.echo(str(config))
         return
-    jobs = queue.enqueue_many(open_store(uri, create=True), specs)
+    if is_http(uri):
+        from tracker.cli.remote_submit import submit_remote
+
+        assert uri is not None  # is_http says so; for mypy
+        tagged = dataclasses.replace(base, tags=(*base.tags, group))
+        jobs = submit_remote(uri, token, tagged, _snapshot_kwargs(kwargs), configs)
+    else:
+        store = open_store(uri, create=True)
+        snapshot_id = attach_snapshot(base, store, _snapshot_kwargs(kwargs)).snapshot_id
+        specs = [dataclasses.replace(s, snapshot_id=snapshot_id) for s in specs]
+        jobs = queue.enqueue_many(store, specs)
     if as_json:
         echo_json({"tag": group, "seed": seed, "jobs": jobs})
         return
@@ -320,6 +369,8 @@ def jobs_show(job_id: int, uri: str | None, token: str | None, as_json: bool) ->
         ("run", job.run_id),
         ("command", " ".join(job.argv)),
         ("cwd", job.cwd),
+        ("code", f"snapshot {job.snapshot_id} (a fresh copy per attempt)"
+                 if job.snapshot_id is not None else "the worker's own files (no snapshot)"),
         ("config", job.config or None),
         ("resources", f"{job.gpus} GPU(s)" + (f", {job.gpu_memory_bytes / 1024**3:.1f} GiB free"
                                                " each" if job.gpu_memory_bytes else "")
@@ -438,14 +489,25 @@ def final_status_line(job: JobInfo) -> str:
 @jobs.command("cancel")
 @click.argument("job_ids", type=int, nargs=-1, required=True)
 @uri_option
+@admin_token_option
 @json_option
-def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, as_json: bool) -> None:
+def jobs_cancel(job_ids: tuple[int, ...], uri: str | None, token: str | None,
+                as_json: bool) -> None:  # fmt: skip
     """Cancel jobs: a queued job at once; a running one is stopped by its worker (SIGTERM,
-    then SIGKILL after the worker's grace period)."""
+    then SIGKILL after the worker's grace period).
+
+    --uri may be a dashboard's http://host:port (with an admin --token or TRACKER_TOKEN).
+    """
     from tracker.store.jobs import cancel
 
-    store = open_store(uri)
-    results = {job_id: cancel(store, job_id) for job_id in job_ids}
+    if is_http(uri):
+        from tracker.cli.remote_submit import cancel_remote
+
+        assert uri is not None  # is_http says so; for mypy
+        results = cancel_remote(uri, token, job_ids)
+    else:
+        store = open_store(uri)
+        results = {job_id: cancel(store, job_id) for job_id in job_ids}
     if as_json:
         echo_json({str(k): v for k, v in results.items()})
         return

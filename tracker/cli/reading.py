@@ -34,6 +34,10 @@ from tracker.entities import (
     RunInfo,
     WorkerInfo,
 )
+from tracker.store.checkpoints import list_checkpoints
+from tracker.store.events import list_events
+from tracker.store.metrics import metric_history, metric_keys
+from tracker.store.runs import get_run
 
 if TYPE_CHECKING:  # the store (and SQLAlchemy) load only when a command runs
     from tracker.store import Store
@@ -141,21 +145,21 @@ class StoreReader:
         return runs_by_ids(self.store, ids)
 
     def run(self, run_id: int) -> RunInfo:
-        return self.store.get_run(run_id)
+        return get_run(self.store, run_id)
 
     def checkpoints(self, run_id: int) -> list[CheckpointInfo]:
-        return self.store.list_checkpoints(run_id)
+        return list_checkpoints(self.store, run_id)
 
     def events(self, run_id: int) -> list[RunEventInfo]:
-        return self.store.list_events(run_id)
+        return list_events(self.store, run_id)
 
     def metric_keys(self, run_id: int) -> list[str]:
-        return self.store.metric_keys(run_id)
+        return metric_keys(self.store, run_id)
 
     def metric_points(self, run_id: int, key: str) -> Iterator[MetricPoint]:
         lo = 0
         while True:
-            page = self.store.metric_history(run_id, key, lo=lo, limit=POINTS_PAGE)
+            page = metric_history(self.store, run_id, key, lo=lo, limit=POINTS_PAGE)
             yield from page
             if len(page) < POINTS_PAGE:
                 return

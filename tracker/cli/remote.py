@@ -14,9 +14,11 @@ a server that cannot be reached, or answers 408, 429 or 5xx after the retries, i
 ``StoreUnavailable``; an answer that is not the tracker's JSON (another program on that
 port) is a ``TrackerError`` saying so.
 
-Commands that write, or read what the API does not serve, need the database:
-:func:`refuse_http` (called by ``open_store``) stops them with a message naming the command,
-what to give instead, and which commands do read over HTTP.
+``submit``, ``sweep`` and ``jobs cancel`` also work over HTTP, with an ``admin`` token
+(:mod:`tracker.cli.remote_submit`). Every other command that writes, or reads what the API
+does not serve, needs the database: :func:`refuse_http` (called by ``open_store``) stops it
+with a message naming the command, what to give instead, and which commands do work over
+HTTP.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ from tracker.entities import (
 from tracker.errors import InvalidInput, NotFound, TrackerError
 from tracker.rules.jsonvalues import decode_special
 
-__all__ = ["HTTP_READ_COMMANDS", "HttpReader", "is_http", "refuse_http"]
+__all__ = [
+    "HTTP_READ_COMMANDS",
+    "HTTP_WRITE_COMMANDS",
+    "HttpReader",
+    "is_http",
+    "job_from_json",
+    "refuse_http",
+    "run_from_json",
+]
 
 HTTP_READ_COMMANDS = (
     "runs ls",
@@ -53,6 +63,10 @@ HTTP_READ_COMMANDS = (
     "jobs logs",
     "workers ls",
 )
+HTTP_WRITE_COMMANDS = (  # with an admin token
+    "submit", "sweep", "jobs cancel", "runs tag", "runs untag", "runs rename", "runs note",
+    "runs star",
+)  # fmt: skip
 _RUNS_PAGE = 500  # the API's most runs per search page
 _COMPARE_MAX = 200  # the API's most runs per /compare
 _JOBS_PAGE = 1000
@@ -73,10 +87,12 @@ def refuse_http(uri: str | None) -> None:
     command = " ".join(ctx.command_path.split()[1:]) if ctx is not None else ""
     what = f"`tracker {command}`" if command else "this command"
     reads = ", ".join(HTTP_READ_COMMANDS)
+    writes = ", ".join(HTTP_WRITE_COMMANDS)
     raise InvalidInput(
         f"{what} needs the database, and {uri} is a dashboard: give a database URL "
         "(sqlite:///path/to/tracker.db or postgresql+psycopg://user@host/db) with --uri or "
-        f"TRACKER_URI. Over http:// the CLI only reads: {reads}",
+        f"TRACKER_URI. Over http:// the CLI reads: {reads}; and with an admin token "
+        f"submits: {writes}",
         field="uri",
     )
 
@@ -99,7 +115,13 @@ def _run(doc: dict[str, Any]) -> RunInfo:
     return RunInfo(**values)
 
 
-def _job(doc: dict[str, Any]) -> JobInfo:
+def run_from_json(doc: dict[str, Any]) -> RunInfo:
+    """A run of the API (``run_json``) as the store returns it."""
+    return _run(doc)
+
+
+def job_from_json(doc: dict[str, Any]) -> JobInfo:
+    """A job of the API (``job_json``) as the store returns it, env values left empty."""
     values = _fields(JobInfo, doc)
     values["env"] = dict.fromkeys(doc.get("env_keys") or [], "")  # names only
     values["lease_owner"] = doc.get("worker")
@@ -207,13 +229,13 @@ class HttpReader:
                 "/jobs", status=",".join(statuses) or None, project=project, limit=size,
                 offset=len(found),
             )  # fmt: skip
-            found.extend(_job(j) for j in doc["jobs"])
+            found.extend(job_from_json(j) for j in doc["jobs"])
             if len(doc["jobs"]) < size:
                 break
         return found
 
     def job(self, job_id: int) -> JobInfo:
-        return _job(self._get(f"/jobs/{job_id}"))
+        return job_from_json(self._get(f"/jobs/{job_id}"))
 
     def attempts(self, job_id: int) -> list[JobAttemptInfo]:
         doc = self._get(f"/jobs/{job_id}")

@@ -1,4 +1,5 @@
-"""``tracker runs``: list, show, export, delete and restore runs."""
+"""``tracker runs``: list, show, export, delete and restore runs; tag, untag, rename, note and
+star them (:mod:`tracker.cli.run_annotations`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tracker.cli.common import (
 )
 from tracker.cli.listing import config_cells, limit_option
 from tracker.cli.reading import open_reader, reader_options
+from tracker.cli.run_annotations import ANNOTATION_COMMANDS
 from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import RUN_STATUSES, RunInfo
 from tracker.errors import InvalidInput
@@ -30,7 +32,11 @@ from tracker.rules.units import format_bytes
 
 @click.group(cls=SuggestingGroup)
 def runs() -> None:
-    """List, inspect and export runs."""
+    """List, inspect and export runs; tag, rename, annotate and star them."""
+
+
+for _command in ANNOTATION_COMMANDS:
+    runs.add_command(_command)
 
 
 @runs.command("ls")
@@ -134,10 +140,14 @@ def show(uri: str | None, token: str | None, run_id: int, as_json: bool) -> None
         ("git commit", run.git_commit or "-"),
         ("command", " ".join(run.command or []) or "-"),
         ("tags", ", ".join(run.tags) or "-"),
+        ("starred", "yes" if run.starred else "no"),
         *([("deleted", f"{fmt_time(run.deleted_at)} (tracker runs restore {run.id})")]
           if run.deleted_at is not None else []),
     ]:  # fmt: skip
         click.echo(f"{label:>11}: {value}")
+    if run.notes is not None:
+        click.echo("\nnotes:")
+        click.echo(run.notes.rstrip("\n"))
     click.echo("\nconfig:")
     click.echo(json.dumps(run.config, indent=2, sort_keys=True))
     click.echo("\nlast metrics:")

@@ -125,7 +125,8 @@ def make_housekeeping_options(
     "--job-uri",
     default=None,
     help="TRACKER_URI given to jobs (default: this worker's store), e.g. the "
-    "dashboard's http://host:port.",
+    "dashboard's http://host:port: each job then gets a token of its own for its run "
+    "(never this worker's TRACKER_TOKEN).",
 )
 @click.option(
     "--project-root",
@@ -133,6 +134,29 @@ def make_housekeeping_options(
     default=None,
     help="This host's copy of the project: jobs submitted with a relative directory "
     "(the default of `tracker submit`) run under it. Default: the current directory.",
+)
+@click.option(
+    "--snapshot-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where jobs submitted with a code snapshot run, a fresh copy per attempt. "
+    "Default: $XDG_CACHE_HOME/tracker/snapshots/store-<hash> (~/.cache/...), one per store.",
+)
+@click.option(
+    "--env",
+    "python_env",
+    type=click.Choice(["worker", "venv"]),
+    default="worker",
+    show_default=True,
+    help="Python of a job: this worker's ('worker'), or ('venv') an environment built once "
+    "per requirements.txt / pyproject.toml of the job's project (it also sees this worker's "
+    "packages); a project with neither runs with this worker's.",
+)
+@click.option(
+    "--env-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where --env venv builds environments. Default: 'envs' beside --snapshot-dir.",
 )
 @click.option("--name", "worker_id", default=None, help="Worker id (default: host-pid-random).")
 @click.option(
@@ -147,6 +171,7 @@ def make_housekeeping_options(
 @uri_option
 def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
            grace_seconds: float, log_limit: int, job_uri: str | None, project_root: str | None,
+           snapshot_dir: str | None, python_env: str, env_dir: str | None,
            worker_id: str | None,
            no_housekeeping: bool, once: bool, exit_when_idle: bool, quiet: bool,
            reap_interval: float, retry_delay: float, max_retry_delay: float,
@@ -180,5 +205,8 @@ def worker(gpus: str, max_jobs: int, lease_seconds: float, poll_interval: float,
         log_limit=log_limit,
         job_uri=job_uri,
         project_root=project_root,
+        snapshot_dir=snapshot_dir,
+        python_env=python_env,
+        env_dir=env_dir,
     )
     sys.exit(run_worker(open_store(uri, create=True), options))

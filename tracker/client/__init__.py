@@ -207,6 +207,8 @@ def _job_attempt() -> AttemptFence | None:
 
 
 def _git_commit() -> str | None:
+    if os.environ.get("TRACKER_SNAPSHOT_ID"):
+        return None  # a job run from a code snapshot: its run has the snapshot's commit
     try:
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"],

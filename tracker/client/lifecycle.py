@@ -13,7 +13,7 @@
   heartbeat stops and the run is marked ``crashed``), a SystemExit caught at module level.
 * a SIGKILLed process cannot do anything: its heartbeat stops, and the crash watch of
   ``tracker ui`` or the runner's housekeeping (defaults in ``tracker.rules.liveness``)
-  (or ``Store.mark_stale_runs_crashed``) marks the run ``crashed``.
+  (or ``tracker.store.runs.mark_stale_runs_crashed``) marks the run ``crashed``.
 * the exit waits while points are being stored, but no longer than the run's
   ``exit_timeout`` (10 s) while nothing is: when the store is down at exit, the points not
   stored and the final status (with exit code 1 after an uncaught exception) go to the spill

@@ -91,10 +91,14 @@ class SqlSink:
         self, project: str, name: str | None, config: dict[str, Any], tags: Sequence[str],
         **attrs: Any,
     ) -> RunInfo:  # fmt: skip
-        return self.store.create_run(project, name, config, tags, **attrs)
+        from tracker.store import runs
+
+        return runs.create_run(self.store, project, name, config, tags, **attrs)
 
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo:
-        return self.store.start_run(run_id, config=config, fence=self.fence, **attrs)
+        from tracker.store import runs
+
+        return runs.start_run(self.store, run_id, config=config, fence=self.fence, **attrs)
 
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None:
         key_ids = self._key_ids
@@ -103,7 +107,9 @@ class SqlSink:
             names.update(items)
         missing = names.difference(key_ids)
         if missing:
-            key_ids.update(self.store.intern_keys(missing))
+            from tracker.store import metrics
+
+            key_ids.update(metrics.intern_keys(self.store, missing))
         rows = [
             (run_id, key_ids[k], step, wall_ms, v)
             for step, wall_ms, items in records
@@ -120,8 +126,10 @@ class SqlSink:
         steps = [r[0] for r in records]
         span = (min(steps), max(steps))
         bounds = {(run_id, key_ids[k]): span for k in names}
-        self.store.write_points(
-            rows, list(last.values()), bounds, refresh_rollups=False, fence=self.fence
+        from tracker.store import metrics
+
+        metrics.write_points(
+            self.store, rows, list(last.values()), bounds, refresh_rollups=False, fence=self.fence
         )
         dirty = self._dirty
         for key, (lo, hi) in bounds.items():
@@ -138,9 +146,14 @@ class SqlSink:
         if self._dirty:
             dirty = self._dirty
             self._dirty = {}
+            from tracker.store import metrics
+
             try:
-                left = self.store.refresh_rollups(
-                    dirty, chunk_points=self.settle_chunk_points, budget_s=self.settle_budget_s
+                left = metrics.refresh_rollups(
+                    self.store,
+                    dirty,
+                    chunk_points=self.settle_chunk_points,
+                    budget_s=self.settle_budget_s,
                 )
             except BaseException:
                 left = dirty  # refreshing again is exact, so keep every range
@@ -154,7 +167,9 @@ class SqlSink:
         return not self._dirty
 
     def heartbeat(self, run_id: int) -> None:
-        self.store.heartbeat(run_id, fence=self.fence)
+        from tracker.store import runs
+
+        runs.heartbeat(self.store, run_id, fence=self.fence)
         now = time.monotonic()
         if self._doctor.due("doctor", now):  # live doctor, off the training thread
             self._diagnose(run_id, final=False)
@@ -162,7 +177,9 @@ class SqlSink:
             self._doctor.ran("doctor", now, time.monotonic() - now, DIAGNOSE_EVERY_S)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
-        self.store.finish_run(run_id, status, fence=self.fence, **attrs)
+        from tracker.store import runs
+
+        runs.finish_run(self.store, run_id, status, fence=self.fence, **attrs)
         self._diagnose(run_id, final=True)
 
     def _diagnose(self, run_id: int, *, final: bool) -> None:
@@ -170,9 +187,10 @@ class SqlSink:
         doctor goes to ``on_doctor_failure`` (else it is logged) and never fails the
         training script."""
         from tracker.errors import StoreUnavailable
+        from tracker.store import diagnoses
 
         try:
-            self.store.diagnose(run_id, final=final)
+            diagnoses.diagnose_run(self.store, run_id, final=final)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -184,18 +202,26 @@ class SqlSink:
     def add_event(
         self, run_id: int, kind: str, message: str, data: dict[str, Any] | None = None
     ) -> None:
-        self.store.add_event(run_id, kind, message, data, fence=self.fence)
+        from tracker.store import events
+
+        events.add_event(self.store, run_id, kind, message, data, fence=self.fence)
 
     def add_checkpoint(
         self, run_id: int, step: int, path: str, size: int, sha256: str, metrics: dict[str, Any]
     ) -> CheckpointInfo:
-        return self.store.add_checkpoint(run_id, step, path, size, sha256, metrics)
+        from tracker.store import checkpoints
+
+        return checkpoints.add_checkpoint(self.store, run_id, step, path, size, sha256, metrics)
 
     def list_checkpoints(self, run_id: int) -> list[CheckpointInfo]:
-        return self.store.list_checkpoints(run_id)
+        from tracker.store import checkpoints
+
+        return checkpoints.list_checkpoints(self.store, run_id)
 
     def set_checkpoint_state(self, checkpoint_id: int, state: str) -> None:
-        self.store.set_checkpoint_state(checkpoint_id, state)
+        from tracker.store import checkpoints
+
+        checkpoints.set_checkpoint_state(self.store, checkpoint_id, state)
 
     def put_artifact(
         self, run_id: int, path: str, data: bytes | Path, *, media_type: str | None = None,

@@ -12,6 +12,11 @@ Media are artifacts at fixed paths, so the dashboard can list them without a sec
 ``media/images/<key>/<step:09d>.png|.jpg``, ``media/figures/<key>/<step:09d>.plotly.json|.png``
 and ``media/histograms/<key>/<step:09d>.json``, where ``<key>`` follows the metric-key rule
 (:mod:`tracker.rules.keys`) and ``step`` is ``>= 0``.
+
+MLflow 3's ``log_image(image, key=..., step=...)`` writes its own layout, which the Media tab
+reads too (:func:`parse_mlflow_image_path`): ``images/<key>+step+<step>+timestamp+<ms>+<uuid>.png``
+(``%`` instead of ``+`` before MLflow 3.x; ``/`` in the key written as ``~``, formerly ``#``),
+beside a ``...+compressed.webp`` thumbnail that is not listed again.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "check_prefix",
     "media_path",
     "parse_media_path",
+    "parse_mlflow_image_path",
 ]
 
 MAX_PATH_LENGTH = 1024
@@ -49,6 +55,12 @@ MEDIA_EXTENSIONS: dict[str, tuple[str, ...]] = {
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
 _STEP_FILE = re.compile(r"(\d{9,})(\..+)")
+MLFLOW_IMAGES = "images/"  # the folder MLflow's log_image(key=...) writes into
+# images/<key><s>step<s><step><s>timestamp<s><ms><s><uuid>.png, <s> one of '+' or '%'
+_MLFLOW_IMAGE = re.compile(
+    r"images/(?P<key>[^/]+?)(?P<s>[+%])step(?P=s)(?P<step>\d{1,18})(?P=s)timestamp(?P=s)\d{1,18}"
+    r"(?P=s)[0-9a-fA-F-]{8,64}\.(?:png|jpe?g)"
+)
 
 
 def check_artifact_path(path: object, *, field: str = "path") -> str:
@@ -139,3 +151,20 @@ def parse_media_path(path: str) -> tuple[str, str, int] | None:
     except InvalidMetricKey:
         return None
     return parts[1], key, int(match.group(1))
+
+
+def parse_mlflow_image_path(path: str) -> tuple[str, int] | None:
+    """``(key, step)`` of an image MLflow's ``log_image(image, key=..., step=...)`` stored
+    (``images/loss+step+3+timestamp+1733371200000+<uuid>.png``), else None: other files
+    under ``images/``, the ``+compressed.webp`` thumbnail beside each, and keys that break the
+    metric-key rule (:mod:`tracker.rules.keys`). ``~`` (and the older ``#``) in the file name
+    stand for ``/`` in the key."""
+    match = _MLFLOW_IMAGE.fullmatch(path)
+    if match is None:
+        return None
+    key = match.group("key").replace("~", "/").replace("#", "/")
+    try:
+        check_key(key)
+    except InvalidMetricKey:
+        return None
+    return key, int(match.group("step"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracker.rules.config import flatten
 
-__all__ = ["MISSING", "DiffRow", "diff_configs"]
+__all__ = ["MISSING", "DiffRow", "canonical", "diff_configs"]
 
 
 class _Missing:
@@ -67,6 +67,12 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, Mapping):
         return ("map", tuple(sorted((str(k), _canonical(v)) for k, v in value.items())))
     return ("other", type(value).__name__, repr(value))
+
+
+def canonical(value: Any) -> Any:
+    """A hashable form of a config value in which equal settings are equal (the comparison
+    above: ``1 == 1.0``, NaN equals NaN, ``True != 1``); ``MISSING`` has its own."""
+    return _canonical(value)
 
 
 def _sort_key(key: str) -> tuple[str, ...]:

@@ -130,6 +130,8 @@ def point_bucket(step: int, value: float | None) -> Bucket:
     """The bucket of one point (``None`` means NaN, as the store keeps it)."""
     value = _as_float(value)
     finite = math.isfinite(value)
+    if finite:  # the common case, positional: half the cost of the keywords below
+        return Bucket(step, step, value, value, value, 1, 0, 0, 0)
     return Bucket(
         first_step=step,
         last_step=step,

@@ -26,10 +26,12 @@ from tracker.errors import InvalidInput
 from tracker.rules.query import And, Compare, Field, Node, Not, Scalar
 
 __all__ = [
+    "EXPERIMENT_ORDER_ATTRIBUTES",
     "MAX_FILTER_LENGTH",
     "MlflowFilterError",
     "OrderKey",
     "like_match",
+    "parse_experiment_order_by",
     "parse_filter",
     "parse_order_by",
 ]
@@ -425,23 +427,30 @@ def parse_order_by(items: object) -> tuple[OrderKey, ...]:
     return tuple(keys)
 
 
-def _order_key(item: str) -> OrderKey:
-    def bad(detail: str) -> MlflowFilterError:
-        return MlflowFilterError(
-            f"Invalid order_by clause {item[:200]!r}: {detail}", field="order_by"
-        )
+def _order_error(item: str, detail: str) -> MlflowFilterError:
+    return MlflowFilterError(f"Invalid order_by clause {item[:200]!r}: {detail}", field="order_by")
 
+
+def _order_item(item: str, what: str, example: str) -> tuple[str, bool]:
+    """One ``order_by`` item, ``<key> [ASC|DESC]``: the key's raw text and ascending."""
     try:
         toks = _tokens(item)[:-1]
     except MlflowFilterError:
-        raise bad("it could not be parsed") from None
+        raise _order_error(item, "it could not be parsed") from None
     ascending = True
     if len(toks) == 2 and toks[1].kind == "word" and toks[1].text.upper() in ("ASC", "DESC"):
         ascending = toks[1].text.upper() == "ASC"
         toks = toks[:1]
     if len(toks) != 1 or toks[0].kind not in ("word", "back", "string"):
-        raise bad("use <key> [ASC|DESC], e.g. metrics.loss DESC")
-    raw = toks[0].text
+        raise _order_error(item, f"use <{what}> [ASC|DESC], e.g. {example}")
+    return toks[0].text, ascending
+
+
+def _order_key(item: str) -> OrderKey:
+    def bad(detail: str) -> MlflowFilterError:
+        return _order_error(item, detail)
+
+    raw, ascending = _order_item(item, "key", "metrics.loss DESC")
     try:
         entity, key = ("attr", _unquote(raw)) if raw[0] in "`\"'" else _split_identifier(raw, item)
     except MlflowFilterError as exc:
@@ -458,3 +467,61 @@ def _order_key(item: str) -> OrderKey:
         f"{key!r} cannot be ordered by; use metrics.<key>, params.<key>, tags.<key> or one of "
         + ", ".join(sorted(set(_ORDER_ATTRS) - {"Created", "Run name", "Run Name"}))
     )
+
+
+# experiments/search order_by: MLflow's SearchExperimentsUtils.VALID_ORDER_BY_ATTRIBUTE_KEYS
+EXPERIMENT_ORDER_ATTRIBUTES = ("name", "experiment_id", "creation_time", "last_update_time")
+# MLflow's default when none is given (sqlalchemy_store._get_search_experiments_order_by_clauses)
+_EXPERIMENT_DEFAULT_ORDER = (("creation_time", False), ("experiment_id", True))
+
+
+def parse_experiment_order_by(items: object) -> tuple[tuple[str, bool], ...]:
+    """``search_experiments(order_by=[...])`` as ``(attribute, ascending)`` pairs, completed as
+    MLflow's SQL store does: none given is ``creation_time DESC, experiment_id ASC``; any other
+    order that lacks ``experiment_id`` ends with ``experiment_id DESC`` (MLflow's
+    tie-breaker). Attributes: :data:`EXPERIMENT_ORDER_ATTRIBUTES` (bare, quoted or as
+    ``attribute.<name>``, MLflow's only entity there); direction ``ASC`` (default) or
+    ``DESC``, any case.
+
+    Raises:
+        MlflowFilterError (INVALID_PARAMETER_VALUE): not a list of strings, an unknown
+            attribute or direction, an entity other than attributes, an attribute twice.
+    """
+    if items is None or items == "" or items == []:
+        return _EXPERIMENT_DEFAULT_ORDER
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise MlflowFilterError("order_by must be a list of strings", field="order_by")
+    if len(items) > MAX_ORDER_BY:
+        raise MlflowFilterError(f"at most {MAX_ORDER_BY} order_by keys", field="order_by")
+    keys: list[tuple[str, bool]] = []
+    for item in items:
+        key = _experiment_order_key(item)
+        if any(k[0] == key[0] for k in keys):
+            raise MlflowFilterError(
+                f"`order_by` contains duplicate fields: {items}", field="order_by"
+            )
+        keys.append(key)
+    if not any(k[0] == "experiment_id" for k in keys):
+        keys.append(("experiment_id", False))  # MLflow's tie-breaker: experiment_id DESC
+    return tuple(keys)
+
+
+def _experiment_order_key(item: str) -> tuple[str, bool]:
+    def bad(detail: str) -> MlflowFilterError:
+        return _order_error(item, detail)
+
+    if "\x00" in item:
+        raise MlflowFilterError("order_by must not contain NUL characters", field="order_by")
+    raw, ascending = _order_item(item, "attribute", "name ASC")
+    entity, dot, key = raw.partition(".") if raw[0] not in "`\"'" else ("", "", raw)
+    if not dot:
+        entity, key = "attribute", raw
+    if entity != "attribute":  # MLflow's experiments take attribute.<name> (and tags: unordered)
+        raise bad(f"use <attribute> or attribute.<attribute>, not {entity[:40]!r}.")
+    if len(key) >= 2 and key[0] == key[-1] and key[0] in "`\"'":
+        key = key[1:-1]
+    if key not in EXPERIMENT_ORDER_ATTRIBUTES:
+        raise bad(f"experiments can be ordered by {', '.join(EXPERIMENT_ORDER_ATTRIBUTES)} only")
+    return key, ascending

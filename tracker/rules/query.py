@@ -3,6 +3,7 @@ r"""The runs-filter query language of the dashboard: a pure parser, no I/O.
     config.optimizer == "adam" and metrics.val/acc > 0.9 and status != failed
     tags contains "baseline" or (name ~ "lr" and not project == digits)
     config.model.width >= 64 and status in (failed, crashed) and duration > 1h30m
+    starred and notes ~ "warmup" and tags.owner = "ana"
 
 Precedence: ``not`` > ``and`` > ``or``; parentheses group; keywords are case-insensitive.
 Fields: ``config.a.b`` (a config key: the nested path ``a`` -> ``b`` or the flat key ``"a.b"``,
@@ -10,6 +11,8 @@ as MLflow logs dotted params), ``metrics.train/loss`` (a metric name may contain
 ``/ - . _ :``; quote other characters: ``metrics."val acc"``), ``params.<key>`` (a config value
 compared as MLflow's string param), ``tags.<key>`` (the value of a ``key=value`` tag or of an
 MLflow ``mlflow.*`` tag), or one of ``ATTRIBUTES``.
+``starred`` alone is ``starred == true`` (``not starred``: the runs without a star);
+``notes`` is the text a person wrote on the run (``notes == null``: none).
 Operators: ``== (or =) != < <= > >=``, ``~`` (substring), ``like`` / ``ilike`` (SQL patterns,
 ``%`` any run of characters, ``_`` one character; ``like`` is case-sensitive), ``contains``
 (list membership, as in ``tags contains baseline``), ``in (a, b)`` and the postfix ``exists``
@@ -53,7 +56,7 @@ __all__ = [
 
 ATTRIBUTES = (
     "status", "name", "project", "tags", "host", "created", "started", "ended", "duration",
-    "id", "diagnosis", "deleted",
+    "id", "diagnosis", "deleted", "notes", "starred",
 )  # fmt: skip
 # metric values that are not numbers: ``metrics.loss == nan`` (the last value is NaN)
 _NONFINITE_WORDS = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
@@ -87,7 +90,12 @@ _ATTR_RULES: dict[str, tuple[frozenset[str], str, str]] = {
     # soft-deleted runs are hidden unless the query names this field (deleted == true)
     "deleted": (frozenset({"==", "!="}), "bool", "deleted == true"),
     "diagnosis": (frozenset({"==", "!=", "in"}), "string", 'diagnosis == "memory_growth"'),
+    # what a person wrote on the run and its star (tracker.rules.annotations)
+    "notes": (_STRING_OPS, "string", 'notes ~ "warmup"'),
+    "starred": (frozenset({"==", "!="}), "bool", "starred"),
 }
+# attributes that stand alone as a condition: ``starred`` is ``starred == true``
+_FLAG_ATTRS = frozenset({"starred"})
 
 
 class QueryError(InvalidInput):
@@ -334,6 +342,8 @@ class _Parser:
         op_tok = self.peek()
         if op_tok.kind == "op" or (op_tok.kind == "keyword" and op_tok.value in _OP_KEYWORDS):
             op = str(self.advance().value)
+        elif field.kind == "attr" and field.name in _FLAG_ATTRS:
+            return Compare(field, "==", True)
         else:
             raise QueryError(
                 op_tok.pos,
@@ -637,6 +647,9 @@ def format_query(node: Node | None) -> str:
             value = _format_scalar(node.value)
         if node.op == "exists":
             return f"{node.field} exists"
+        flag = node.field.kind == "attr" and node.field.name in _FLAG_ATTRS
+        if flag and node.op == "==" and node.value is True:
+            return node.field.name  # ``starred``, as written
         return f"{node.field} {node.op} {value}"
     if isinstance(node, Not):
         inner = format_query(node.item)

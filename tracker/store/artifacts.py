@@ -20,6 +20,7 @@ blob written again is touched so the period restarts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -38,7 +39,13 @@ import sqlalchemy as sa
 
 from tracker.entities import ArtifactInfo, BlobGcReport
 from tracker.errors import InvalidInput, NotFound, TooLarge
-from tracker.rules.artifact_paths import check_artifact_path, check_prefix, parse_media_path
+from tracker.rules.artifact_paths import (
+    MLFLOW_IMAGES,
+    check_artifact_path,
+    check_prefix,
+    parse_media_path,
+    parse_mlflow_image_path,
+)
 from tracker.store import models as m
 from tracker.store.blobs import (
     CHUNK,
@@ -51,6 +58,7 @@ from tracker.store.blobs import (
 )
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import dialect_insert
+from tracker.store.runs import get_run
 from tracker.store.store import Store
 
 __all__ = [
@@ -65,6 +73,7 @@ __all__ = [
     "get_artifact",
     "guess_media_type",
     "list_artifacts",
+    "media_files",
     "media_keys",
     "open_artifact",
     "put_artifact",
@@ -378,7 +387,7 @@ def list_artifacts(store: Store, run_id: int, prefix: str = "") -> list[Artifact
         InvalidInput: a prefix that breaks the path rule.
     """
     check_prefix(prefix)
-    store.get_run(run_id)
+    get_run(store, run_id)
     query = sa.select(*_COLUMNS).where(m.ArtifactRow.run_id == run_id)
     if prefix:
         # substr, not LIKE: no escaping of '%' and '_' in user paths
@@ -394,7 +403,7 @@ def get_artifact(store: Store, run_id: int, path: str) -> ArtifactInfo:
     with read_conn(store.engine) as conn:
         row = conn.execute(query).first()
     if row is None:
-        store.get_run(run_id)  # says which is missing: the run or the file
+        get_run(store, run_id)  # says which is missing: the run or the file
         raise NotFound(f"run {run_id} has no artifact {path!r}", field="path")
     return _info(row)
 
@@ -430,24 +439,41 @@ def delete_artifact(store: Store, run_id: int, path: str) -> None:
             )
         ).rowcount
     if not deleted:
-        store.get_run(run_id)
+        get_run(store, run_id)
         raise NotFound(f"run {run_id} has no artifact {path!r}", field="path")
+
+
+def _media_item(path: str) -> tuple[str, str, int] | None:
+    """``(kind, key, step)`` of a media file: the tracker's own layout, or an image MLflow's
+    ``log_image(key=...)`` stored (``tracker.rules.artifact_paths``)."""
+    parsed = parse_media_path(path)
+    if parsed is not None:
+        return parsed
+    mlflow = parse_mlflow_image_path(path)
+    return None if mlflow is None else ("images", mlflow[0], mlflow[1])
+
+
+def _media_query(run_id: int) -> sa.Select[Any]:
+    a = m.ArtifactRow
+    head = sa.func.substr(a.path, 1, 7)
+    return sa.select(*_COLUMNS).where(
+        a.run_id == run_id,
+        sa.or_(sa.func.substr(a.path, 1, 6) == "media/", head == MLFLOW_IMAGES),
+    )
 
 
 def media_keys(store: Store, run_id: int) -> dict[str, dict[str, list[int]]]:
     """The run's media: ``{kind: {key: [steps, ascending]}}`` for kinds ``images``,
-    ``figures``, ``histograms`` (see :func:`tracker.rules.artifact_paths.media_path`).
+    ``figures``, ``histograms`` (see :func:`tracker.rules.artifact_paths.media_path`), with
+    the images MLflow's ``log_image(key=...)`` stored under ``images/`` among the images.
 
     Raises NotFound: no run ``run_id``.
     """
-    store.get_run(run_id)
-    query = sa.select(m.ArtifactRow.path).where(
-        m.ArtifactRow.run_id == run_id, sa.func.substr(m.ArtifactRow.path, 1, 6) == "media/"
-    )
+    get_run(store, run_id)
     found: dict[str, dict[str, set[int]]] = {}
     with read_conn(store.engine) as conn:
-        for (path,) in conn.execute(query):
-            parsed = parse_media_path(path)
+        for row in conn.execute(_media_query(run_id)):
+            parsed = _media_item(row.path)
             if parsed is not None:
                 kind, key, step = parsed
                 found.setdefault(kind, {}).setdefault(key, set()).add(step)
@@ -457,6 +483,27 @@ def media_keys(store: Store, run_id: int) -> dict[str, dict[str, list[int]]]:
     }
 
 
+def media_files(store: Store, run_id: int, kind: str, key: str) -> list[ArtifactInfo]:
+    """The files of one media key, by step then path, each with its ``step`` (from its
+    path where it was stored without one): the key's own files (not a sub-key's) in both
+    layouts :func:`media_keys` reads. Several files of one step are all listed (MLflow
+    keeps each ``log_image`` call of a step).
+
+    Raises NotFound: no run ``run_id``.
+    """
+    get_run(store, run_id)
+    out = []
+    with read_conn(store.engine) as conn:
+        for row in conn.execute(_media_query(run_id)):
+            parsed = _media_item(row.path)
+            if parsed is not None and parsed[:2] == (kind, key):
+                info = _info(row)
+                if info.step is None:
+                    info = dataclasses.replace(info, step=parsed[2])
+                out.append(info)
+    return sorted(out, key=lambda a: (a.step or 0, a.path))
+
+
 def gc_blobs(
     store: Store,
     dry_run: bool = True,
@@ -464,7 +511,8 @@ def gc_blobs(
     grace_seconds: float = GC_GRACE_SECONDS,
     now: float | None = None,
 ) -> BlobGcReport:
-    """Find (and unless ``dry_run`` delete) the blobs no artifact row refers to. Blobs
+    """Find (and unless ``dry_run`` delete) the blobs no artifact row or snapshot file
+    refers to. Blobs
     written less than ``grace_seconds`` ago are kept: their row may be on its way.
 
     Raises:
@@ -475,6 +523,8 @@ def gc_blobs(
     listed = list(blobs.iter_hashes())  # before reading the rows: see the module docstring
     with read_conn(store.engine) as conn:
         referenced = set(conn.execute(sa.select(m.ArtifactRow.sha256).distinct()).scalars())
+        # the files of code snapshots (tracker.store.snapshots) are blobs too
+        referenced |= set(conn.execute(sa.select(m.SnapshotFileRow.sha256).distinct()).scalars())
     now = time.time() if now is None else now
     cutoff = now - grace_seconds if math.isfinite(grace_seconds) else -math.inf
     candidates = [(sha, size, at) for sha, size, at in listed if sha not in referenced]

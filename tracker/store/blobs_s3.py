@@ -113,7 +113,11 @@ class S3BlobStore:
             return False
         return True
 
-    def put_file(self, path: Path, sha256: str) -> None:
+    def flush(self) -> None:
+        """Nothing to do: every PUT is durable when it returns."""
+
+    def put_file(self, path: Path, sha256: str, *, sync: bool = True) -> None:
+        del sync  # an object store is durable once the PUT returns
         key = self._key(sha256)
         if self.exists(sha256):
             return

@@ -67,6 +67,10 @@ def spec_from_job(store: Store, job_id: int) -> JobSpec:
         nproc_per_node=job.nproc_per_node,
         tags=tags,
         parent_job_id=job.id,
+        cpus=res.get("cpus"),
+        memory_bytes=res.get("memory_bytes"),
+        sbatch=tuple(res.get("sbatch") or ()),
+        snapshot_id=job.snapshot_id,
     )
 
 

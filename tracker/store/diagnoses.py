@@ -38,8 +38,10 @@ from tracker.rules.health import (
 )
 from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact, fact_from_event
 from tracker.store import models as m
+from tracker.store.checkpoints import list_checkpoints, set_checkpoint_state
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import dialect_insert
+from tracker.store.runs import get_run
 from tracker.store.store import Store
 
 __all__ = [
@@ -86,12 +88,12 @@ def read_run_series(
 
 def _checkpoint_facts(store: Store, run_id: int, verify: bool) -> list[CheckpointFact]:
     facts = []
-    for c in store.list_checkpoints(run_id):
+    for c in list_checkpoints(store, run_id):
         state = c.state
         if verify and state not in ("corrupt", "missing"):
             state = _verify_file(Path(c.path), c.sha256, c.bytes)
             if state != c.state:
-                store.set_checkpoint_state(c.id, state)
+                set_checkpoint_state(store, c.id, state)
         facts.append(CheckpointFact(c.step, c.path, state, c.created_at))
     return facts
 
@@ -125,7 +127,7 @@ def diagnose_run(
     checkpoint file not already known bad and records a mismatch as ``corrupt`` (or
     ``missing``). Raises NotFound for an unknown run.
     """
-    run = store.get_run(run_id)
+    run = get_run(store, run_id)
     if final is None:
         final = run.status not in ("running", "queued")
     found = judge_run(
@@ -229,7 +231,7 @@ def _reported_severity(conn: sa.Connection, run_id: int) -> dict[str, str]:
 
 def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
     """The run's diagnosis events, by onset step. Raises NotFound for an unknown run."""
-    store.get_run(run_id)
+    get_run(store, run_id)
     query = sa.select(*m.RunEventRow.__table__.columns).where(
         m.RunEventRow.run_id == run_id,
         m.RunEventRow.kind == DIAGNOSIS,

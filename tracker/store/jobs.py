@@ -49,6 +49,7 @@ RESERVED_ENV = frozenset(
         "TRACKER_PROJECT",
         "TRACKER_URI",
         "TRACKER_RESUME_CHECKPOINT",
+        "TRACKER_SNAPSHOT_ID",
         "CUDA_VISIBLE_DEVICES",
         "RANK",
         "LOCAL_RANK",
@@ -86,6 +87,8 @@ def check_spec(spec: JobSpec) -> JobSpec:
         _check_int("cpus", spec.cpus, 1, 1 << 20)
     if spec.memory_bytes is not None:
         _check_int("memory", spec.memory_bytes, 1, 1 << 60)
+    if spec.snapshot_id is not None:
+        _check_int("snapshot_id", spec.snapshot_id, 1, (1 << 63) - 1)
     sbatch = check_extra_options(list(spec.sbatch))
     config = normalize_config(dict(spec.config))
     fail_on = parse_fail_on(spec.fail_on)
@@ -118,7 +121,18 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
 
     The spec must already have passed ``check_spec`` (every enqueue does).
+
+    Raises:
+        InvalidInput: ``spec.snapshot_id`` names no stored snapshot.
     """
+    if spec.snapshot_id is not None:
+        known = sa.select(m.SnapshotRow.id).where(m.SnapshotRow.id == spec.snapshot_id)
+        if conn.execute(known).first() is None:
+            raise InvalidInput(
+                f"snapshot {spec.snapshot_id} does not exist: upload the code first "
+                "(tracker submit does)",
+                field="snapshot_id",
+            )
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:
         resources["gpu_memory_bytes"] = spec.gpu_memory_bytes
@@ -150,11 +164,19 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
             cancel_requested=False,
             schedule_id=spec.schedule_id,
             parent_job_id=spec.parent_job_id,
+            snapshot_id=spec.snapshot_id,
             created_at=now,
         )
         .returning(m.JobRow.id)
     ).scalar_one()
     run_id = create_job_run(conn, job_id, spec, now)
+    if spec.snapshot_id is not None:  # the commit the code was taken at, on the run
+        commit = sa.select(m.SnapshotRow.git_commit).where(m.SnapshotRow.id == spec.snapshot_id)
+        conn.execute(
+            sa.update(m.RunRow)
+            .where(m.RunRow.id == run_id)
+            .values(git_commit=commit.scalar_subquery())
+        )
     conn.execute(sa.update(m.JobRow).where(m.JobRow.id == job_id).values(run_id=run_id))
     return job_id
 
@@ -211,6 +233,7 @@ def job_info(row: Any, position: int | None = None) -> JobInfo:
         position=position,
         project_root=row.project_root,
         fail_on=row.fail_on,
+        snapshot_id=row.snapshot_id,
     )
 
 

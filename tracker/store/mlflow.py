@@ -19,7 +19,9 @@ import sqlalchemy as sa
 from tracker.entities import MetricPoint, RunInfo, RunMeta
 from tracker.errors import NotFound
 from tracker.store import models as m
+from tracker.store import runs as store_runs
 from tracker.store.engine import read_conn, write_begin
+from tracker.store.metrics import metric_history
 from tracker.store.store import Store
 
 __all__ = [
@@ -38,9 +40,9 @@ def create_run(store: Store, project: str, meta: RunMeta, now: float) -> RunInfo
     """A running run with MLflow's name, params and tags. It has no heartbeat: MLflow clients
     send none, so the housekeeping (stale runs) must not mark a quiet MLflow run crashed;
     its last write (``written_at``) is what :func:`mark_idle_runs_stale` reads instead."""
-    return store.create_run(
+    return store_runs.create_run(store,
         project, meta.name or None, meta.config, meta.tags, git_commit=meta.git_commit, now=now,
-        heartbeat=False, written_at=time.time(),
+        heartbeat=False, written_at=time.time(), notes=meta.notes,
     )  # fmt: skip
 
 
@@ -111,20 +113,22 @@ def mark_idle_runs_stale(store: Store, *, older_than: float, idle_s: float) -> l
 
 
 def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMeta]) -> RunMeta:
-    """Apply ``change`` to a run's name, config, tags and git commit in one transaction (the
-    row is locked, so concurrent params and tags of one run never overwrite each other).
+    """Apply ``change`` to a run's name, config, tags, git commit and notes in one transaction
+    (the row is locked, so concurrent params and tags of one run never overwrite each other).
 
     Raises:
         NotFound: no such run. Whatever ``change`` raises (nothing is written then).
     """
-    columns = (m.RunRow.name, m.RunRow.config, m.RunRow.tags, m.RunRow.git_commit)
+    columns = (m.RunRow.name, m.RunRow.config, m.RunRow.tags, m.RunRow.git_commit, m.RunRow.notes)
     with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(*columns).where(m.RunRow.id == run_id).with_for_update()
         ).first()
         if row is None:
             raise NotFound(f"run {run_id} does not exist", field="run_id")
-        before = RunMeta(row.name, dict(row.config or {}), list(row.tags or []), row.git_commit)
+        before = RunMeta(
+            row.name, dict(row.config or {}), list(row.tags or []), row.git_commit, row.notes
+        )
         after = change(before)
         if after != before:
             values: dict[str, Any] = {
@@ -132,6 +136,7 @@ def update_run_meta(store: Store, run_id: int, change: Callable[[RunMeta], RunMe
                 "config": after.config,
                 "tags": after.tags,
                 "git_commit": after.git_commit,
+                "notes": after.notes,
             }
             conn.execute(sa.update(m.RunRow).where(m.RunRow.id == run_id).values(**values))
     return after
@@ -142,4 +147,4 @@ def metric_page(
 ) -> list[MetricPoint]:
     """At least ``limit`` points (fewer at the end) of one metric with step >= ``after_step``,
     ordered by step and then as logged; a step's values are never split across pages."""
-    return store.metric_history(run_id, key, lo=after_step, limit=limit)
+    return metric_history(store, run_id, key, lo=after_step, limit=limit)

@@ -97,6 +97,10 @@ class RunRow(Base):
     deleted_at: Mapped[float | None] = mapped_column(index=True)
     # the last write of a run without heartbeats (MLflow's): the idle sweep reads it
     written_at: Mapped[float | None]
+    # a person's notes on the run (MLflow's tag mlflow.note.content) and star
+    # (tracker.store.annotations)
+    notes: Mapped[str | None] = mapped_column(sa.Text)
+    starred: Mapped[bool] = mapped_column(default=False, server_default=sa.false(), index=True)
 
 
 class MetricKeyRow(Base):
@@ -110,8 +114,8 @@ class MetricPointRow(Base):
     WITHOUT ROWID on SQLite: the key is the row.
 
     No foreign keys on purpose: per-row referential checks halve PostgreSQL ingest, and
-    the only writer (the run's own writer, via ``Store.write_points``) uses ids it has
-    just created or interned. ``Store.delete_run`` removes a run's points explicitly.
+    the only writer (the run's own writer, via ``metrics.write_points``) uses ids it has
+    just created or interned. ``store.purge`` removes a purged run's points explicitly.
     """
 
     __tablename__ = "metric_points"
@@ -203,6 +207,36 @@ class ArtifactRow(Base):
     __table_args__ = (sa.UniqueConstraint("run_id", "path"),)
 
 
+class SnapshotRow(Base):
+    """The code a job runs (``tracker.store.snapshots``): a file list whose bytes are blobs
+    of the artifact root, stored once per distinct tree (``digest``), shared by every job
+    submitted with it."""
+
+    __tablename__ = "snapshots"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    digest: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    files: Mapped[int]
+    bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    git_commit: Mapped[str | None] = mapped_column(sa.String(64))
+    git_diff: Mapped[str | None] = mapped_column(sa.Text)
+    root_name: Mapped[str] = mapped_column(sa.String(255))
+    created_at: Mapped[float]
+
+
+class SnapshotFileRow(Base):
+    """One file of a snapshot: its path (``/``-separated, relative to the project root),
+    blob, size and whether it is executable."""
+
+    __tablename__ = "snapshot_files"
+    snapshot_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("snapshots.id", ondelete="CASCADE"), primary_key=True
+    )
+    path: Mapped[str] = mapped_column(sa.String(1024), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), index=True)
+    size: Mapped[int] = mapped_column(sa.BigInteger)
+    executable: Mapped[bool] = mapped_column(default=False)
+
+
 class RunEventRow(Base):
     __tablename__ = "run_events"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -290,6 +324,10 @@ class JobRow(Base):
     created_at: Mapped[float]
     started_at: Mapped[float | None]
     ended_at: Mapped[float | None]
+    # the code it runs (tracker.store.snapshots); NULL: from the worker's file system
+    snapshot_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("snapshots.id", ondelete="RESTRICT"), index=True
+    )
     __table_args__ = (
         sa.Index("ix_jobs_claim", "status", "priority", "id"),
         sa.Index("ix_jobs_run_id", "run_id"),
@@ -373,6 +411,11 @@ class TokenRow(Base):
     created_at: Mapped[float]
     revoked_at: Mapped[float | None]
     last_used_at: Mapped[float | None]
+    # a job's own token (tracker.store.tokens.create_job_token): valid for this run only,
+    # and only while this attempt of the job runs; NULL for a token a person created
+    run_id: Mapped[int | None]
+    job_id: Mapped[int | None] = mapped_column(index=True)
+    attempt: Mapped[int | None]
 
 
 class AuthSessionRow(Base):
@@ -402,3 +445,32 @@ class InstallationSecretRow(Base):
 
 
 metadata = Base.metadata
+
+
+class SavedViewRow(Base):
+    """A named workspace view (``tracker.store.views``): the layout of the runs page's
+    workspace -- chosen metrics, columns, smoothing, x axis, group-by -- and the table's
+    query, as the JSON ``state``. ``project`` is ``""`` for a view of all projects."""
+
+    __tablename__ = "saved_views"
+    __table_args__ = (sa.UniqueConstraint("project", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project: Mapped[str] = mapped_column(sa.String(250))
+    name: Mapped[str] = mapped_column(sa.String(100))
+    state: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    created_at: Mapped[float]
+    updated_at: Mapped[float]
+    updated_by: Mapped[str | None] = mapped_column(sa.String(200))
+
+
+class SavedViewEventRow(Base):
+    """The audit trail of saved views: who saved or deleted which view, when. Kept when the
+    view is deleted (no foreign key)."""
+
+    __tablename__ = "saved_view_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[float] = mapped_column(index=True)
+    action: Mapped[str] = mapped_column(sa.String(16))  # "created", "updated", "deleted"
+    project: Mapped[str] = mapped_column(sa.String(250))
+    name: Mapped[str] = mapped_column(sa.String(100))
+    by: Mapped[str | None] = mapped_column(sa.String(200))

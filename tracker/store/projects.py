@@ -10,6 +10,7 @@ StoreUnavailable (503) when the database cannot be reached, writes too.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -142,6 +143,9 @@ def _found(project: ProjectInfo | None, name: str) -> ProjectInfo:
     return project
 
 
+PROJECT_ORDER = ("name", "id", "created_at", "updated_at")  # updated: deleted, else created
+
+
 def search_projects(
     store: Store,
     *,
@@ -150,10 +154,37 @@ def search_projects(
     limit: int,
     offset: int,
     deleted: bool | None = False,
+    order: Sequence[tuple[str, bool]] = (("id", False),),
+    listed_as: tuple[str, str, int] | None = None,
 ) -> list[ProjectInfo]:
-    """Projects, newest first; ``name`` matches exactly, ``like`` with SQL LIKE
-    (case-insensitive). ``deleted``: False active ones only, True deleted only, None all."""
-    query = sa.select(*PROJECT_COLUMNS).order_by(m.ProjectRow.id.desc()).limit(limit).offset(offset)
+    """Projects, newest first unless ``order`` says otherwise: ``(column, ascending)`` pairs,
+    columns of :data:`PROJECT_ORDER` (``updated_at``: when it was deleted, else created);
+    ``name`` matches exactly, ``like`` with SQL LIKE (case-insensitive). ``deleted``: False
+    active ones only, True deleted only, None all. ``listed_as`` (stored name, listed name,
+    listed id) orders one project by what its caller lists it as (MLflow's Default
+    experiment: stored ``default``, listed ``Default`` with id 0).
+
+    Raises InvalidInput for a column not in :data:`PROJECT_ORDER`."""
+    p = m.ProjectRow
+    columns: dict[str, Any] = {  # SQL expressions, ordered by
+        "name": p.name,
+        "id": p.id,
+        "created_at": p.created_at,
+        "updated_at": sa.func.coalesce(p.deleted_at, p.created_at),
+    }
+    if listed_as is not None:
+        stored, shown, shown_id = listed_as
+        columns["name"] = sa.case((p.name == stored, sa.literal(shown)), else_=p.name)
+        columns["id"] = sa.case((p.name == stored, sa.literal(shown_id)), else_=p.id)
+    clauses = []
+    for by, ascending in order:
+        if by not in columns:
+            raise InvalidInput(
+                f"projects cannot be ordered by {by!r}: use {', '.join(PROJECT_ORDER)}",
+                field="order_by",
+            )
+        clauses.append(columns[by].asc() if ascending else columns[by].desc())
+    query = sa.select(*PROJECT_COLUMNS).order_by(*clauses, p.id.desc()).limit(limit).offset(offset)
     if deleted is not None:
         column = m.ProjectRow.deleted_at
         query = query.where(column.is_not(None) if deleted else column.is_(None))

@@ -16,9 +16,12 @@ import sqlalchemy as sa
 from tracker.entities import CheckpointInfo, MetricSummary, RunEventInfo, RunInfo
 from tracker.errors import NotFound
 from tracker.store import models as m
+from tracker.store.checkpoints import checkpoint_info
 from tracker.store.engine import read_conn
 from tracker.store.jobs import JobInfo, job_for_run
-from tracker.store.store import Store, checkpoint_info, last_metrics_of, run_info, run_select
+from tracker.store.metrics import last_metrics_of
+from tracker.store.runs import run_info, run_select
+from tracker.store.store import Store
 
 __all__ = [
     "events_after",

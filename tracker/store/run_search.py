@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from tracker.entities import RUN_STATUSES, run_duration
 from tracker.errors import InvalidInput
+from tracker.rules.annotations import NOTE_TAG
 from tracker.rules.config import flatten
 from tracker.rules.mlflow_filter import OrderKey
 from tracker.rules.query import (
@@ -51,6 +52,7 @@ from tracker.rules.query import (
 )
 from tracker.store import models as m
 from tracker.store.engine import read_conn
+from tracker.store.runs import deleted_filter, run_select, tag_filter
 from tracker.store.search_values import (
     ConfigValue,
     JsonPath,
@@ -58,7 +60,7 @@ from tracker.store.search_values import (
     tag_value_exists,
     user_tag_value,
 )
-from tracker.store.store import Store, deleted_filter, run_select, tag_filter
+from tracker.store.store import Store
 
 __all__ = [
     "MAX_LIMIT",
@@ -89,9 +91,11 @@ SORT_ATTRIBUTES: dict[str, Any] = {
     "ended": m.RunRow.ended_at,
     "duration": _DURATION,
     "deleted": m.RunRow.deleted_at,
+    "starred": m.RunRow.starred,
 }
 _STRING_ATTRS = {"status": m.RunRow.status, "name": m.RunRow.name, "host": m.RunRow.host,
-                 "project": m.ProjectRow.name}  # fmt: skip
+                 "project": m.ProjectRow.name, "notes": m.RunRow.notes}  # fmt: skip
+NOTES_PREVIEW = 300  # characters of a run's notes in a search hit (the run has them all)
 _ORDER = {"<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__", "==": "__eq__"}
 
 
@@ -154,6 +158,10 @@ class RunHit:
     diagnoses: list[str] = field(default_factory=list)  # health codes, by onset step
     health: list[DiagnosisChip] = field(default_factory=list)  # the same codes, with detail
     deleted_at: float | None = None
+    starred: bool = False
+    # the first NOTES_PREVIEW characters of its notes; notes_truncated when there are more
+    notes_preview: str | None = None
+    notes_truncated: bool = False
 
     @property
     def duration(self) -> float | None:
@@ -268,6 +276,10 @@ class _Translator:
         key, op = c.field.name, c.op
         if key == RUN_NAME_TAG:
             return sa.true() if op == "exists" else self.text(m.RunRow.name, op, str(c.value))
+        if key == NOTE_TAG:  # MLflow's note is the run's notes
+            notes = m.RunRow.notes
+            exists = notes.is_not(None)
+            return exists if op == "exists" else sa.and_(exists, self.text(notes, op, str(c.value)))
         if key.startswith("mlflow."):
             j = JsonPath(self.dialect, [SYSTEM_TAGS_KEY, key])
             if op == "exists":
@@ -313,6 +325,8 @@ class _Translator:
             return m.RunRow.id == _as_int(value, "id")
         if name == "deleted":
             return deleted_filter(bool(value))
+        if name == "starred":
+            return m.RunRow.starred == bool(value)
         if name == "duration":
             return sa.and_(_DURATION.is_not(None), getattr(_DURATION, _ORDER[op])(value))
         return _time(name, op, value)
@@ -404,6 +418,8 @@ def _field_value(field: Field, dialect: str, key_ids: dict[str, int]) -> Any:
         key = field.name
         if key == RUN_NAME_TAG:
             return m.RunRow.name
+        if key == NOTE_TAG:
+            return m.RunRow.notes
         if key.startswith("mlflow."):
             return JsonPath(dialect, [SYSTEM_TAGS_KEY, key]).text
         return user_tag_value(dialect, key)
@@ -626,6 +642,9 @@ def _row(r: Any, config: dict[str, Any], metrics: dict[str, float]) -> RunHit:
         config=config,
         metrics=metrics,
         deleted_at=r.deleted_at,
+        starred=bool(r.starred),
+        notes_preview=None if r.notes is None else r.notes[:NOTES_PREVIEW],
+        notes_truncated=r.notes is not None and len(r.notes) > NOTES_PREVIEW,
     )
 
 

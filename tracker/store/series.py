@@ -11,9 +11,12 @@ Sources, finest first: the points themselves, then the rollup levels of
    ``tracker.rules.downsample.Grid.index`` computed in SQL (``_GRID_INDEX``) from the grid's
    own numbers, so the result is the rule's ``downsample`` (points) or ``merge_buckets``
    (rollup rows, kept whole and assigned by their first step) -- min and max of finite
-   values, the last value, counts and NaN/±Inf counts; the last values come from a second
-   lookup by primary key (of several values at one step, logged through MLflow, the one
-   with the highest ``seq``). ``tests/core/test_series_rule.py`` holds the two equal.
+   values, the last value, counts and NaN/±Inf counts; the last values come from the same
+   statement, each group joined to its last point by primary key (of several values at
+   one step, logged through MLflow, the one with the highest ``seq``); a bucket without
+   an infinity needs no per-value test (plain ``min``/``max``: NULL, NaN, is left out),
+   so a run with an infinite min or max is read again with the exact shape.
+   ``tests/core/test_series_rule.py`` holds the two equal.
 
 Every read goes through the primary keys ``(run_id, key_id, step, seq)`` and
 ``(run_id, key_id, width, bucket)``, so only the requested range is touched. A 1,000,000
@@ -47,15 +50,30 @@ from tracker.store.engine import read_conn
 from tracker.store.rollups import LEVELS
 from tracker.store.store import Store
 
-__all__ = ["DEFAULT_BUCKETS", "MAX_BUCKETS", "ROW_BUDGET", "SeriesRead", "read_many", "read_series"]
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "MAX_BUCKETS",
+    "ROW_BUDGET",
+    "AlignedRead",
+    "SeriesRead",
+    "read_aligned",
+    "read_many",
+    "read_series",
+]
 
 DEFAULT_BUCKETS = 1000
 MAX_BUCKETS = 1500
 ROW_BUDGET = 60_000  # rows one request may group in SQL (~25 ms on SQLite)
 _ESTIMATE_ROWS = 4096
+_IN_CHUNK = 500  # ids or steps in one IN list (SQLite allows 32,766 parameters)
 MAX_SPAN = 2**52  # rollup rows read to estimate the points in a window
 
-_P = m.MetricPointRow
+# A window's points of several runs in plain SQL: no per-row type processing of 100,000s of
+# rows (NULL is NaN, as downsample reads it).
+_POINTS = sa.text(
+    "SELECT run_id, step, wall_ms, value FROM metric_points WHERE run_id IN :runs "
+    "AND key_id = :key AND step >= :lo AND step <= :hi ORDER BY run_id, step, seq"
+).bindparams(sa.bindparam("runs", expanding=True))
 _R = m.MetricRollupRow
 # Grid.index in SQL: (step - lo) * count / span, in 64-bit integers (MAX_SPAN keeps the
 # product in range); the parameters come from _grid_params.
@@ -116,16 +134,74 @@ def read_many(
         ]
 
 
+@dataclass(frozen=True)
+class AlignedRead:
+    """One metric of several runs, every run read on one window ``[lo, hi]`` cut into
+    ``max_buckets`` (``grid``), so bucket ``i`` of every run covers the same steps (what a
+    group's aggregate needs, ``tracker.rules.group_series``). ``reads`` holds the runs
+    that logged the key, by run id; ``grid`` is None when none did."""
+
+    key: str
+    grid: Grid | None
+    reads: dict[int, SeriesRead]
+
+
+def read_aligned(
+    store: Store, run_ids: Sequence[int], keys: Sequence[str], *, max_buckets: int
+) -> tuple[list[AlignedRead], list[str]]:
+    """Each key of ``keys`` for every run of ``run_ids`` on a window shared by the runs (from
+    the first to the last step any of them logged), all on one connection; and the keys that
+    no run ever logged (left out, not an error: a saved workspace may name a metric that
+    a newer sweep no longer logs).
+
+    Raises:
+        DownsampleError (400): ``max_buckets < 1``.
+        StoreUnavailable (503): the database cannot be reached.
+    """
+    check_bucket_count(max_buckets)
+    out: list[AlignedRead] = []
+    unknown: list[str] = []
+    with read_conn(store.engine) as conn:
+        known = dict(
+            conn.execute(
+                sa.select(m.MetricKeyRow.name, m.MetricKeyRow.id).where(
+                    m.MetricKeyRow.name.in_(list(keys))
+                )
+            ).all()
+        )
+        for key in keys:
+            if key not in known:
+                unknown.append(key)
+                continue
+            out.append(_read_key(conn, list(run_ids), key, known[key], max_buckets))
+    return out, unknown
+
+
+def _read_key(
+    conn: sa.Connection, run_ids: list[int], key: str, kid: int, max_buckets: int
+) -> AlignedRead:
+    spans = conn.execute(
+        sa.select(_R.run_id, sa.func.min(_R.first_step), sa.func.max(_R.last_step))
+        .where(_R.run_id.in_(run_ids), _R.key_id == kid, _R.width == LEVELS[-1])
+        .group_by(_R.run_id)
+    ).all()
+    if not spans:
+        return AlignedRead(key, None, {})
+    grid = Grid.over(min(s[1] for s in spans), max(s[2] for s in spans), max_buckets)
+    logged = {s[0] for s in spans}
+    found = _read_window(conn, [r for r in run_ids if r in logged], kid, key, grid)
+    return AlignedRead(key, grid, found)
+
+
 def _read_series(
     conn: sa.Connection, run_id: int, key: str, *, lo: int | None, hi: int | None, max_buckets: int
 ) -> SeriesRead:
     check_bucket_count(max_buckets)
     kid = _key_id(conn, key)
-    where = (_R.run_id == run_id, _R.key_id == kid)
     if lo is None or hi is None:
         first, last = conn.execute(
             sa.select(sa.func.min(_R.first_step), sa.func.max(_R.last_step)).where(
-                *where, _R.width == LEVELS[-1]
+                _R.run_id == run_id, _R.key_id == kid, _R.width == LEVELS[-1]
             )
         ).one()
         if first is None:
@@ -133,17 +209,42 @@ def _read_series(
         lo = first if lo is None else lo
         hi = last if hi is None else hi
     grid = Grid.over(lo, hi, max_buckets)
-    if hi - lo > MAX_SPAN:  # (step - lo) * max_buckets must fit in a 64-bit integer
+    return _read_window(conn, [run_id], kid, key, grid)[run_id]
+
+
+def _read_window(
+    conn: sa.Connection, run_ids: list[int], kid: int, key: str, grid: Grid
+) -> dict[int, SeriesRead]:
+    """The series of ``key`` of each run on ``grid``, from the cheapest source for that run
+    (the module's docstring), with one query per source for all the runs that use it."""
+    if grid.hi - grid.lo > MAX_SPAN:  # (step - lo) * max_buckets must fit in a 64-bit integer
         raise DownsampleError(f"lo/hi: the window is wider than {MAX_SPAN} steps", field="hi")
-    estimate = _estimate_points(conn, where, lo, hi)
-    if estimate <= max_buckets:
-        return _full_resolution(conn, run_id, kid, key, grid)
-    if estimate <= ROW_BUDGET:
-        return _group_points(conn, run_id, kid, key, grid)
-    width = next(
-        (w for w in LEVELS if min(estimate, _level_rows(lo, hi, w)) <= ROW_BUDGET), LEVELS[-1]
-    )
-    return _group_level(conn, run_id, kid, key, grid, width)
+    estimates = _estimate_points(conn, run_ids, kid, grid.lo, grid.hi)
+    full: list[int] = []
+    grouped: list[int] = []
+    levels: dict[int, list[int]] = {}
+    for run_id in run_ids:
+        estimate = estimates.get(run_id, 0)
+        if estimate <= grid.count:
+            full.append(run_id)
+        elif estimate <= ROW_BUDGET:
+            grouped.append(run_id)
+        else:
+            width = next(
+                (
+                    w
+                    for w in LEVELS
+                    if min(estimate, _level_rows(grid.lo, grid.hi, w)) <= ROW_BUDGET
+                ),
+                LEVELS[-1],
+            )
+            levels.setdefault(width, []).append(run_id)
+    out: dict[int, SeriesRead] = {}
+    fits = _group_points(conn, grouped, kid, key, grid, out)
+    out.update(_full_resolution(conn, full + fits, kid, key, grid))
+    for width, runs in levels.items():
+        out.update(_group_level(conn, runs, kid, key, grid, width))
+    return {run_id: out[run_id] for run_id in run_ids}
 
 
 def _level_rows(lo: int, hi: int, width: int) -> int:
@@ -157,35 +258,55 @@ def _grid_params(grid: Grid) -> dict[str, int]:
     return {"lo": grid.lo, "hi": grid.hi, "n": grid.count, "span": grid.span}
 
 
-def _estimate_points(conn: sa.Connection, where: tuple[Any, ...], lo: int, hi: int) -> int:
-    """An upper bound of the points in [lo, hi] (edge buckets count whole)."""
+def _chunks(items: Sequence[Any], size: int = _IN_CHUNK) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _estimate_points(
+    conn: sa.Connection, run_ids: list[int], kid: int, lo: int, hi: int
+) -> dict[int, int]:
+    """Per run, an upper bound of its points in [lo, hi] (edge buckets count whole)."""
     width = next((w for w in LEVELS if _level_rows(lo, hi, w) <= _ESTIMATE_ROWS), LEVELS[-1])
     first, last = level_buckets(lo, hi, width)
-    total = conn.execute(
-        sa.select(sa.func.sum(_R.count)).where(
-            *where,
-            _R.width == width,
-            _R.bucket >= first,
-            _R.bucket <= last,
-            _R.last_step >= lo,
-            _R.first_step <= hi,
+    out: dict[int, int] = {}
+    for runs in _chunks(run_ids):
+        found = conn.execute(
+            sa.select(_R.run_id, sa.func.sum(_R.count))
+            .where(
+                _R.run_id.in_(runs),
+                _R.key_id == kid,
+                _R.width == width,
+                _R.bucket >= first,
+                _R.bucket <= last,
+                _R.last_step >= lo,
+                _R.first_step <= hi,
+            )
+            .group_by(_R.run_id)
         )
-    ).scalar()
-    return int(total or 0)
+        out.update((run_id, int(total or 0)) for run_id, total in found)
+    return out
 
 
 def _full_resolution(
-    conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid
-) -> SeriesRead:
-    rows = conn.execute(
-        sa.select(_P.step, _P.wall_ms, _P.value)
-        .where(_P.run_id == run_id, _P.key_id == kid, _P.step >= grid.lo, _P.step <= grid.hi)
-        .order_by(_P.step, _P.seq)
-    ).all()
-    steps, values = [r[0] for r in rows], [r[2] for r in rows]
-    series = downsample(steps, values, grid.count, grid.lo, grid.hi)
-    wall = {r[0]: r[1] for r in rows}
-    return SeriesRead(key, series, [wall.get(b.last_step) for b in series.buckets], "points")
+    conn: sa.Connection, run_ids: list[int], kid: int, key: str, grid: Grid
+) -> dict[int, SeriesRead]:
+    rows: dict[int, list[Any]] = {run_id: [] for run_id in run_ids}
+    for runs in _chunks(run_ids):
+        found = conn.execute(
+            _POINTS, {"runs": list(runs), "key": kid, "lo": grid.lo, "hi": grid.hi}
+        )
+        for r in found.all():
+            rows[r[0]].append(r)
+    out = {}
+    for run_id, points in rows.items():
+        series = downsample(
+            [r[1] for r in points], [r[3] for r in points], grid.count, grid.lo, grid.hi
+        )
+        wall = {r[1]: r[2] for r in points}
+        out[run_id] = SeriesRead(
+            key, series, [wall.get(b.last_step) for b in series.buckets], "points"
+        )
+    return out
 
 
 def _dialect_inf(conn: sa.Connection) -> tuple[str, str]:
@@ -194,56 +315,134 @@ def _dialect_inf(conn: sa.Connection) -> tuple[str, str]:
     return "9e999", "-9e999"
 
 
-def _group_points(conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid) -> SeriesRead:
+def _by_run(groups: Sequence[Any]) -> dict[int, list[Any]]:
+    """Grouped rows ``(run_id, index, ...)`` by run (``_build`` reads them from column 1)."""
+    out: dict[int, list[Any]] = {}
+    for g in groups:
+        out.setdefault(int(g[0]), []).append(g)
+    return out
+
+
+def _infinite(value: Any) -> bool:
+    return value is not None and math.isinf(value)
+
+
+def _group_points(
+    conn: sa.Connection,
+    run_ids: list[int],
+    kid: int,
+    key: str,
+    grid: Grid,
+    out: dict[int, SeriesRead],
+) -> list[int]:
+    """Reads into ``out`` the runs whose points group into more than ``grid.count``
+    buckets; returns the others (the estimate was loose: they fit at full resolution)."""
+    if not run_ids:
+        return []
     pinf, ninf = _dialect_inf(conn)
     finite = f"CASE WHEN value > {ninf} AND value < {pinf} THEN value END"
-    sql = sa.text(
-        f"SELECT {_GRID_INDEX.format(step='step')}, "
-        f"min(step), max(step), min({finite}), max({finite}), count(*), "
+    where = (
+        "FROM metric_points WHERE run_id IN :runs AND key_id = :key "
+        "AND step >= :lo AND step <= :hi GROUP BY run_id, 2"
+    )
+    # Two shapes: the plain min/max (NULL, that is NaN, is left out by min and max) answers
+    # every bucket without an infinity, ~25% cheaper than testing each value; a run with a
+    # bucket whose min or max is infinite is read again with the exact shape.
+    plain = _with_last(
+        f"SELECT run_id, {_GRID_INDEX.format(step='step')} AS idx, "
+        "min(step), max(step) AS last_step, min(value), max(value), count(*), "
+        f"count(*) - count(value), 0, 0 {where}"
+    )
+    exact = _with_last(
+        f"SELECT run_id, {_GRID_INDEX.format(step='step')} AS idx, "
+        f"min(step), max(step) AS last_step, min({finite}), max({finite}), count(*), "
         "sum(CASE WHEN value IS NULL THEN 1 ELSE 0 END), "
         f"sum(CASE WHEN value = {pinf} THEN 1 ELSE 0 END), "
-        f"sum(CASE WHEN value = {ninf} THEN 1 ELSE 0 END) "
-        "FROM metric_points WHERE run_id = :run AND key_id = :key "
-        "AND step >= :lo AND step <= :hi GROUP BY 1 ORDER BY 1"
+        f"sum(CASE WHEN value = {ninf} THEN 1 ELSE 0 END) {where}"
     )
-    groups = conn.execute(sql, {**_grid_params(grid), "run": run_id, "key": kid}).all()
-    if sum(int(g[5]) for g in groups) <= grid.count:  # the estimate was loose: it fits
-        return _full_resolution(conn, run_id, kid, key, grid)
-    lasts = conn.execute(
-        sa.select(_P.step, _P.wall_ms, _P.value)
-        .where(_P.run_id == run_id, _P.key_id == kid, _P.step.in_([g[2] for g in groups]))
-        .order_by(_P.step, _P.seq)
-    )
-    last = {step: (wall, value) for step, wall, value in lasts}  # the highest seq wins
-    return _build(key, groups, last, grid, "points", lambda g: g[2])
+    rows: dict[int, list[Any]] = {}
+    params = {**_grid_params(grid), "key": kid}
+    for runs in _chunks(run_ids):
+        rows.update(_by_run(conn.execute(plain, {**params, "runs": list(runs)}).all()))
+    infinite = [r for r, gs in rows.items() if any(_infinite(g[4]) or _infinite(g[5]) for g in gs)]
+    for runs in _chunks(infinite):
+        rows.update(_by_run(conn.execute(exact, {**params, "runs": list(runs)}).all()))
+    groups = {r: _one_per_bucket(found) for r, found in rows.items()}
+    fits = [r for r in run_ids if sum(int(g[6]) for g in groups.get(r, [])) <= grid.count]
+    fitting = set(fits)
+    for r in run_ids:
+        if r in fitting:
+            continue
+        # g[10], g[11]: the wall time and value of the bucket's last point (of several
+        # values at that step, the highest seq: its row comes last and wins)
+        last = {g[3]: (g[10], g[11]) for g in rows[r]}
+        out[r] = _build(key, groups[r], last, grid, "points", lambda g: g[3])
+    return fits
+
+
+def _with_last(grouped: str) -> sa.TextClause:
+    """The grouped rows of ``grouped`` (run_id, idx, first, last_step, ...) each joined to
+    its last point by primary key: one statement instead of a second lookup of the lasts."""
+    return sa.text(
+        f"WITH g AS ({grouped}) SELECT g.*, p.wall_ms, p.value FROM g JOIN metric_points p "
+        "ON p.run_id = g.run_id AND p.key_id = :key AND p.step = g.last_step "
+        "ORDER BY g.run_id, g.idx, p.seq"
+    ).bindparams(sa.bindparam("runs", expanding=True))
+
+
+def _one_per_bucket(rows: list[Any]) -> list[Any]:
+    """``rows`` ordered by bucket without the repeats of a bucket whose last step holds
+    several values (one row per value)."""
+    out: list[Any] = []
+    for g in rows:
+        if out and out[-1][1] == g[1]:
+            continue
+        out.append(g)
+    return out
 
 
 def _group_level(
-    conn: sa.Connection, run_id: int, kid: int, key: str, grid: Grid, width: int
-) -> SeriesRead:
+    conn: sa.Connection, run_ids: list[int], kid: int, key: str, grid: Grid, width: int
+) -> dict[int, SeriesRead]:
     # A row that starts before the window belongs to the first bucket, as in Grid.index.
     first_step = "CASE WHEN first_step > :lo THEN first_step ELSE CAST(:lo AS BIGINT) END"
     sql = sa.text(
-        f"SELECT {_GRID_INDEX.format(step=first_step)}, "
+        f"SELECT run_id, {_GRID_INDEX.format(step=first_step)}, "
         "min(first_step), max(last_step), min(min_value), max(max_value), sum(count), "
         "sum(nan_count), sum(posinf_count), sum(neginf_count), max(bucket) "
-        "FROM metric_rollups WHERE run_id = :run AND key_id = :key AND width = :width "
+        "FROM metric_rollups WHERE run_id IN :runs AND key_id = :key AND width = :width "
         "AND bucket >= :blo AND bucket <= :bhi AND last_step >= :lo AND first_step <= :hi "
-        "GROUP BY 1 ORDER BY 1"
-    )
+        "GROUP BY run_id, 2 ORDER BY run_id, 2"
+    ).bindparams(sa.bindparam("runs", expanding=True))
     blo, bhi = level_buckets(grid.lo, grid.hi, width)
-    params = {**_grid_params(grid), "run": run_id, "key": kid, "width": width}
-    groups = conn.execute(sql, {**params, "blo": blo, "bhi": bhi}).all()
-    lasts = conn.execute(
-        sa.select(_R.bucket, _R.last_wall_ms, _R.last_value).where(
-            _R.run_id == run_id,
-            _R.key_id == kid,
-            _R.width == width,
-            _R.bucket.in_([g[9] for g in groups]),
+    params = {**_grid_params(grid), "key": kid, "width": width, "blo": blo, "bhi": bhi}
+    groups: dict[int, list[Any]] = {}
+    for runs in _chunks(run_ids):
+        groups.update(_by_run(conn.execute(sql, {**params, "runs": list(runs)}).all()))
+    wanted = {(r, g[10]) for r in run_ids for g in groups.get(r, [])}
+    buckets = sorted({b for _r, b in wanted})
+    last: dict[int, dict[int, tuple[int, float]]] = {r: {} for r in run_ids}
+    for runs in _chunks(run_ids):
+        for some in _chunks(buckets):
+            found = conn.execute(
+                sa.select(_R.run_id, _R.bucket, _R.last_wall_ms, _R.last_value).where(
+                    _R.run_id.in_(runs), _R.key_id == kid, _R.width == width, _R.bucket.in_(some)
+                )
+            )
+            for run_id, bucket, wall, value in found.all():
+                if (run_id, bucket) in wanted:
+                    last[run_id][bucket] = (wall, value)
+    return {
+        r: _build(
+            key,
+            groups.get(r, []),
+            last[r],
+            grid,
+            f"rollup-{width}",
+            lambda g: g[10],
         )
-    )
-    last = {bucket: (wall, value) for bucket, wall, value in lasts}
-    return _build(key, groups, last, grid, f"rollup-{width}", lambda g: g[9])
+        for r in run_ids
+    }
 
 
 def _build(
@@ -256,19 +455,22 @@ def _build(
 ) -> SeriesRead:
     buckets = []
     walls: list[int | None] = []
-    for g in groups:
+    nan = math.nan
+    # Positional arguments: ~2x faster than keywords for the ~100,000 buckets of a workspace.
+    for g in groups:  # g: run_id, index, first, last, min, max, count, nan, +inf, -inf
         wall, value = last[last_of(g)]
+        lo, hi = g[4], g[5]
         buckets.append(
             Bucket(
-                first_step=int(g[1]),
-                last_step=int(g[2]),
-                min=None if g[3] is None else float(g[3]),
-                max=None if g[4] is None else float(g[4]),
-                last=math.nan if value is None else float(value),
-                count=int(g[5]),
-                nan_count=int(g[6]),
-                posinf_count=int(g[7]),
-                neginf_count=int(g[8]),
+                int(g[2]),
+                int(g[3]),
+                None if lo is None else float(lo),
+                None if hi is None else float(hi),
+                nan if value is None else float(value),
+                int(g[6]),
+                int(g[7]),
+                int(g[8]),
+                int(g[9]),
             )
         )
         walls.append(int(wall))

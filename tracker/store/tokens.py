@@ -47,11 +47,13 @@ __all__ = [
     "SCOPES",
     "SESSION_KEY",
     "TOKEN_PREFIX",
+    "create_job_token",
     "create_session",
     "create_token",
     "get_session",
     "installation_secret",
     "list_tokens",
+    "revoke_job_tokens",
     "revoke_session",
     "revoke_token",
     "token_digest",
@@ -71,7 +73,10 @@ def token_digest(token: str) -> str:
 
 
 def _token_info(row: Any) -> TokenInfo:
-    return TokenInfo(row.id, row.name, row.scope, row.created_at, row.revoked_at, row.last_used_at)
+    return TokenInfo(
+        row.id, row.name, row.scope, row.created_at, row.revoked_at, row.last_used_at,
+        row.run_id, row.job_id, row.attempt,
+    )  # fmt: skip
 
 
 def _check_scope(scope: str) -> None:
@@ -117,9 +122,51 @@ def create_token(
     return _token_info(row), token
 
 
+def create_job_token(
+    store: Store, run_id: int, job_id: int, attempt: int, *, now: float | None = None
+) -> tuple[TokenInfo, str]:
+    """A job's own token (``log`` scope) for one attempt: it may touch run ``run_id`` only
+    (the dashboard's guard, ``tracker.web.plumbing.security``), and only while that attempt
+    of the job is running (:func:`verify_token`); the job loop revokes it when the attempt's
+    end is recorded. Returns its row and the token.
+
+    Raises StoreUnavailable.
+    """
+    now = time.time() if now is None else now
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with write_begin(store.engine) as conn:
+        token_id = conn.execute(
+            sa.insert(m.TokenRow)
+            .values(
+                name=f"job-{job_id}-attempt-{attempt}", scope="log",
+                sha256=token_digest(token), created_at=now,
+                run_id=run_id, job_id=job_id, attempt=attempt,
+            )
+            .returning(m.TokenRow.id)
+        ).scalar_one()  # fmt: skip
+        row = conn.execute(sa.select(m.TokenRow).where(m.TokenRow.id == token_id)).one()
+    return _token_info(row), token
+
+
+def revoke_job_tokens(store: Store, job_id: int, attempt: int, *, now: float | None = None) -> int:
+    """Revoke the tokens of an attempt that has ended; returns how many were live."""
+    now = time.time() if now is None else now
+    t = m.TokenRow
+    with write_begin(store.engine) as conn:
+        return int(
+            conn.execute(
+                sa.update(t)
+                .where(t.job_id == job_id, t.attempt == attempt, t.revoked_at.is_(None))
+                .values(revoked_at=now)
+            ).rowcount
+        )
+
+
 def verify_token(store: Store, token: str, *, now: float | None = None) -> TokenInfo | None:
     """The stored, unrevoked token ``token`` is, or None. Notes when it was last used
     (at most once a minute, so a training host logging every second costs no writes).
+    A job's token is valid only while its attempt of the job is running (a worker that
+    died without revoking it leaves nothing usable once the reaper ends the attempt).
 
     Raises:
         StoreUnavailable: the database cannot be reached.
@@ -134,6 +181,16 @@ def verify_token(store: Store, token: str, *, now: float | None = None) -> Token
                 m.TokenRow.sha256 == digest, m.TokenRow.revoked_at.is_(None)
             )
         ).first()
+        if row is not None and row.job_id is not None:
+            live = conn.execute(
+                sa.select(m.JobRow.id).where(
+                    m.JobRow.id == row.job_id,
+                    m.JobRow.status == "running",
+                    m.JobRow.attempt == row.attempt,
+                )
+            ).first()
+            if live is None:
+                return None
     if row is None:
         return None
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_EVERY_S:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tracker.errors import InvalidInput
 
-__all__ = ["LAUNCH_FIELDS", "body_field", "clone_edits", "config_types"]
+__all__ = ["LAUNCH_FIELDS", "body_field", "check_text", "clone_edits", "config_types"]
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
                list: "a list", bool: "true or false"}  # fmt: skip
@@ -31,6 +31,38 @@ def body_field(
         wanted = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
         raise InvalidInput(f"{name} must be {wanted}, not {type(value).__name__}", field=name)
     return value
+
+
+def _bad_text(text: str) -> str | None:
+    if "\x00" in text:
+        return "a NUL character (\\u0000), which stored text cannot hold"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "an unpaired surrogate (\\ud800-\\udfff), which is not Unicode text"
+    return None
+
+
+def check_text(value: Any, field: str) -> None:
+    """Refuse a string of ``value`` (keys included, at any depth) that no stored text may
+    hold: a NUL character (PostgreSQL text cannot hold it; no name, path or command has one)
+    or an unpaired surrogate (JSON's ``\\ud800`` escape; no encoding can write it).
+
+    Raises:
+        InvalidInput (400): naming ``field`` and the character.
+    """
+    if isinstance(value, str):
+        bad = _bad_text(value)
+        if bad is not None:
+            raise InvalidInput(f"{field} holds {bad}", field=field)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(key, field)
+            check_text(item, field)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            check_text(item, field)
 
 
 # What a worker executes: set only by a trusted submitter (``tracker submit``), never by a

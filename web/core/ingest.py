@@ -30,6 +30,8 @@ from tracker.rules.config import normalize_config
 from tracker.rules.keys import check_key
 from tracker.rules.tags import check_tags
 from tracker.store import Store
+from tracker.store.metrics import append_points, intern_keys, metric_keys, write_points
+from tracker.store.runs import get_run
 from tracker.web.core.fields import body_field
 
 __all__ = [
@@ -127,7 +129,7 @@ class MetricIngest:
     ) -> int:
         """Store a checked batch; returns the number of points. With ``append`` (the MLflow
         route) every value of a step is kept and an exact repeat is skipped
-        (``Store.append_points``); otherwise the same step again overwrites.
+        (``tracker.store.metrics.append_points``); otherwise the same step again overwrites.
 
         Raises:
             InvalidMetricValue (400): a value that is no number (nothing is stored).
@@ -137,9 +139,9 @@ class MetricIngest:
         self._intern(batch.names)
         rows, last = self._rows(batch.run_id, batch.records)
         if append:
-            self.store.append_points(rows)
+            append_points(self.store, rows)
         else:
-            self.store.write_points(rows, last, fence=fence)
+            write_points(self.store, rows, last, fence=fence)
         known = self._run_keys.get(batch.run_id)
         if known is not None:
             known.update(batch.names)
@@ -149,7 +151,7 @@ class MetricIngest:
         known = self._run_keys.get(run_id)
         if known is not None and names <= known:
             return
-        known = set(self.store.metric_keys(run_id))
+        known = set(metric_keys(self.store, run_id))
         self._run_keys.pop(run_id, None)
         if len(self._run_keys) >= _RUN_KEYS_CACHED:  # forget the least recently read run
             del self._run_keys[next(iter(self._run_keys))]
@@ -166,13 +168,13 @@ class MetricIngest:
     def require_run(self, run_id: int) -> None:
         """Raises NotFound (404) when there is no run ``run_id``."""
         if run_id not in self._known_runs:
-            self.store.get_run(run_id)
+            get_run(self.store, run_id)
             self._known_runs.add(run_id)
 
     def _intern(self, names: frozenset[str]) -> None:
         missing = [n for n in names if n not in self._key_ids]
         if missing:
-            self._key_ids.update(self.store.intern_keys(missing))
+            self._key_ids.update(intern_keys(self.store, missing))
 
     def _rows(self, run_id: int, records: list[Any]) -> tuple[list[Any], list[Any]]:
         key_ids = self._key_ids
@@ -284,7 +286,7 @@ def _config(body: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def create_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``Store.create_run`` from a ``POST /runs`` body."""
+    """Keyword arguments for ``tracker.store.runs.create_run`` from a ``POST /runs`` body."""
     tags = check_tags(body_field(body, "tags", list, default=[]))
     status = body_field(body, "status", str, default="running")
     if status not in ("running", "queued"):
@@ -302,7 +304,7 @@ def create_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def start_run_args(body: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``Store.start_run`` from a ``POST /runs/<id>/start`` body.
+    """Keyword arguments for ``tracker.store.runs.start_run`` from a ``POST /runs/<id>/start`` body.
 
     A ``command`` field is ignored (clients before issue 9 send one): a run's command is
     set when the run is created and never changed afterwards.

@@ -10,7 +10,9 @@ MLflow's words and ours (documented in ``web/API.md``, section "MLflow compatibi
   that was not logged through MLflow flattens its config with dots and ``str()``s the values).
 * tags: user tags become our run tags ``"key=value"`` (searchable like any tag); MLflow's own
   ``mlflow.*`` tags are provenance, kept verbatim in the config under ``_mlflow_tags``;
-  ``mlflow.runName`` is the run's name, ``mlflow.source.git.commit`` also sets its git commit.
+  ``mlflow.runName`` is the run's name, ``mlflow.source.git.commit`` also sets its git commit,
+  ``mlflow.note.content`` (MLflow's run description) is the run's notes, which the dashboard
+  and ``tracker runs note`` edit too.
 * metrics = metric points: ``(key, step)`` is unique, the last value logged wins; keys follow
   the tracker's key rule (``tracker.client.values.check_key``); NaN and ±Inf are kept.
 
@@ -29,6 +31,7 @@ from typing import Any
 from tracker.entities import MetricSummary, RunInfo, RunMeta
 from tracker.errors import TrackerError
 from tracker.rules import jsonvalues
+from tracker.rules.annotations import NOTE_TAG, check_notes
 from tracker.rules.config import flatten
 from tracker.rules.ids import ascii_int, in_int64, parse_id
 from tracker.rules.keys import check_key
@@ -529,9 +532,11 @@ def apply_meta(
                 config[key] = value
     system = dict(config.get(SYSTEM_TAGS_KEY) or {})
     user = {tag_key(t): t for t in meta.tags}
-    name, git_commit = meta.name, meta.git_commit
+    name, git_commit, notes = meta.name, meta.git_commit, meta.notes
     for key in deleted_tags:
-        if key in system:
+        if key == NOTE_TAG and notes is not None:
+            notes = None
+        elif key in system:
             del system[key]
         elif key in user:
             del user[key]
@@ -540,6 +545,9 @@ def apply_meta(
     for key, value in (tags or {}).items():
         if key == RUN_NAME_TAG:
             name = value[:MAX_RUN_NAME_LENGTH] or name
+        elif key == NOTE_TAG:
+            notes = check_notes(value)
+            system.pop(NOTE_TAG, None)  # one note: the column, never a second copy
         elif key.startswith("mlflow."):
             system[key] = value
             if key == GIT_COMMIT_TAG and len(value) <= 64:
@@ -550,7 +558,9 @@ def apply_meta(
         config[SYSTEM_TAGS_KEY] = system
     else:
         config.pop(SYSTEM_TAGS_KEY, None)
-    return RunMeta(name=name, config=config, tags=list(user.values()), git_commit=git_commit)
+    return RunMeta(
+        name=name, config=config, tags=list(user.values()), git_commit=git_commit, notes=notes
+    )
 
 
 def with_user_id(meta: RunMeta, user_id: Any) -> RunMeta:
@@ -574,7 +584,7 @@ def user_id_of(run: RunInfo) -> str:
 
 
 def mlflow_tags(run: RunInfo) -> dict[str, str]:
-    """All MLflow tags of a run: user tags, the reserved system tags, and its name."""
+    """All MLflow tags of a run: user tags, the reserved system tags, its name and notes."""
     out: dict[str, str] = {}
     for tag in run.tags:
         key, value = split_tag(tag)
@@ -585,6 +595,8 @@ def mlflow_tags(run: RunInfo) -> dict[str, str]:
     if run.git_commit and GIT_COMMIT_TAG not in out:
         out[GIT_COMMIT_TAG] = run.git_commit
     out[RUN_NAME_TAG] = run.name
+    if run.notes is not None:
+        out[NOTE_TAG] = run.notes
     return out
 
 

@@ -117,6 +117,7 @@ def check_token(given: str | None, field: str) -> tuple[str, int | None] | None:
         else:
             stored = tokens.verify_token(state().store, given)
             if stored is not None:
+                g.tracker_bound_run = stored.run_id  # a job's own token: its run only
                 return stored.scope, stored.id  # random 256 bits: never blocked
     if wait is not None:
         _refuse_if_limited(field)
@@ -140,6 +141,13 @@ def identity() -> str | None:
     if "tracker_scope" not in g:
         g.tracker_scope, g.tracker_token_id = _identify()
     return g.tracker_scope  # type: ignore[no-any-return]
+
+
+def bound_run() -> int | None:
+    """The run a job's own token is bound to (it may touch that run only), or None for a
+    request made with any other token, a session, or none."""
+    identity()
+    return g.get("tracker_bound_run")  # type: ignore[no-any-return]
 
 
 def token_id() -> int | None:
@@ -311,6 +319,11 @@ def login() -> Any:
         if as_json:
             raise Unauthorized("wrong access token", field="token")
         return _login_form("Wrong access token.", 401)
+    if g.get("tracker_bound_run") is not None:
+        text = "a job's own token logs its run only; it cannot sign in to the dashboard"
+        if as_json:
+            raise Forbidden(text, field="token")
+        return _login_form(text[0].upper() + text[1:] + ".", 403)
     _start_session(*found)
     if as_json:
         return {"ok": True}

@@ -6,19 +6,22 @@
 * who may do what: ``ENDPOINT_SCOPES`` below is the one table from route (Flask endpoint)
   to the scope it needs: ``public`` (health, sign-in), ``log`` (every read, and what a
   training host writes: runs, metrics, checkpoints, events, the MLflow-compatible API) or
-  ``admin`` (launching: clone, schedules, cancel; anything that deletes). An endpoint
+  ``admin`` (launching: submit, code snapshots, clone, schedules, cancel; anything that
+  deletes). An endpoint
   missing from the table needs ``admin`` for a state change and ``log`` to read (fail
   closed); a test checks that every route is in it. Not signed in -> 401 (a page GET
   redirects to ``/login``); signed in with too small a scope -> 403 ``forbidden_scope``
   naming the scope needed. Who is asking is :mod:`~tracker.web.plumbing.auth`'s business.
+  A job's own token (``tokens.create_job_token``: ``log`` scope, one run, one attempt) is
+  refused (403) on every URL that does not name its run.
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
   for the sign-in form (which checks its own CSRF field) and the raw-body endpoints
-  (``RAW_BODY_ENDPOINTS``: the artifact PUT/DELETE and MLflow's artifact proxy, a file as the
-  body or none; PUT and DELETE always need a preflight). A cross-site page cannot send a
-  JSON body without a CORS preflight, which is never granted. Requests with neither Origin
-  nor Referer come from programs (the HTTP sink, curl), not browsers, and are let through
-  to the token check.
+  (``RAW_BODY_ENDPOINTS``: the artifact PUT/DELETE, a snapshot file's PUT and MLflow's
+  artifact proxy, a file as the body or none; PUT and DELETE always need a preflight). A
+  cross-site page cannot send a JSON body without a CORS preflight, which is never granted.
+  Requests with neither Origin nor Referer come from programs (the HTTP sink, curl), not
+  browsers, and are let through to the token check.
 * responses: ``X-Content-Type-Options``, ``X-Frame-Options``, a Content-Security-Policy that
   allows scripts from this origin only.
 * files: served only from inside configured roots that never hold the store
@@ -95,16 +98,19 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "pages.run": LOG,
     "pages.compare": LOG,
     "pages.jobs": LOG,
-    "pages.plotly_js": LOG,
+    "pages.job": LOG,
     "auth.logout": LOG,
     "api.projects": LOG,
     "api.runs_search": LOG,
+    "runs_csv.runs_csv": LOG,
     "api.run_columns": LOG,
     "api.run_detail": LOG,
     "api.run_metrics": LOG,
     "api.run_series": LOG,
     "api.run_points": LOG,
     "api.multi_run_series": LOG,
+    "workspace.workspace_series": LOG,
+    "workspace.views": LOG,
     "api.compare": LOG,
     "api.run_events": LOG,
     "api.run_diagnoses": LOG,
@@ -120,7 +126,9 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "artifacts.list_artifacts": LOG,
     "artifacts.download_artifact": LOG,
     "artifacts.media": LOG,
+    "artifacts.media_files": LOG,
     "artifacts.histogram": LOG,
+    "snapshots.snapshot": LOG,
     # log: what a training host writes about its own runs
     "api.create_run": LOG,
     "api.start_run": LOG,
@@ -137,11 +145,25 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.clone_run": ADMIN,
     "api_queue.clone": ADMIN,
     "api_queue.cancel": ADMIN,
+    # submitting: a command line of the caller's (tracker submit --uri http://...) and the
+    # code snapshot it runs; a trusted submitter, as one holding the database URL
+    "api_queue.submit": ADMIN,
+    "snapshots.missing": ADMIN,
+    "snapshots.put_blob": ADMIN,
+    "snapshots.create": ADMIN,
     "api_queue.add_schedule": ADMIN,
     "api_queue.pause_schedule": ADMIN,
     "api_queue.delete_schedule": ADMIN,
     "api.delete_run": ADMIN,
+    # named workspace views are shared by everyone who opens the dashboard
+    "workspace.save_view": ADMIN,
+    "workspace.delete_view": ADMIN,
     "api.restore_run": ADMIN,
+    # a person's annotations on a run (views/annotations.py): name, tags, notes, star
+    "annotations.rename": ADMIN,
+    "annotations.tag": ADMIN,
+    "annotations.notes": ADMIN,
+    "annotations.star": ADMIN,
     # the MLflow lifecycle routes (views/mlflow_lifecycle.py): deletes and restores are
     # admin as everywhere; renames and experiment tags are what training code does
     "mlflow_lifecycle.delete_run": ADMIN,
@@ -178,6 +200,7 @@ RAW_BODY_ENDPOINTS = frozenset(
     {
         "artifacts.put_artifact",
         "artifacts.delete_artifact",
+        "snapshots.put_blob",  # a file of a code snapshot (web/views/snapshots.py)
         "mlflow_artifacts.upload",  # MLflow's artifact proxy (web/views/mlflow_artifacts.py)
         "mlflow_artifacts.mpu_part",
         "mlflow_artifacts.delete",
@@ -372,6 +395,31 @@ def _check_scope() -> Response | None:
             f"this one has '{have}' (create one with: tracker token create --scope {needed})",
             field="Authorization",
         )
+    bound = auth.bound_run()
+    if bound is not None and _target_run() != bound:
+        raise ForbiddenScope(
+            f"{request.method} {request.path[:200]}: this is job run {bound}'s own token, "
+            f"which reads and writes run {bound} only",
+            field="Authorization",
+        )
+    return None
+
+
+def _target_run() -> int | None:
+    """The run a request's URL names (``/runs/<run_id>/...``, or the run of
+    ``/checkpoints/<checkpoint_id>``), or None: it names no single run."""
+    args = request.view_args or {}
+    if isinstance(args.get("run_id"), int):
+        return int(args["run_id"])
+    if isinstance(args.get("checkpoint_id"), int):
+        from tracker.errors import NotFound
+        from tracker.store.run_reads import get_checkpoint
+        from tracker.web.plumbing.context import state
+
+        try:
+            return get_checkpoint(state().store, int(args["checkpoint_id"])).run_id
+        except NotFound:
+            return None
     return None
 
 

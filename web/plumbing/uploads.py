@@ -38,12 +38,29 @@ __all__ = [
     "check_quotas",
     "private_root",
     "quotas",
+    "require_raw_body",
     "spool",
     "upload_limit",
 ]
 
 CHUNK = 1024 * 1024
 STALE_UPLOAD_S = 24 * 3600.0
+
+
+def require_raw_body(what: str) -> None:
+    """Refuse (415) a raw-body upload sent with a ``Content-Encoding``: ``what`` (an
+    artifact body, a snapshot file) is stored as the bytes sent."""
+    from flask import request
+
+    from tracker.web.plumbing.errors import UnsupportedMediaType
+
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise UnsupportedMediaType(
+            f"{what} is stored as sent: Content-Encoding {encoding[:40]!r} is not accepted "
+            "(send the file's own bytes, e.g. a .gz file as it is)",
+            field="Content-Encoding",
+        )
 
 
 def upload_limit(run: tuple[Any, int, str] | None = None) -> int:

@@ -303,19 +303,20 @@ const Charts = (() => {
   }
 
   function layout({ axis, logY = false, height = 260, yTitle = "", legend = false, revision = "" }) {
+    const theme = T.plotTheme(); // light or dark (app.css); T.themePlots re-themes on a switch
     return {
       height,
       margin: { l: 58, r: 14, t: 10, b: 40 },
       paper_bgcolor: "rgba(0,0,0,0)",
-      plot_bgcolor: "#ffffff",
-      font: { family: "Inter, system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: "#475569" },
+      plot_bgcolor: theme.bg,
+      font: { family: "Inter, system-ui, -apple-system, Segoe UI, sans-serif", size: 11, color: theme.text },
       xaxis: {
-        title: { text: T.plotText(axis.title), font: { size: 11 } }, type: axis.type, gridcolor: "#eef2f7",
-        zeroline: false, linecolor: "#cbd5e1", automargin: true,
+        title: { text: T.plotText(axis.title), font: { size: 11 } }, type: axis.type, gridcolor: theme.grid,
+        zeroline: false, linecolor: theme.line, automargin: true,
       },
       yaxis: {
-        title: { text: T.plotText(yTitle), font: { size: 11 } }, type: logY ? "log" : "linear", gridcolor: "#eef2f7",
-        zeroline: false, linecolor: "#cbd5e1", exponentformat: "e", automargin: true,
+        title: { text: T.plotText(yTitle), font: { size: 11 } }, type: logY ? "log" : "linear", gridcolor: theme.grid,
+        zeroline: false, linecolor: theme.line, exponentformat: "e", automargin: true,
       },
       yaxis3: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       hovermode: "closest",

@@ -196,7 +196,7 @@ const CloneEditor = (() => {
     }
     const text = formText(value, field.type);
     return h("input", { type: "text", value: text, name: field.key, "aria-label": field.key,
-      spellcheck: "false", class: `t-${field.type}`, oninput: summarize });
+      spellcheck: "false", class: `t-${field.type}`, oninput: () => summarize() });
   }
 
   function buildForm(config, configTypes, sweeps) {
@@ -209,12 +209,63 @@ const CloneEditor = (() => {
       field.input = inputFor(field, value);
       const sweepable = !["list", "object"].includes(field.type);
       field.sweep = sweepable ? h("input", { type: "text", placeholder: SWEEP_HINTS[field.type], name: `sweep:${field.key}`,
-        "aria-label": `sweep ${field.key}`, value: oldSweeps.get(field.key) || "", oninput: summarize }) : null;
+        "aria-label": `sweep ${field.key}`, value: oldSweeps.get(field.key) || "", oninput: () => summarize() }) : null;
       body.append(h("tr", { dataset: { key: field.key } },
         h("th", { scope: "row" }, h("code", {}, field.key), h("span", { class: "type" }, field.type)),
         h("td", {}, field.input), h("td", {}, field.sweep || h("span", { class: "muted" }, "–"))));
     }
     if (!fields.length) body.append(h("tr", {}, h("td", { colspan: 3, class: "muted" }, "empty config: use the JSON editor to add keys")));
+  }
+
+  // ------------------------------------------------- refused fields, shown where they are
+
+  /** An Error that names the input it is about (`input`: an element of the form). */
+  function refused(message, input) {
+    const exc = new Error(message);
+    exc.input = input;
+    return exc;
+  }
+
+  /** `fn()`, with the input named on any Error it throws. */
+  function within(input, fn) {
+    try {
+      return fn();
+    } catch (exc) {
+      if (exc instanceof Error && !exc.input) exc.input = input;
+      throw exc;
+    }
+  }
+
+  /** Clear the marks of an earlier refusal; then mark `input` (red, aria-invalid, the
+   *  message right under it) and, when `scroll`, bring it into view and focus it. */
+  function markRefused(input, message, scroll) {
+    for (const old of document.querySelectorAll("#clone-form .clone-field-error")) old.remove();
+    for (const old of document.querySelectorAll("#clone-form [aria-invalid]")) {
+      old.removeAttribute("aria-invalid");
+      old.removeAttribute("aria-describedby");
+      old.classList.remove("invalid");
+    }
+    if (!input) return;
+    input.classList.add("invalid");
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", "clone-field-error");
+    input.after(h("p", { id: "clone-field-error", class: "clone-field-error form-error" }, message));
+    if (scroll) {
+      input.scrollIntoView({ block: "center" });
+      input.focus({ preventScroll: true });
+    }
+  }
+
+  /** The form's input a server refusal names (its `field`: `priority`, a config key
+   *  `config.<key>` or the key itself, `grid`), or null. */
+  function inputForField(name) {
+    if (!name) return null;
+    if (name === "priority") return el("clone-priority");
+    if (mode === "json") return name === "grid" ? el("clone-sweep-json") : name.startsWith("config") ? el("clone-json") : null;
+    const key = name.startsWith("config.") ? name.slice("config.".length) : name.replace(/^grid\./, "");
+    const field = fields.find((f) => f.key === key);
+    if (field) return name.startsWith("grid") ? field.sweep : field.input;
+    return null;
   }
 
   /** The edited config and the sweep grid, validated, with their JSON texts (floats keep
@@ -224,24 +275,24 @@ const CloneEditor = (() => {
       const configText = el("clone-json").value.trim() || "{}";
       let config;
       try { config = JSON.parse(configText); } catch (exc) {
-        throw new Error(`config JSON: ${exc.message}`);
+        throw refused(`config JSON: ${exc.message}`, el("clone-json"));
       }
-      if (!config || typeof config !== "object" || Array.isArray(config)) throw new Error("config JSON must be an object");
+      if (!config || typeof config !== "object" || Array.isArray(config)) throw refused("config JSON must be an object", el("clone-json"));
       const gridText = el("clone-sweep-json").value.trim() || "{}";
       let grid;
       try { grid = JSON.parse(gridText); } catch (exc) {
-        throw new Error(`sweep JSON: ${exc.message}`);
+        throw refused(`sweep JSON: ${exc.message}`, el("clone-sweep-json"));
       }
-      if (!grid || typeof grid !== "object" || Array.isArray(grid)) throw new Error("sweep JSON must be an object: {\"key\": [values]}");
+      if (!grid || typeof grid !== "object" || Array.isArray(grid)) throw refused("sweep JSON must be an object: {\"key\": [values]}", el("clone-sweep-json"));
       for (const [key, values] of Object.entries(grid)) {
-        if (!Array.isArray(values) || !values.length) throw new Error(`sweep ${key}: expected a non-empty list of values`);
+        if (!Array.isArray(values) || !values.length) throw refused(`sweep ${key}: expected a non-empty list of values`, el("clone-sweep-json"));
       }
       return { config, grid, configText, gridText };
     }
     const config = {};
     const configTypes = {};
     for (const field of fields) {
-      setPath(config, field.path, parseValue(field, field.input.value));
+      setPath(config, field.path, within(field.input, () => parseValue(field, field.input.value)));
       setPath(configTypes, field.path, field.type);
     }
     const grid = collectGrid();
@@ -257,7 +308,7 @@ const CloneEditor = (() => {
     for (const field of fields) {
       if (!field.sweep || !field.sweep.value.trim()) continue;
       const parts = field.sweep.value.split(",").map((s) => s.trim()).filter(Boolean);
-      grid[field.key] = parts.map((p) => parseValue(field, p));
+      grid[field.key] = within(field.sweep, () => parts.map((p) => parseValue(field, p)));
     }
     return grid;
   }
@@ -266,7 +317,9 @@ const CloneEditor = (() => {
     return Object.values(grid).reduce((n, values) => n * values.length, 1);
   }
 
-  function summarize() {
+  /** Validate the form; a refusal is shown in the footer and at its field (brought into
+   *  view when `scroll`: on submit, where the field may be far above the button). */
+  function summarize(scroll = false) {
     const error = el("clone-error");
     try {
       const { grid } = collect();
@@ -274,12 +327,14 @@ const CloneEditor = (() => {
       const sweep = Object.entries(grid).map(([k, v]) => `${k} × ${v.length}`).join(", ");
       el("clone-summary").textContent = n === 1 ? "1 job" : `${n} jobs (${sweep})`;
       error.hidden = true;
+      markRefused(null);
       el("clone-submit").disabled = !source || !source.argv || n > MAX_JOBS;
       if (n > MAX_JOBS) throw new Error(`a sweep makes at most ${MAX_JOBS} jobs, this one ${n}`);
       return true;
     } catch (exc) {
       error.textContent = exc.message;
       error.hidden = false;
+      markRefused(exc.input || null, exc.message, scroll);
       return false;
     }
   }
@@ -329,6 +384,10 @@ const CloneEditor = (() => {
     el("clone-title").textContent = kind === "run" ? `Clone run ${doc.name} #${id}` : `Clone job #${id}`;
     el("clone-command").textContent = argv ? argv.join(" ")
       : `run ${id} was not submitted as a job: only submitted jobs can be cloned; use \`tracker submit\``;
+    // The copies run the same code snapshot as their source (tracker.store.clone).
+    const snapshot = (kind === "run" ? doc.job : doc)?.snapshot_id;
+    el("clone-code").hidden = !snapshot;
+    el("clone-code").textContent = snapshot ? `Same code: the copies run code snapshot #${snapshot}, as submitted.` : "";
     el("clone-priority").value = String(kind === "job" ? doc.priority : (doc.job ? doc.job.priority : 0));
     mode = "form";
     fields = [];
@@ -339,6 +398,7 @@ const CloneEditor = (() => {
     el("clone-json-editor").hidden = true;
     for (const b of document.querySelectorAll("#clone-form .seg")) b.classList.toggle("active", b.dataset.mode === "form");
     el("clone-error").hidden = true;
+    markRefused(null);
     el("clone-submit").disabled = !argv;
     summarize();
     el("clone-dialog").showModal();
@@ -346,12 +406,13 @@ const CloneEditor = (() => {
 
   async function submit(ev) {
     ev.preventDefault();
-    if (!summarize()) return;
+    if (!summarize(true)) return;
     const { grid, configText, gridText } = collect();
     const priority = Number(el("clone-priority").value || 0);
     if (!Number.isInteger(priority)) {
       el("clone-error").textContent = "priority: expected an integer";
       el("clone-error").hidden = false;
+      markRefused(el("clone-priority"), "priority: expected an integer", true);
       return;
     }
     // Written by hand so that floats keep their point: {"wd": 0.0} stays a float.
@@ -366,8 +427,10 @@ const CloneEditor = (() => {
       T.toast(`Queued ${doc.job_ids.length === 1 ? "job" : "jobs"} ${doc.job_ids.map((i) => `#${i}`).join(", ")}`, "ok");
       if (source.onDone) source.onDone(doc.job_ids);
     } catch (exc) {
-      el("clone-error").textContent = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
+      const message = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
+      el("clone-error").textContent = message;
       el("clone-error").hidden = false;
+      markRefused(inputForField(exc.field), message, true);
     } finally {
       button.disabled = false;
     }
@@ -377,8 +440,9 @@ const CloneEditor = (() => {
     el("clone-form").addEventListener("submit", submit);
     el("clone-close").addEventListener("click", () => el("clone-dialog").close());
     el("clone-cancel").addEventListener("click", () => el("clone-dialog").close());
-    el("clone-json").addEventListener("input", summarize);
-    el("clone-sweep-json").addEventListener("input", summarize);
+    el("clone-json").addEventListener("input", () => summarize());
+    el("clone-sweep-json").addEventListener("input", () => summarize());
+    el("clone-priority").addEventListener("input", () => summarize());
     for (const b of document.querySelectorAll("#clone-form .seg")) b.addEventListener("click", () => setMode(b.dataset.mode));
   }
 

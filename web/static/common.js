@@ -1,6 +1,11 @@
 /* Shared helpers for every dashboard page: the JSON API client, DOM building, formatting.
  * No framework, no build step. The Content-Security-Policy allows only scripts from this
- * origin, so nothing here uses eval or inline handlers. */
+ * origin, so nothing here uses eval or inline handlers.
+ *
+ * Loading: every page script is `defer` (base.html) and runs in document order: this file
+ * first, then plotly.js where a page loads it, then the page's own scripts. A page script
+ * may use `T` and `Plotly` at its top level; a script added to a template must be `defer`
+ * too (tests/browser/test_pages_http.py checks every template). */
 "use strict";
 
 const T = (() => {
@@ -324,10 +329,139 @@ const T = (() => {
     return String(text).replace(/[&<>]/g, (ch) => PLOT_ENTITIES[ch]);
   }
 
-  wireSignOut(); // common.js loads at the end of <body>: the top bar is there
+  // ------------------------------------------------------------------ theme
+
+  /* theme.js applied the stored choice before the first paint (<html data-theme>); this
+   * wires the top bar's picker, follows the system while the choice is "system", and
+   * re-themes every plotly chart when the theme changes. */
+  const THEME_KEY = "tracker.theme";
+  const systemDark = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+
+  function themeChoice() {
+    return document.documentElement.dataset.themeChoice || "system";
+  }
+
+  function applyTheme(choice) {
+    const root = document.documentElement;
+    const dark = choice === "dark" || (choice === "system" && Boolean(systemDark && systemDark.matches));
+    const before = root.dataset.theme;
+    root.dataset.themeChoice = choice;
+    root.dataset.theme = dark ? "dark" : "light";
+    if (before !== root.dataset.theme) {
+      themePlots();
+      document.dispatchEvent(new CustomEvent("tracker:theme", { detail: { theme: root.dataset.theme } }));
+    }
+  }
+
+  /** Choose "light", "dark" or "system"; remembered in this browser. */
+  function setTheme(choice) {
+    const value = choice === "light" || choice === "dark" ? choice : "system";
+    try {
+      if (value === "system") localStorage.removeItem(THEME_KEY);
+      else localStorage.setItem(THEME_KEY, value);
+    } catch (_exc) { /* storage disabled: the choice lasts for this page */ }
+    applyTheme(value);
+  }
+
+  function wireTheme() {
+    const select = document.getElementById("theme-select");
+    if (select) {
+      select.value = themeChoice();
+      select.addEventListener("change", () => setTheme(select.value));
+    }
+    if (systemDark && systemDark.addEventListener) {
+      systemDark.addEventListener("change", () => { if (themeChoice() === "system") applyTheme("system"); });
+    }
+  }
+
+  /** The chart colours of the current theme, from app.css's --plot-* variables. */
+  function plotTheme() {
+    const css = getComputedStyle(document.documentElement);
+    const v = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+    return { bg: v("--plot-bg", "#ffffff"), text: v("--plot-text", "#475569"), grid: v("--plot-grid", "#eef2f7"), line: v("--plot-line", "#cbd5e1") };
+  }
+
+  /** The layout keys (as Plotly.relayout takes them) that put `layout`'s plot in the theme. */
+  function plotThemeUpdate(layout) {
+    const c = plotTheme();
+    const update = { paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: c.bg, "font.color": c.text };
+    const axes = new Set(["xaxis", "yaxis", ...Object.keys(layout || {}).filter((k) => /^[xy]axis\d*$/.test(k))]);
+    for (const axis of axes) {
+      update[`${axis}.gridcolor`] = c.grid;
+      update[`${axis}.linecolor`] = c.line;
+      update[`${axis}.zerolinecolor`] = c.line;
+    }
+    return update;
+  }
+
+  /** Re-theme every chart on the page; a logged figure (inside [data-own-colours]) keeps its own. */
+  function themePlots() {
+    if (typeof Plotly === "undefined") return;
+    for (const plot of document.querySelectorAll(".js-plotly-plot")) {
+      if (plot.closest("[data-own-colours]")) continue;
+      Plotly.relayout(plot, plotThemeUpdate(plot.layout)).catch((exc) => console.error(exc));
+    }
+  }
+
+  // ------------------------------------------------------------------ plotly trace types
+
+  /* The pages load a partial plotly.js bundle (scatter, heatmap, bar, histogram, box, violin,
+   * pie, contour: web/static/vendor/README.md). A logged figure may use any trace type:
+   * `plotlyFor(data)` loads the full bundle once when one of its types is not in the
+   * partial one; it then replaces window.Plotly for every later call. */
+  let knownTraces = null;
+  let fullPlotly = null;
+
+  async function plotlyFor(data) {
+    const types = new Set((Array.isArray(data) ? data : []).map((t) => (t && t.type) || "scatter"));
+    if (!knownTraces) knownTraces = new Set(Object.keys(Plotly.PlotSchema.get().traces));
+    if ([...types].every((t) => knownTraces.has(t))) return;
+    if (!fullPlotly) {
+      fullPlotly = new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = document.body.dataset.plotlyFull;
+        script.addEventListener("load", resolve);
+        script.addEventListener("error", () => {
+          fullPlotly = null;
+          reject(new Error("the full plotly.js could not be loaded"));
+        });
+        document.head.append(script);
+      });
+    }
+    await fullPlotly;
+    knownTraces = null;
+  }
+
+  /** A unified diff as a <pre> with id ``id``: its first ``colouredLines`` lines as
+   *  spans coloured by kind (file header, hunk, added, removed), the rest as ``rest``
+   *  says: "plain" (one text node) or "count" (a muted "... N more lines"). */
+  function diffView(diff, id, colouredLines, rest) {
+    const kind = (line) => {
+      if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ")) return "diff-file";
+      if (line.startsWith("@@")) return "diff-hunk";
+      if (line.startsWith("+")) return "diff-add";
+      if (line.startsWith("-")) return "diff-del";
+      return null;
+    };
+    const pre = h("pre", { id, class: "code-diff", tabindex: "0" });
+    const lines = diff.split("\n");
+    lines.slice(0, colouredLines).forEach((line, i) => {
+      const text = i < lines.length - 1 ? `${line}\n` : line;
+      const cls = kind(line);
+      pre.append(cls ? h("span", { class: cls }, text) : document.createTextNode(text));
+    });
+    const more = lines.length - colouredLines;
+    if (more > 0 && rest === "plain") pre.append(document.createTextNode(lines.slice(colouredLines).join("\n")));
+    else if (more > 0) pre.append(h("span", { class: "muted" }, `… ${more} more lines`));
+    return pre;
+  }
+
+  wireSignOut(); // deferred: the page is parsed, the top bar is there
+  wireTheme();
 
   return {
     ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
-    fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, attemptText, statusBadge, toast, poll, params, listParam, runLink, plotText,
+    fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, attemptText, statusBadge, toast, poll, params, listParam, runLink, plotText, diffView,
+    setTheme, themeChoice, plotTheme, plotThemeUpdate, themePlots, plotlyFor,
   };
 })();

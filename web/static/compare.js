@@ -79,10 +79,10 @@
     })[0];
   }
 
+  /** The metric keys at least one compared run logged (their last values came with the
+   *  runs from /api/v1/compare): a key only other runs of the project have is no choice. */
   async function loadMetricKeys() {
-    const projects = [...new Set(runs.map((r) => r.project))];
-    const docs = await Promise.all(projects.map((p) => api(`/api/v1/runs/columns?project=${encodeURIComponent(p)}`)));
-    metricKeys = [...new Set(docs.flatMap((d) => d.metrics))].sort();
+    metricKeys = [...new Set(runs.flatMap((r) => Object.keys(r.last_metrics || {})))].sort();
     const nonSys = metricKeys.filter((k) => !k.startsWith("sys/"));
     const counts = await metricCounts([...nonSys, ...metricKeys.filter((k) => k.startsWith("sys/"))]);
     const preferred = preferredMetric(metricKeys, counts);
@@ -199,6 +199,16 @@
     target.dataset.lines = String(runIndex.length);
   }
 
+  /** [lo, hi] centred on the value when every value is the same (half its size each side,
+   *  or 1 around 0), else null: plotly's autorange would span a unit around nothing. */
+  function around(values) {
+    const finite = values.filter((v) => typeof v === "number" && Number.isFinite(v));
+    if (!finite.length || finite.some((v) => v !== finite[0])) return null;
+    const v = finite[0];
+    const half = v === 0 ? 1 : Math.abs(v) / 2;
+    return [v - half, v + half];
+  }
+
   async function drawScatter() {
     const key = el("scatter-x").value;
     const metric = el("scatter-y").value;
@@ -230,6 +240,11 @@
     const positive = numeric && points.length > 1 && points.every((p) => p.x > 0);
     const spread = positive ? Math.max(...points.map((p) => p.x)) / Math.min(...points.map((p) => p.x)) : 1;
     if (spread >= 20) Object.assign(lay.xaxis, { type: "log", dtick: "D2" }); // learning rates and the like span decades
+    // One point (or one value on an axis): a range around it, not an autorange over nothing.
+    const xRange = numeric ? around(points.map((p) => p.x)) : null;
+    const yRange = around(points.map((p) => p.y));
+    if (xRange) Object.assign(lay.xaxis, { range: xRange, autorange: false });
+    if (yRange) Object.assign(lay.yaxis, { range: yRange, autorange: false });
     Plotly.purge(target); // a plot whose nodes were removed would be diffed, not redrawn
     clear(target);
     target.dataset.points = String(points.length);

@@ -1,7 +1,7 @@
 /* Compare's Histograms card: one histogram key of two of the compared runs, side by side, on
  * the same value bins and the same colour scale (histograms.js). Shown only when at least
  * one compared run logged a histogram; the two runs default to the first two that have the
- * key. */
+ * key, and the right picker never offers the left one's run. */
 "use strict";
 
 (() => {
@@ -39,16 +39,30 @@
 
   const label = (id) => `${names.get(id) || "run"} #${id}`;
 
+  function option(id, key, having) {
+    return h("option", { value: id }, having.includes(id) ? label(id) : `${label(id)} (no ${key})`);
+  }
+
+  /** The left picker offers every compared run (those with `key` first); the right one every
+   *  run but the left one's: a run side by side with itself compares nothing. */
   function fillRuns(key) {
     const having = ids.filter((id) => keysOf.get(id).has(key));
-    const others = ids.filter((id) => !keysOf.get(id).has(key));
-    for (const [select, pick] of [[el("hist-run-a"), having[0]], [el("hist-run-b"), having[1] ?? having[0]]]) {
-      const keep = Number(select.value);
-      clear(select).append(
-        ...having.map((id) => h("option", { value: id }, label(id))),
-        ...others.map((id) => h("option", { value: id }, `${label(id)} (no ${key})`)));
-      select.value = String(having.includes(keep) ? keep : pick ?? ids[0]);
-    }
+    const ordered = [...having, ...ids.filter((id) => !having.includes(id))];
+    const a = el("hist-run-a");
+    const keepA = Number(a.value);
+    clear(a).append(...ordered.map((id) => option(id, key, having)));
+    a.value = String(having.includes(keepA) ? keepA : ordered[0]);
+    fillRight(key);
+  }
+
+  function fillRight(key) {
+    const having = ids.filter((id) => keysOf.get(id).has(key));
+    const left = Number(el("hist-run-a").value);
+    const ordered = [...having, ...ids.filter((id) => !having.includes(id))].filter((id) => id !== left);
+    const b = el("hist-run-b");
+    const keepB = Number(b.value);
+    clear(b).append(...ordered.map((id) => option(id, key, having)));
+    b.value = String(ordered.includes(keepB) && (having.includes(keepB) || !having.some((id) => id !== left)) ? keepB : ordered[0]);
   }
 
   async function doc(runId, key) {
@@ -88,7 +102,8 @@
     keySelect.value = [...all].sort((x, y) => count(y) - count(x) || x.localeCompare(y))[0];
     fillRuns(keySelect.value);
     keySelect.addEventListener("change", () => { fillRuns(keySelect.value); safely(draw)(); });
-    for (const id of ["hist-run-a", "hist-run-b", "hist-log"]) el(id).addEventListener("change", safely(draw));
+    el("hist-run-a").addEventListener("change", () => { fillRight(keySelect.value); safely(draw)(); });
+    for (const id of ["hist-run-b", "hist-log"]) el(id).addEventListener("change", safely(draw));
     await draw();
   }
 

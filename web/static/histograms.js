@@ -123,15 +123,16 @@ const Histograms = (() => {
       colorbar: { title: { text: opts.logColor ? "log10(1+count)" : "count", side: "right" }, thickness: 12 },
     };
     if (opts.zmax !== undefined) trace.zmax = opts.logColor ? Math.log10(1 + opts.zmax) : opts.zmax;
+    const theme = T.plotTheme(); // light or dark (app.css)
     const layout = {
       height: opts.height || 320,
       margin: { l: 60, r: 10, t: opts.title ? 30 : 10, b: 40 },
       title: opts.title ? { text: T.plotText(opts.title), font: { size: 12 } } : undefined,
-      xaxis: { title: { text: "value" }, zeroline: false },
+      xaxis: { title: { text: "value" }, zeroline: false, gridcolor: theme.grid },
       // A few rows: a tick at each step (plotly's own ticks would fall between steps, e.g.
       // 22.6 .. 23.4 for one step); more rows get plotly's ticks, which are whole numbers.
-      yaxis: { title: { text: "step" }, zeroline: false, tickvals: m.y.length <= FEW_ROWS ? m.y : undefined },
-      paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      yaxis: { title: { text: "step" }, zeroline: false, gridcolor: theme.grid, tickvals: m.y.length <= FEW_ROWS ? m.y : undefined },
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: theme.bg, font: { color: theme.text },
     };
     for (const note of target.querySelectorAll(":scope > p")) note.remove(); // "loading…", "no data"
     await Plotly.react(target, [trace], layout, { responsive: true, displaylogo: false });

@@ -69,7 +69,8 @@
     if (job.external_id) where.push(`Slurm job ${job.external_id}`);
     if (T.attemptText(job)) where.push(T.attemptText(job));
     return h("tr", { id: `job-${job.id}`, class: highlight.has(job.id) ? "highlight" : null, dataset: { jobId: job.id, status: job.status } },
-      h("td", {}, h("strong", {}, `#${job.id}`), h("div", { class: "muted small" }, job.project)),
+      h("td", {}, h("a", { href: `/jobs/${job.id}`, class: "job-link", title: "the job's page: spec, attempts, logs" }, h("strong", {}, `#${job.id}`)),
+        h("div", { class: "muted small" }, job.project)),
       h("td", { class: "num" }, job.position ?? ""),
       h("td", {}, status, h("div", { class: "muted small worker" }, where.join(" · "))),
       h("td", { class: "num" }, job.priority),
@@ -141,7 +142,7 @@
     const doc = await api(`/api/v1/workers?all=${all}`);
     const body = clear(document.querySelector("#workers-table tbody"));
     for (const w of doc.workers) {
-      const jobs = w.running_jobs.flatMap((id, i) => [i ? ", " : "", h("a", { href: `#job-${id}`, title: `job ${id}` }, `#${id}`)]);
+      const jobs = w.running_jobs.flatMap((id, i) => [i ? ", " : "", h("a", { href: `/jobs/${id}`, title: `job ${id}` }, `#${id}`)]);
       body.append(h("tr", { dataset: { workerId: w.id } },
         h("td", {}, h("strong", {}, w.host), h("span", { class: "muted" }, ` pid ${w.pid}`),
           h("div", { class: "muted small" }, w.id)),

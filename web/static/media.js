@@ -1,5 +1,6 @@
 /* The run page's Media tab: images, figures and histograms logged with log_image,
- * log_figure and log_histogram (stored as artifacts under media/<kind>/<key>/<step>.<ext>).
+ * log_figure and log_histogram (stored as artifacts under media/<kind>/<key>/<step>.<ext>),
+ * and images MLflow's log_image(image, key=..., step=...) stores under images/.
  *
  * - Images and figures: a card per key with a step slider (like TensorBoard's images): the
  *   step and caption shown, one file fetched at a time -- the one the slider rests on (after a
@@ -28,19 +29,16 @@ const RunMedia = (() => {
     return out;
   }
 
-  /** The files of one media key, by step (a key's own folder only, not its sub-keys'). */
+  /** The files of one media key, by step (GET /media/<kind>?key=: the key's own files, not
+   *  its sub-keys'; also the images MLflow's log_image(key=...) stores under images/). */
   async function files(runId, kind, key) {
-    const prefix = `media/${kind}/${key}/`;
-    const doc = await api(`/api/v1/runs/${runId}/artifacts?prefix=${encodeURIComponent(prefix)}`);
-    const rows = (doc.artifacts || []).filter((a) => a.path.startsWith(prefix) && !a.path.slice(prefix.length).includes("/"));
-    for (const a of rows) {
-      if (a.step === null || a.step === undefined) a.step = Number.parseInt(a.path.slice(prefix.length), 10);
-    }
-    // One file per step; a plotly JSON wins over a PNG of the same step.
+    const doc = await api(`/api/v1/runs/${runId}/media/${kind}?key=${encodeURIComponent(key)}`);
+    // One file per step: a plotly JSON wins over a PNG of the same step; else the last one
+    // (MLflow keeps every image logged at a step).
     const byStep = new Map();
-    for (const a of rows) {
+    for (const a of doc.files || []) {
       const had = byStep.get(a.step);
-      if (!had || a.path.endsWith(".json")) byStep.set(a.step, a);
+      if (!had || !had.path.endsWith(".json")) byStep.set(a.step, a);
     }
     return [...byStep.values()].sort((a, b) => a.step - b.step);
   }
@@ -155,7 +153,8 @@ const RunMedia = (() => {
       const fig = JSON.parse(await response.text());
       if (card.index !== card.entries.indexOf(entry)) return; // the slider moved on meanwhile
       let plot = body.querySelector(".media-plot");
-      if (!plot) { plot = h("div", { class: "media-plot" }); clear(body).append(plot); }
+      if (!plot) { plot = h("div", { class: "media-plot", dataset: { ownColours: "" } }); clear(body).append(plot); }
+      await T.plotlyFor(fig.data); // a trace type outside the partial bundle loads the full one
       const layout = Object.assign({ height: 360, margin: { l: 50, r: 20, t: 30, b: 40 } }, fig.layout || {});
       await Plotly.react(plot, Array.isArray(fig.data) ? fig.data : [], layout, { responsive: true, displaylogo: false });
       plot.dataset.step = String(entry.step);

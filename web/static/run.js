@@ -1,4 +1,4 @@
-/* The run page: header, charts (run_charts.js), config tree, checkpoints, logs, events.
+/* The run page: header, charts (run_charts.js), config tree, checkpoints, code, logs, events.
  * While the run is running, one poll every 2 s refreshes the header and appends new metric
  * points; the logs and events tabs follow their cursors (?after=). No page reload. */
 "use strict";
@@ -66,17 +66,19 @@
       ...fact("Git commit", r.git_commit ? h("code", { title: r.git_commit }, r.git_commit.slice(0, 10)) : ""),
       ...fact("Exit code", r.exit_code === null ? "" : String(r.exit_code)),
       ...fact("Heartbeat", r.status === "running" ? T.fmtAge(r.heartbeat_at) : ""),
-      ...fact("Tags", ...(r.tags || []).map((t) => h("span", { class: "tag" }, t))),
-      ...fact("Job", r.job ? h("a", { href: `/jobs?job=${r.job.id}` }, `#${r.job.id}`) : "",
+      ...fact("Job", r.job ? h("a", { href: `/jobs/${r.job.id}` }, `#${r.job.id}`) : "",
         r.job ? h("span", { class: "muted attempt" }, ` ${r.job.status}${T.attemptText(r.job) ? `, ${T.attemptText(r.job)}` : ""}`
           + (r.job.external_id ? ` · Slurm job ${r.job.external_id}` : "")) : null),
       ...fact("Command", r.command ? h("code", { class: "command" }, r.command.join(" ")) : ""),
     ];
     clear(document.getElementById("run-facts")).append(...facts);
+    RunAnnotations.render(r); // name, star, tags and notes, edited in place (run_annotations.js)
+    // The Code tab: only a job that carries a code snapshot (`tracker submit`) has one.
+    document.querySelector('.tab[data-tab="code"]').hidden = !snapshotId(r);
     const jobLink = document.getElementById("job-link");
     jobLink.hidden = !r.job;
     if (r.job) {
-      jobLink.href = `/jobs?job=${r.job.id}`;
+      jobLink.href = `/jobs/${r.job.id}`;
       jobLink.textContent = `Job ${r.job.id} · ${r.job.status}`;
     }
     // Only a submitted job can be cloned: a run reported over the API or by a script run by
@@ -121,6 +123,7 @@
   }
 
   document.getElementById("delete-run").addEventListener("click", () => changeLifecycle("delete"));
+  RunAnnotations.init(runId, (fresh) => { run = fresh; renderHeader(run); });
   document.getElementById("restore-run").addEventListener("click", () => changeLifecycle("restore"));
 
   // --------------------------------------------------------------------- tabs
@@ -131,6 +134,7 @@
     checkpoints: () => loadCheckpoints(),
     media: () => RunMedia.open(runId),
     artifacts: () => RunArtifacts.open(runId),
+    code: () => Code.open(),
     logs: () => Logs.open(),
     events: () => Events.refresh(),
   };
@@ -219,6 +223,100 @@
     }
   }
 
+  // --------------------------------------------------------------------- code
+
+  /** The code snapshot of the run's job, or null (a job run from the worker's files, or a
+   *  run started by hand). */
+  const snapshotId = (r) => (r && r.job && r.job.snapshot_id) || null;
+
+  /** The Code tab: the snapshot the run's job ran (GET /api/v1/snapshots/<id>, read once,
+   *  when the tab opens): its commit, whether the tree had uncommitted changes (the diff,
+   *  cut by the server when very long), its files. Every text goes in as a text node. */
+  const Code = (() => {
+    const FILES_SHOWN = 50; // a longer list is collapsed behind "Show all"
+    const DIFF_LINES_COLOURED = 5000; // the rest of a longer diff is one plain text node
+    const root = document.getElementById("code-snapshot");
+    let shown = null; // the snapshot id loaded or loading
+
+    async function open() {
+      const id = snapshotId(run);
+      if (!id || shown === id) return;
+      shown = id;
+      clear(root).append(h("p", { class: "muted" }, "loading…"));
+      try {
+        render(await api(`/api/v1/snapshots/${id}`));
+      } catch (exc) {
+        shown = null; // opening the tab again retries
+        clear(root).append(h("p", { class: "query-error" }, `Code snapshot ${id} could not be read: ${exc.message}`));
+      }
+    }
+
+    /** Lines added and removed by a unified diff (file headers not counted). */
+    function diffStat(diff) {
+      let added = 0;
+      let removed = 0;
+      for (const line of diff.split("\n")) {
+        if (line.startsWith("+") && !line.startsWith("+++")) added += 1;
+        else if (line.startsWith("-") && !line.startsWith("---")) removed += 1;
+      }
+      return { added, removed };
+    }
+
+    function fileRow(f) {
+      return h("tr", { dataset: { path: f.path } },
+        h("td", {}, h("code", {}, f.path)),
+        h("td", { class: "num nowrap" }, T.fmtBytes(f.size)),
+        h("td", {}, f.executable ? h("span", { class: "badge exec-mark", title: "executable: written with mode 755" }, "exec") : ""));
+    }
+
+    function filesView(s) {
+      const list = s.file_list || [];
+      const body = h("tbody", {}, list.slice(0, FILES_SHOWN).map(fileRow));
+      const table = h("table", { id: "code-files", class: "data-table compact" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Path"), h("th", { class: "num" }, "Size"), h("th", {}, "Mode"))), body);
+      const parts = [h("div", { class: "table-wrap code-files-wrap" }, table)];
+      if (list.length > FILES_SHOWN) {
+        const more = h("button", { id: "code-show-all", class: "btn small", type: "button" }, `Show all ${list.length} files`);
+        more.addEventListener("click", () => {
+          body.append(...list.slice(FILES_SHOWN).map(fileRow));
+          more.remove();
+        });
+        parts.push(h("p", { class: "code-more" }, h("span", { class: "muted" }, `${FILES_SHOWN} of ${list.length} files shown `), more));
+      }
+      return parts;
+    }
+
+    function render(s) {
+      const diff = typeof s.git_diff === "string" ? s.git_diff : "";
+      let changes;
+      if (diff) {
+        const { added, removed } = diffStat(diff);
+        changes = h("span", { class: "code-dirty" }, `yes: +${added} −${removed} lines`);
+      } else if (s.git_commit) {
+        changes = h("span", { class: "muted" }, "none: the commit as is");
+      } else {
+        changes = h("span", { class: "muted" }, "unknown: not taken in a git work tree");
+      }
+      const total = `${s.files} file${s.files === 1 ? "" : "s"} · ${T.fmtBytes(s.bytes)}`;
+      const card = h("section", { id: "code-card", class: "card code-card", dataset: { snapshotId: String(s.id) } },
+        h("div", { class: "card-head" }, h("h2", {}, "Code"), h("span", { class: "muted" }, total)),
+        h("dl", { class: "facts code-facts" },
+          ...fact("Commit", s.git_commit ? h("code", { id: "code-commit", title: s.git_commit }, s.git_commit.slice(0, 10)) : h("span", { class: "muted" }, "none")),
+          ...fact("Uncommitted changes", changes),
+          ...fact("Files", String(s.files)),
+          ...fact("Size", T.fmtBytes(s.bytes)),
+          ...fact("Project root", s.root_name ? h("code", {}, s.root_name) : ""),
+          ...fact("Snapshot", h("span", { title: s.digest || "" }, `#${s.id}`), h("span", { class: "muted" }, ` taken ${T.fmtTime(s.created_at)}`))),
+        diff ? h("h3", {}, "Uncommitted changes") : null,
+        diff ? T.diffView(diff, "code-diff", DIFF_LINES_COLOURED, "plain") : null,
+        h("h3", {}, "Files"),
+        ...filesView(s));
+      clear(root).append(card);
+    }
+
+    return { open };
+  })();
+
   // ------------------------------------------------------------ media, files
 
   /** The Media and Artifacts tabs' counts (their contents load when opened). */
@@ -301,7 +399,7 @@
     Events.count();
     countFiles();
     const first = location.hash.slice(1);
-    showTab(tabs.some((t) => t.dataset.tab === first) ? first : "charts");
+    showTab(tabs.some((t) => t.dataset.tab === first && !t.hidden) ? first : "charts");
     if (ACTIVE.has(run.status)) {
       livePoll = T.poll(async () => {
         const live = await tick();

@@ -1,11 +1,14 @@
 /* The runs table: server-side filter (query language), sort and pagination; columns for
  * config keys and metrics chosen by the user. Everything the user sets lives in the URL
- * (?q=&project=&tag=&sort=&order=&limit=&offset=&config=&metrics=), so a view can be shared. */
+ * (?q=&project=&tag=&sort=&order=&limit=&offset=&config=&metrics=&group=), so a view can be
+ * shared. With group=config.<key> | tag.<key> | tags the table shows one row per group
+ * (runs_groups.js); the workspace's charts group by their own ws_group. */
 "use strict";
 
 (() => {
   const { h, api, clear } = T;
   const ATTR_COLUMNS = [
+    { id: "starred", label: "★", sort: "starred", title: "sort by star" }, // starCell; sorted desc: starred first
     { id: "status", label: "Status", sort: "status" },
     { id: "name", label: "Name", sort: "name" },
     { id: "project", label: "Project", sort: "project" },
@@ -36,6 +39,7 @@
       config: T.listParam(search, "config"), // null: not chosen yet (defaults apply)
       metrics: T.listParam(search, "metrics"),
       deleted: search.get("deleted") === "1", // only soft-deleted runs (hidden otherwise)
+      group: search.get("group") || "", // group the table by a config key or a tag
     };
   }
 
@@ -49,8 +53,10 @@
     if (state.limit !== 50) search.set("limit", state.limit);
     if (state.offset) search.set("offset", state.offset);
     if (state.deleted) search.set("deleted", "1");
+    if (state.group) search.set("group", state.group);
     search.set("config", (state.config || []).join(","));
     search.set("metrics", (state.metrics || []).join(","));
+    for (const [k, v] of T.params()) if (k.startsWith("ws")) search.set(k, v); // workspace.js's
     const url = `${location.pathname}?${search.toString().replace(/%2C/g, ",").replace(/%2F/g, "/")}`;
     if (push) history.pushState(null, "", url);
     else history.replaceState(null, "", url);
@@ -66,6 +72,11 @@
     if (state.deleted) search.set("deleted", "1");
     if (state.config.length) search.set("config", state.config.join(","));
     if (state.metrics.length) search.set("metrics", state.metrics.join(","));
+    if (state.group) { // no pages: the grouped runs (at most 500) are the CSV's rows too
+      search.set("group", state.group);
+      search.set("limit", 500);
+      search.set("offset", 0);
+    }
     return search;
   }
 
@@ -82,6 +93,7 @@
     }
     showError(null);
     page = doc;
+    el("csv-link").href = `/api/v1/runs.csv?${apiParams()}`; // the CSV of exactly this view
     render();
     scheduleRefresh();
   }
@@ -90,6 +102,7 @@
   function showError(exc) {
     const box = el("query-error");
     el("query-input").classList.toggle("invalid", Boolean(exc && exc.field === "q"));
+    el("group-input").classList.toggle("invalid", Boolean(exc && exc.field === "group"));
     if (!exc) { box.hidden = true; return; }
     clear(box).append(h("strong", {}, exc.code === "invalid_query" ? "Query error: " : "Error: "), exc.message);
     const m = /^position (\d+):/.exec(exc.message);
@@ -151,7 +164,7 @@
     } });
     all.checked = page.runs.length > 0 && page.runs.every((r) => selected.has(r.id));
     head.append(h("th", { class: "check" }, all));
-    for (const c of ATTR_COLUMNS) head.append(headerCell(c.id, c.label));
+    for (const c of ATTR_COLUMNS) head.append(headerCell(c.id, c.label, c.title));
     for (const key of state.config) head.append(headerCell(`config.${key}`, key, `config ${key}`));
     for (const key of state.metrics) head.append(headerCell(`metrics.${key}`, key, `last value of ${key}`));
     head.querySelectorAll("th").forEach((th, i) => {
@@ -165,6 +178,24 @@
     if (state.metrics.length) groups.append(h("th", { colspan: state.metrics.length, class: "col-metric group-metric" }, "Metrics (last value)"));
   }
 
+  /** The star of a run: a toggle (PATCH /api/v1/runs/<id>/star, admin; an error is a toast). */
+  function starCell(r) {
+    const button = h("button", { type: "button", class: `star-toggle${r.starred ? " on" : ""}`,
+      "aria-pressed": r.starred ? "true" : "false", "aria-label": `star run ${r.id}`,
+      title: r.starred ? "Starred: click to remove the star" : "Star this run" }, r.starred ? "★" : "☆");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        Object.assign(r, await api(`/api/v1/runs/${r.id}/star`, { method: "PATCH", body: { starred: !r.starred } }));
+        button.replaceWith(starCell(r).firstChild);
+      } catch (exc) {
+        button.disabled = false;
+        T.toast(`Star not changed: ${exc.message}`);
+      }
+    });
+    return h("td", { class: "col-star" }, button);
+  }
+
   function row(r) {
     const box = h("input", { type: "checkbox", "aria-label": `select run ${r.id}`, onchange: (ev) => {
       if (ev.target.checked) selected.add(r.id); else selected.delete(r.id);
@@ -173,9 +204,12 @@
     box.checked = selected.has(r.id);
     const cells = [
       h("td", { class: "check" }, box),
+      starCell(r),
       h("td", {}, T.statusBadge(r.status, r.failure_class, r.failure_hint), Health.badges(r.health)),
       h("td", { class: "name" }, T.runLink(r), h("span", { class: "muted id" }, ` #${r.id}`),
-        r.deleted_at ? h("span", { class: "tag deleted", title: `deleted ${T.fmtTime(r.deleted_at)}` }, "deleted") : null),
+        r.deleted_at ? h("span", { class: "tag deleted", title: `deleted ${T.fmtTime(r.deleted_at)}` }, "deleted") : null,
+        r.notes_preview ? h("span", { class: "notes-preview", title: r.notes_preview + (r.notes_truncated ? "…" : "") },
+          r.notes_preview.split("\n")[0]) : null),
       h("td", {}, r.project),
       h("td", {}, (r.tags || []).map((t) => h("span", { class: "tag" }, t))),
       h("td", { class: "nowrap", title: T.fmtTime(r.created_at) }, T.fmtTime(r.started_at)),
@@ -197,15 +231,24 @@
 
   function render() {
     renderHead();
-    clear(el("runs-body")).append(...page.runs.map(row));
     el("runs-empty").hidden = page.runs.length > 0;
-    const first = page.total ? page.offset + 1 : 0;
-    const last = page.offset + page.runs.length;
-    el("page-info").textContent = `${first.toLocaleString()}–${last.toLocaleString()} of ${page.total.toLocaleString()} runs`;
-    el("prev-page").disabled = page.offset === 0;
-    el("next-page").disabled = last >= page.total;
+    if (page.groups) { // grouped: every group on one page, members shown on demand
+      clear(el("runs-body")).append(...RunsGroups.rows(page, {
+        row, config: state.config, metrics: state.metrics, attrSpan: ATTR_COLUMNS.length, rerender: render,
+      }));
+      el("page-info").textContent = RunsGroups.info(page);
+      el("prev-page").disabled = el("next-page").disabled = true;
+    } else {
+      clear(el("runs-body")).append(...page.runs.map(row));
+      const first = page.total ? page.offset + 1 : 0;
+      const last = page.offset + page.runs.length;
+      el("page-info").textContent = `${first.toLocaleString()}–${last.toLocaleString()} of ${page.total.toLocaleString()} runs`;
+      el("prev-page").disabled = page.offset === 0;
+      el("next-page").disabled = last >= page.total;
+    }
     const tags = new Set(page.runs.flatMap((r) => r.tags || []));
     clear(el("tag-list")).append(...[...tags].sort().map((t) => h("option", { value: t })));
+    renderGroupKeys();
     updateSelection();
   }
 
@@ -215,7 +258,9 @@
     const button = el("compare-btn");
     button.disabled = n < 2 || n > 200;
     button.title = n < 2 ? "select 2 to 200 runs to compare" : "";
-    for (const tr of el("runs-body").children) tr.classList.toggle("selected", selected.has(Number(tr.dataset.runId)));
+    for (const tr of el("runs-body").children) {
+      if (tr.dataset.runId) tr.classList.toggle("selected", selected.has(Number(tr.dataset.runId)));
+    }
     // Select-all follows the rows: checked when every row is, mixed when some are.
     const all = el("runs-head").querySelector("input[type=checkbox]");
     if (all && page) {
@@ -245,6 +290,14 @@
   function renderColumnPicker() {
     columnList(el("config-cols"), columns.config, state.config, el("config-col-filter").value);
     columnList(el("metric-cols"), columns.metrics, state.metrics, el("metric-col-filter").value);
+  }
+
+  /** The group-by suggestions: config keys, the keys of key=value tags on screen, tags. */
+  function renderGroupKeys() {
+    const tagKeys = new Set((page ? page.runs : []).flatMap((r) => r.tags || []).filter((t) => t.includes("="))
+      .map((t) => `tag.${t.split("=")[0]}`));
+    clear(el("group-keys")).append(...[...columns.config.map((k) => `config.${k}`), ...[...tagKeys].sort(), "tags"]
+      .map((v) => h("option", { value: v })));
   }
 
   async function loadColumns() {
@@ -286,6 +339,7 @@
     state.project = el("project-select").value;
     state.tags = el("tag-input").value.split(",").map((t) => t.trim()).filter(Boolean);
     state.deleted = el("deleted-toggle").checked;
+    state.group = el("group-input").value.trim();
     state.offset = 0;
   }
 
@@ -327,6 +381,7 @@
     el("project-select").value = state.project;
     el("tag-input").value = state.tags.join(", ");
     el("deleted-toggle").checked = state.deleted;
+    el("group-input").value = state.group;
     el("page-size").value = String(state.limit);
   }
 

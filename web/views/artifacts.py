@@ -9,7 +9,9 @@
 * ``GET .../artifacts?prefix=``: the listing; ``GET .../artifacts/<path>``: the bytes,
   streamed (see :mod:`tracker.web.core.artifact_serving` for what may be inline);
   ``DELETE .../artifacts/<path>`` (scope ``admin``: it deletes).
-* ``GET .../media``: ``{kind: {key: [steps]}}``; ``GET .../histograms/<key>``: every step.
+* ``GET .../media``: ``{kind: {key: [steps]}}``; ``GET .../media/<kind>?key=``: one key's
+  files, by step (also the images MLflow's ``log_image(key=...)`` stores under ``images/``);
+  ``GET .../histograms/<key>``: every step.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from werkzeug.routing import PathConverter
 from werkzeug.wsgi import wrap_file
 
 from tracker.entities import ArtifactInfo
+from tracker.errors import InvalidInput
+from tracker.rules.artifact_paths import MEDIA_KINDS
 from tracker.store import artifacts
 from tracker.web.core.artifact_serving import (
     MAX_HISTOGRAM_STEPS,
@@ -33,9 +37,8 @@ from tracker.web.core.artifact_serving import (
 )
 from tracker.web.plumbing.auth import token_id
 from tracker.web.plumbing.context import state
-from tracker.web.plumbing.errors import UnsupportedMediaType
 from tracker.web.plumbing.params import bool_arg, int_arg, optional_int_arg
-from tracker.web.plumbing.uploads import upload_limit
+from tracker.web.plumbing.uploads import require_raw_body, upload_limit
 
 bp = Blueprint("artifacts", __name__, url_prefix="/api/v1")
 
@@ -69,13 +72,7 @@ def artifact_json(info: ArtifactInfo) -> dict[str, Any]:
 def put_artifact(run_id: int, path: str) -> tuple[dict[str, Any], int]:
     store = state().store
     limit = upload_limit((store, run_id, path))
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding != "identity":
-        raise UnsupportedMediaType(
-            f"an artifact body is stored as sent: Content-Encoding {encoding[:40]!r} is not "
-            "accepted (send the file's own bytes, e.g. a .gz file as it is)",
-            field="Content-Encoding",
-        )
+    require_raw_body("an artifact body")
     meta = parse_meta_header(request.headers.get("X-Artifact-Meta"))
     step = optional_int_arg("step")
     media_type = request.args.get("media_type") or None
@@ -130,6 +127,18 @@ def delete_artifact(run_id: int, path: str) -> dict[str, Any]:
 @bp.get("/runs/<int:run_id>/media")
 def media(run_id: int) -> dict[str, Any]:
     return {"run_id": run_id, "media": artifacts.media_keys(state().store, run_id)}
+
+
+@bp.get("/runs/<int:run_id>/media/<kind>")
+def media_files(run_id: int, kind: str) -> dict[str, Any]:
+    if kind not in MEDIA_KINDS:
+        raise InvalidInput(f"media kind {kind[:40]!r} is not one of {', '.join(MEDIA_KINDS)}",
+                           field="kind")  # fmt: skip
+    key = request.args.get("key")
+    if not key:
+        raise InvalidInput("give the media key: ?key=<key>", field="key")
+    found = artifacts.media_files(state().store, run_id, kind, key)
+    return {"run_id": run_id, "kind": kind, "key": key, "files": [artifact_json(i) for i in found]}
 
 
 @bp.get("/runs/<int:run_id>/histograms/<path:key>")

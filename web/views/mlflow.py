@@ -20,17 +20,22 @@ from werkzeug.exceptions import HTTPException
 
 from tracker.entities import ProjectInfo, RunInfo, RunMeta
 from tracker.errors import Conflict, NotFound, TrackerError
-from tracker.rules.mlflow_filter import parse_filter, parse_order_by
+from tracker.rules.mlflow_filter import parse_experiment_order_by, parse_filter, parse_order_by
 from tracker.store import mlflow as mstore
 from tracker.store import projects
+from tracker.store import runs as store_runs
 from tracker.store.run_reads import metric_summaries, runs_by_ids
 from tracker.store.run_search import RunSearch, search_run_ids
 from tracker.web.core import mlflow_compat as compat
 from tracker.web.core.mlflow_compat import MlflowError
+from tracker.web.core.mlflow_experiments import insert_default, store_order
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import json_body
 
 bp = Blueprint("mlflow", __name__, url_prefix="/api/2.0/mlflow")
+
+# MLflow's Default experiment: our project "default", listed as "Default" with id 0
+DEFAULT_LISTED_AS = (compat.DEFAULT_PROJECT, compat.DEFAULT_EXPERIMENT_NAME, 0)
 
 MAX_SEARCH_RESULTS = 50_000  # MLflow's own limit for experiments/search and runs/search
 DEFAULT_SEARCH_RESULTS = 1_000
@@ -202,14 +207,20 @@ def search_experiments() -> Any:
     limit = limit_of(args.get("max_results"), DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS)
     offset = compat.page_token(args.get("page_token"))
     deleted = compat.view_type(args.get("view_type"))
+    # a GET repeats the parameter (?order_by=name&order_by=...), a POST sends a list
+    given = request.args.getlist("order_by") if request.method == "GET" else args.get("order_by")
+    order = parse_experiment_order_by(given)
     found = projects.search_projects(
-        state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted
-    )
+        state().store, name=name, like=like, limit=limit + 1, offset=offset, deleted=deleted,
+        order=store_order(order), listed_as=DEFAULT_LISTED_AS,
+    )  # fmt: skip
     if len(found) <= limit and deleted is not True and compat.default_matches(name, like):
-        # MLflow's Default experiment always exists: shown (last, as the oldest) until stored
+        # MLflow's Default experiment always exists: shown (as the oldest) until stored
         stored = projects.find_project(state().store, compat.DEFAULT_PROJECT)
         if stored is None:
-            found.append(_default_project())
+            found = insert_default(
+                found, _default_project(), order, shown_name=compat.DEFAULT_EXPERIMENT_NAME
+            )
     out: dict[str, Any] = {"experiments": [experiment_of(p) for p in found[:limit]]}
     if len(found) > limit:
         out["next_page_token"] = str(offset + limit)
@@ -238,7 +249,7 @@ def create_run() -> Any:
 
 @bp.get("/runs/get")
 def get_run() -> Any:
-    return {"run": _run(state().store.get_run(compat.run_id_of(request.args)))}
+    return {"run": _run(store_runs.get_run(state().store, compat.run_id_of(request.args)))}
 
 
 @bp.post("/runs/update")
@@ -255,11 +266,11 @@ def update_run() -> Any:
         status = compat.tracker_status(body["status"])
         end_ms = compat.optional_int64(body.get("end_time"), "end_time")
         if status in ("running", "queued"):
-            store.update_run(run_id, status=status, ended_at=None)
+            store_runs.update_run(store, run_id, status=status, ended_at=None)
         else:
             end = time.time() if end_ms is None else end_ms / 1000.0
-            store.finish_run(run_id, status, now=end)
-    run = store.get_run(run_id)
+            store_runs.finish_run(store, run_id, status, now=end)
+    run = store_runs.get_run(store, run_id)
     return {"run_info": compat.run_info_json(run, experiment_id_of_run(run))}
 
 

@@ -27,6 +27,7 @@ from tracker.errors import NotFound, TooLarge
 from tracker.rules.artifact_paths import check_artifact_path
 from tracker.store import artifacts as astore
 from tracker.store import logged_models
+from tracker.store.runs import get_run
 from tracker.web.core import mlflow_artifacts as core
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.auth import token_id
@@ -62,7 +63,7 @@ def _owner(location: str) -> tuple[int, str, core.Location]:
     where = core.parse_location(location)
     if where.kind == "run":
         run_id = int(where.owner)
-        state().store.get_run(run_id)  # NotFound -> RESOURCE_DOES_NOT_EXIST
+        get_run(state().store, run_id)  # NotFound -> RESOURCE_DOES_NOT_EXIST
     else:
         run_id = logged_models.get(state().store, str(where.owner)).run_id
     prefix = core.run_prefix(where)

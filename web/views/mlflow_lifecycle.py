@@ -18,6 +18,7 @@ from flask import Blueprint
 from tracker.entities import ProjectInfo
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.store import lifecycle, projects
+from tracker.store.runs import get_run
 from tracker.web.core import mlflow_compat as compat
 from tracker.web.core.mlflow_compat import MlflowError
 from tracker.web.plumbing.context import state
@@ -46,7 +47,7 @@ def _stored_project(raw: Any) -> ProjectInfo:
 def _run_id(body: dict[str, Any]) -> int:
     run_id = compat.run_id_of(body)
     try:
-        state().store.get_run(run_id)
+        get_run(state().store, run_id)
     except NotFound:
         raise MlflowError(
             "RESOURCE_DOES_NOT_EXIST", f"Run with id={run_id} not found", field="run_id"

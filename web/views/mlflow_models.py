@@ -17,6 +17,7 @@ from tracker.entities import LoggedModelInfo, RunMeta
 from tracker.store import artifacts as astore
 from tracker.store import logged_models, projects
 from tracker.store import mlflow as mstore
+from tracker.store.runs import finish_run, get_run
 from tracker.web.core import mlflow_artifacts as artcore
 from tracker.web.core import mlflow_compat as compat
 from tracker.web.core import mlflow_models as core
@@ -60,7 +61,7 @@ def create_model() -> Any:
         raise MlflowError("INVALID_PARAMETER_VALUE", "model_type must be a string", field="type")
     now = time.time()
     if body.get("source_run_id"):
-        run = store.get_run(compat.run_id_of({"run_id": body["source_run_id"]}))
+        run = get_run(store, compat.run_id_of({"run_id": body["source_run_id"]}))
         if run.project != project.name:
             raise MlflowError(
                 "INVALID_PARAMETER_VALUE",
@@ -70,7 +71,7 @@ def create_model() -> Any:
     else:  # a model without a run gets one: its files are that run's artifacts
         meta = RunMeta(name=name[: compat.MAX_RUN_NAME_LENGTH], config={}, tags=[])
         run = mstore.create_run(store, project.name, meta, now)
-        store.finish_run(run.id, "finished", now=now)
+        finish_run(store, run.id, "finished", now=now)
     model = LoggedModelInfo(
         id=artcore.new_model_id(),
         project_id=project.id,
@@ -216,7 +217,7 @@ def log_inputs() -> Any:
 
         mstore.update_run_meta(state().store, run_id, change)
     else:
-        state().store.get_run(run_id)
+        get_run(state().store, run_id)
     return {}
 
 
@@ -224,7 +225,7 @@ def log_inputs() -> Any:
 def log_outputs() -> Any:
     """The run's output models: each must exist (they are linked by their source run)."""
     body = json_body()
-    state().store.get_run(compat.run_id_of(body))
+    get_run(state().store, compat.run_id_of(body))
     models = body.get("models") or []
     if not isinstance(models, list):
         raise MlflowError("INVALID_PARAMETER_VALUE", "models must be a list", field="models")
@@ -238,5 +239,5 @@ def log_model() -> Any:
     """MLflow 2's model record (the ``mlflow.log-model.history`` tag): accepted, not kept
     (logged models above carry the same facts)."""
     body = json_body()
-    state().store.get_run(compat.run_id_of(body))
+    get_run(state().store, compat.run_id_of(body))
     return {}

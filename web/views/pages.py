@@ -2,9 +2,12 @@
 
 Each page renders a template with the ids it needs (as ``data-`` attributes, since the
 Content-Security-Policy forbids inline scripts); the page's script in ``web/static/``
-fetches everything else from ``/api/v1``. plotly.js is vendored
-(``web/static/vendor/plotly.min.js``, version :data:`PLOTLY_JS_VERSION`) and served from
-here with a year-long cache, never from a CDN.
+fetches everything else from ``/api/v1``. plotly.js is vendored, never loaded from a CDN:
+the pages load :data:`PLOTLY_JS`, a partial bundle of version :data:`PLOTLY_JS_VERSION`
+(``scripts/build_plotly.sh``); the full bundle :data:`PLOTLY_FULL_JS` is loaded only when a
+logged figure needs a trace type the partial one lacks (``web/static/vendor/README.md``).
+Both, like every static file, are served with a content hash in the URL and a year-long
+cache (``tracker.web.plumbing.assets``).
 """
 
 from __future__ import annotations
@@ -12,37 +15,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, render_template, send_file
+from flask import Blueprint, render_template
 
 from tracker.web.plumbing.params import int_list_arg
 
-__all__ = ["MAX_COMPARE", "PLOTLY_JS", "PLOTLY_JS_VERSION", "bp"]
+__all__ = ["MAX_COMPARE", "PLOTLY_FULL_JS", "PLOTLY_JS", "PLOTLY_JS_VERSION", "bp"]
 
 bp = Blueprint("pages", __name__, static_folder=None)  # templates: the app's web/templates
 
 MAX_COMPARE = 200
-ONE_YEAR = 365 * 24 * 3600
 
 
-# plotly.js as vendored, unchanged, from the plotly Python wheel (web/static/vendor/README.md
-# says how to upgrade it); a test checks the file's own header names this version.
+# plotly.js as vendored (web/static/vendor/README.md says how each file was made and how to
+# upgrade); a test checks that each file's own header names this version.
 PLOTLY_JS_VERSION = "4.1.1"
-PLOTLY_JS = Path(__file__).resolve().parent.parent / "static" / "vendor" / "plotly.min.js"
-
-
-@bp.app_context_processor
-def _asset_versions() -> dict[str, Any]:
-    # The version in the URL busts the year-long browser cache when plotly.js is upgraded.
-    return {"plotly_version": PLOTLY_JS_VERSION}
-
-
-# This fixed rule wins over the app's static route (``/static/<path:filename>``), which would
-# serve the same file without the immutable cache header.
-@bp.get("/static/vendor/plotly.min.js")
-def plotly_js() -> Any:
-    response = send_file(PLOTLY_JS, mimetype="text/javascript", max_age=ONE_YEAR)
-    response.headers["Cache-Control"] = f"public, max-age={ONE_YEAR}, immutable"
-    return response
+VENDOR = Path(__file__).resolve().parent.parent / "static" / "vendor"
+PLOTLY_JS = VENDOR / "plotly-charts.min.js"  # scatter, heatmap, bar, ...: what the pages draw
+PLOTLY_FULL_JS = VENDOR / "plotly.min.js"  # every trace type: for logged figures only
 
 
 @bp.get("/")
@@ -64,3 +53,8 @@ def compare() -> Any:
 @bp.get("/jobs")
 def jobs() -> Any:
     return render_template("jobs.html", page="jobs")
+
+
+@bp.get("/jobs/<int:job_id>")
+def job(job_id: int) -> Any:
+    return render_template("job.html", page="jobs", job_id=job_id)

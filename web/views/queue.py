@@ -1,5 +1,5 @@
-"""JSON API ``/api/v1`` for the queue: jobs (list, show, cancel, clone, logs), workers and
-schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
+"""JSON API ``/api/v1`` for the queue: jobs (submit, list, show, cancel, clone, logs), workers
+and schedules (list, add, pause/resume, delete). Documented in ``web/API.md``.
 
 Each view parses the request, makes one store call and serializes the answer. Writes go
 through the same store functions as the CLI's (``tracker.store.clone``, ``.jobs``,
@@ -9,6 +9,10 @@ a run no job ran is refused with 409): a request may edit the config, priority, 
 ``fail_on`` policy, never the argv, cwd or env (400, ``tracker.web.core.fields.clone_edits``).
 Schedules are shown with their spec's env names only, never its values. Lists of jobs and
 schedules name the config keys that differ between their items (``differing_config_keys``).
+``POST /jobs`` is the one route that takes a command line: ``tracker submit --uri http://...``
+with an ``admin`` token (a trusted submitter, as one with the database URL); its body is read
+by :mod:`tracker.web.core.job_body` and queued through ``tracker.store.queue`` with the checks
+of a local submission.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from tracker.rules.config_diff import diff_configs
 from tracker.store import clone as store_clone
 from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
+from tracker.store import queue as store_queue
 from tracker.store import schedules as store_schedules
+from tracker.store.job_detail import JobDetail, job_detail
 from tracker.store.workers import list_workers
 from tracker.web.core.fields import body_field, clone_edits
+from tracker.web.core.job_body import specs_from_body
 from tracker.web.plumbing.context import state
 from tracker.web.plumbing.params import bool_arg, int_arg, json_body, list_arg, optional_int_arg
 from tracker.web.views.runs import attempt_json, job_json, logs_json, schedule_json
@@ -65,24 +72,46 @@ def jobs() -> Any:
     }
 
 
+@bp.post("/jobs")
+def submit() -> Any:
+    specs, several = specs_from_body(json_body())
+    queued = store_queue.enqueue_many(state().store, specs)
+    if several:
+        return {"jobs": [job_json(j) for j in queued]}, 201
+    return job_json(queued[0]), 201
+
+
+def detail_json(detail: JobDetail) -> dict[str, Any]:
+    """A job with its attempts (each with the ``executor`` and ``host`` that ran it), its
+    run (``id, name, status, deleted``), its schedule's name and the jobs cloned from it."""
+    out = job_json(detail.job)
+    tried = [a.attempt for a in detail.attempts]
+    out["attempts"] = [
+        {**attempt_json(a.attempt), "executor": a.executor, "host": a.host} for a in detail.attempts
+    ]
+    out["external_id"] = next((a.external_id for a in reversed(tried) if a.external_id), None)
+    out["run"] = dataclasses.asdict(detail.run) if detail.run else None
+    out["schedule_name"] = detail.schedule_name
+    out["children"] = [dataclasses.asdict(c) for c in detail.children]
+    return out
+
+
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> Any:
-    store = state().store
-    out = job_json(store_jobs.get_job(store, job_id))
-    tried = store_jobs.attempts(store, job_id)
-    out["attempts"] = [attempt_json(a) for a in tried]
-    out["external_id"] = next((a.external_id for a in reversed(tried) if a.external_id), None)
-    return out
+    return detail_json(job_detail(state().store, job_id))
 
 
 @bp.post("/jobs/<int:job_id>/cancel")
 def cancel(job_id: int) -> Any:
     json_body()
     result = store_jobs.cancel(state().store, job_id)
-    # ``unchanged`` reads as the final status the job already had
+    # ``result``: ``unchanged`` reads as the final status the job already had; ``outcome``
+    # and ``status`` as the store says them (a job cancelled before reads ``unchanged``)
     return {
         "job_id": job_id,
         "result": result.status if result.outcome == "unchanged" else result.outcome,
+        "outcome": result.outcome,
+        "status": result.status,
     }
 
 

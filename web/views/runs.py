@@ -23,11 +23,17 @@ from tracker.entities import (
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.config_diff import MISSING, diff_configs
 from tracker.rules.downsample import to_payload
+from tracker.rules.group_series import TableGroup
 from tracker.rules.secrets import env_keys_only
-from tracker.store import diagnoses, lifecycle, run_reads, run_search, schema_head
+from tracker.store import checkpoints as store_checkpoints
+from tracker.store import diagnoses, lifecycle, run_groups, run_reads, run_search, schema_head
+from tracker.store import events as store_events
 from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
+from tracker.store import runs as store_runs
 from tracker.store.clone import clone
+from tracker.store.metrics import metric_history
+from tracker.store.projects import list_project_names
 from tracker.store.run_search import MAX_LIMIT, SORT_ATTRIBUTES, RunHit, RunSearch
 from tracker.store.series import DEFAULT_BUCKETS, MAX_BUCKETS, SeriesRead, read_many
 from tracker.web.core import ingest as parse
@@ -62,6 +68,14 @@ def run_json(run: RunInfo) -> dict[str, Any]:
 def row_json(row: RunHit) -> dict[str, Any]:
     out = dataclasses.asdict(row)
     out["duration"] = row.duration
+    return out
+
+
+def table_group_json(g: TableGroup) -> dict[str, Any]:
+    """A group row of the runs table: ``label``, ``value``, ``size``, ``run_ids``,
+    ``statuses`` (status -> count) and ``metrics`` (name -> mean, min, max, n)."""
+    out = dataclasses.asdict(g)
+    out["size"] = g.size
     return out
 
 
@@ -131,12 +145,49 @@ def health() -> Any:
 
 @bp.get("/projects")
 def projects() -> Any:
-    return {"projects": state().store.list_projects()}
+    return {"projects": list_project_names(state().store)}
 
 
 @bp.get("/runs")
 def runs_search() -> Any:
-    spec = RunSearch(
+    spec = search_spec()
+    group = request.args.get("group") or None
+    if group is not None:  # the table grouped (tracker.store.run_groups): no pages
+        found = run_groups.search_groups(state().store, spec, group)
+        return {
+            "runs": [row_json(r) for r in found.runs],
+            "total": found.total,
+            "limit": run_groups.MAX_GROUPED_RUNS,
+            "offset": 0,
+            "sort": spec.sort,
+            "order": spec.order,
+            "query": found.query,
+            "group": group,
+            "groups": [table_group_json(g) for g in found.groups],
+            "truncated": found.truncated,
+        }
+    page = run_search.search_runs(state().store, spec)
+    return {
+        "runs": [row_json(r) for r in page.runs],
+        "total": page.total,
+        "limit": spec.limit,
+        "offset": spec.offset,
+        "sort": spec.sort,
+        "order": spec.order,
+        "query": page.query,
+    }
+
+
+def search_spec() -> RunSearch:
+    """The runs search the request's arguments ask for (``q``, ``project``, ``tag``,
+    ``sort``, ``order``, ``limit``, ``offset``, ``config``, ``metrics``, ``deleted``): the
+    runs table's JSON (``/api/v1/runs``) and its CSV (``/api/v1/runs.csv``) read the same.
+
+    Raises:
+        InvalidInput (400): a limit or offset out of range (the query itself is checked
+            by the search).
+    """
+    return RunSearch(
         query=request.args.get("q", ""),
         project=request.args.get("project") or None,
         tags=tuple(list_arg("tag", split=False)),
@@ -148,16 +199,6 @@ def runs_search() -> Any:
         metric_columns=tuple(list_arg("metrics")),
         deleted=request.args.get("deleted") in ("1", "true"),
     )
-    page = run_search.search_runs(state().store, spec)
-    return {
-        "runs": [row_json(r) for r in page.runs],
-        "total": page.total,
-        "limit": spec.limit,
-        "offset": spec.offset,
-        "sort": spec.sort,
-        "order": spec.order,
-        "query": page.query,
-    }
 
 
 @bp.get("/runs/columns")
@@ -223,7 +264,7 @@ def run_points(run_id: int) -> Any:
     limit = int_arg("limit", 10_000, 1, MAX_POINTS)
     store = state().store
     run_reads.runs_by_ids(store, [run_id])  # 404 for an unknown run
-    points = store.metric_history(run_id, key, lo=after + 1, limit=limit)
+    points = metric_history(store, run_id, key, lo=after + 1, limit=limit)
     return {
         "run_id": run_id,
         "key": key,
@@ -249,7 +290,7 @@ def multi_run_series() -> Any:
 
 @bp.get("/runs/<int:run_id>/checkpoints")
 def run_checkpoints(run_id: int) -> Any:
-    items = state().store.list_checkpoints(run_id)
+    items = store_checkpoints.list_checkpoints(state().store, run_id)
     return {"run_id": run_id, "checkpoints": [checkpoint_json(c) for c in items]}
 
 
@@ -328,7 +369,7 @@ def files(root: str, relpath: str) -> Any:
 
 @bp.post("/runs")
 def create_run() -> Any:
-    run = state().store.create_run(**parse.create_run_args(json_body()))
+    run = store_runs.create_run(state().store, **parse.create_run_args(json_body()))
     return run_json(run), 201
 
 
@@ -342,26 +383,26 @@ def delete_run(run_id: int) -> Any:
     """Soft delete (hidden everywhere until restored; ``tracker gc`` purges it later)."""
     json_body()  # a state change: JSON body required (see plumbing.security)
     lifecycle.delete_runs(state().store, [run_id])
-    return run_json(state().store.get_run(run_id))
+    return run_json(store_runs.get_run(state().store, run_id))
 
 
 @bp.post("/runs/<int:run_id>/restore")
 def restore_run(run_id: int) -> Any:
     json_body()
     lifecycle.restore_runs(state().store, [run_id])
-    return run_json(state().store.get_run(run_id))
+    return run_json(store_runs.get_run(state().store, run_id))
 
 
 @bp.post("/runs/<int:run_id>/start")
 def start_run(run_id: int) -> Any:
     args = parse.start_run_args(json_body())
-    return run_json(state().store.start_run(run_id, fence=_fence(), **args))
+    return run_json(store_runs.start_run(state().store, run_id, fence=_fence(), **args))
 
 
 @bp.post("/runs/<int:run_id>/finish")
 def finish_run(run_id: int) -> Any:
     args = parse.finish_run_args(json_body())
-    state().store.finish_run(run_id, args.pop("status"), fence=_fence(), **args)
+    store_runs.finish_run(state().store, run_id, args.pop("status"), fence=_fence(), **args)
     diagnoses.diagnose_run(state().store, run_id, final=True)  # the doctor's final pass
     return {"run_id": run_id, "ok": True}
 
@@ -383,7 +424,7 @@ def rerun_diagnoses(run_id: int) -> Any:
 @bp.post("/runs/<int:run_id>/heartbeat")
 def heartbeat(run_id: int) -> Any:
     json_body()
-    state().store.heartbeat(run_id, fence=_fence())
+    store_runs.heartbeat(state().store, run_id, fence=_fence())
     return {"run_id": run_id, "ok": True}
 
 
@@ -397,7 +438,9 @@ def write_metrics(run_id: int) -> Any:
 def add_event(run_id: int) -> Any:
     args = parse.event_args(json_body())
     state().ingest.require_run(run_id)
-    state().store.add_event(run_id, args["kind"], args["message"], args["data"], fence=_fence())
+    store_events.add_event(
+        state().store, run_id, args["kind"], args["message"], args["data"], fence=_fence()
+    )
     return {"run_id": run_id, "ok": True}, 201
 
 
@@ -418,7 +461,7 @@ def add_checkpoint(run_id: int) -> Any:
     st = state()
     args["path"] = checkpoint_path(st.checkpoint_roots, args["path"])
     st.ingest.require_run(run_id)
-    info = st.store.add_checkpoint(run_id, **args)
+    info = store_checkpoints.add_checkpoint(st.store, run_id, **args)
     return checkpoint_json(info), 201
 
 
@@ -427,7 +470,7 @@ def set_checkpoint_state(checkpoint_id: int) -> Any:
     new_state = parse.checkpoint_state(json_body())
     store = state().store
     run_reads.get_checkpoint(store, checkpoint_id)  # 404 for an unknown id
-    store.set_checkpoint_state(checkpoint_id, new_state)
+    store_checkpoints.set_checkpoint_state(store, checkpoint_id, new_state)
     return {"id": checkpoint_id, "state": new_state}
 
 

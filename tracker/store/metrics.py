@@ -1,0 +1,156 @@
+"""Metrics of runs: key names, writing points (the client's rows, MLflow's every-value
+appends), their chart rollups, and reading them back (keys, a series' history, last values).
+
+The row-level writers live in :mod:`tracker.store.points`; the chart reads in
+:mod:`tracker.store.series`. Every function takes the open :class:`~tracker.store.store.Store`
+first.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from tracker.entities import AttemptFence, MetricPoint
+from tracker.store import models as m
+from tracker.store import points
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.rows import dialect_insert
+from tracker.store.store import Store
+
+
+def intern_keys(store: Store, names: Iterable[str]) -> dict[str, int]:
+    """Ids for metric key names, creating the missing ones (safe under concurrency)."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    with write_begin(store.engine) as conn:
+        ins = dialect_insert(conn)(m.MetricKeyRow).on_conflict_do_nothing(index_elements=["name"])
+        conn.execute(ins, [{"name": n} for n in names])
+        rows = conn.execute(
+            sa.select(m.MetricKeyRow.name, m.MetricKeyRow.id).where(m.MetricKeyRow.name.in_(names))
+        ).all()
+    return {name: key_id for name, key_id in rows}
+
+
+def write_points(
+    store: Store,
+    rows: Sequence[points.Row],
+    last: Sequence[points.Row] | None = None,
+    bounds: dict[tuple[int, int], tuple[int, int]] | None = None,
+    *,
+    refresh_rollups: bool = True,
+    fence: AttemptFence | None = None,
+) -> None:
+    """Store ``(run_id, key_id, step, wall_ms, value)`` rows idempotently (NaN or None
+    for NaN). See :func:`tracker.store.points.write_rows` (and its ``fence``)."""
+    points.write_rows(
+        store.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
+    )
+
+
+def append_points(store: Store, rows: Sequence[points.Row]) -> int:
+    """Store rows keeping every value of a step (MLflow's semantics); a row equal to a
+    stored one in step, wall time and value is skipped. Returns how many were stored.
+    See :func:`tracker.store.points.append_rows`."""
+    return points.append_rows(store.engine, rows)
+
+
+def refresh_rollups(
+    store: Store,
+    bounds: dict[tuple[int, int], tuple[int, int]],
+    *,
+    chunk_points: int | None = None,
+    budget_s: float | None = None,
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """Recompute the chart rollups of ``{(run_id, key_id): (lo, hi)}`` step ranges in
+    short transactions (``chunk_points`` points each; by default as many as take about
+    a quarter second here); returns the ranges left once ``budget_s`` is spent. See
+    :func:`tracker.store.points.refresh_rollups`."""
+    sizing = store.rollup_sizer if chunk_points is None else chunk_points
+    return points.refresh_rollups(store.engine, bounds, chunk_points=sizing, budget_s=budget_s)
+
+
+def log_metrics(
+    store: Store, run_id: int, step: int, values: dict[str, float], wall_time: float | None = None
+) -> None:
+    """Convenience for tools and tests: store one step of metrics synchronously."""
+    wall_ms = int((time.time() if wall_time is None else wall_time) * 1000)
+    ids = intern_keys(store, values)
+    rows = [
+        (run_id, ids[k], step, wall_ms, None if math.isnan(v) else float(v))
+        for k, v in values.items()
+    ]
+    write_points(store, rows)
+
+
+def metric_keys(store: Store, run_id: int) -> list[str]:
+    query = (
+        sa.select(m.MetricKeyRow.name)
+        .join(m.MetricSummaryRow, m.MetricSummaryRow.key_id == m.MetricKeyRow.id)
+        .where(m.MetricSummaryRow.run_id == run_id)
+        .order_by(m.MetricKeyRow.name)
+    )
+    with read_conn(store.engine) as conn:
+        return list(conn.execute(query).scalars())
+
+
+def metric_history(
+    store: Store,
+    run_id: int,
+    key: str,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    limit: int | None = None,
+) -> list[MetricPoint]:
+    """Every point of one metric, by step (values logged at one step through MLflow in
+    the order logged), optionally within [lo, hi]; with ``limit``, the first ``limit``
+    of them and the rest of the last one's step (page on with ``lo`` = the last step +
+    1)."""
+    p = m.MetricPointRow
+    query = (
+        sa.select(p.step, p.seq, p.wall_ms, p.value)
+        .join(m.MetricKeyRow, m.MetricKeyRow.id == p.key_id)
+        .where(p.run_id == run_id, m.MetricKeyRow.name == key)
+        .order_by(p.step, p.seq)
+    )
+    if lo is not None:
+        query = query.where(p.step >= lo)
+    if hi is not None:
+        query = query.where(p.step <= hi)
+    with read_conn(store.engine) as conn:
+        rows = list(conn.execute(query if limit is None else query.limit(limit)))
+        if limit is not None and rows and len(rows) >= limit:  # the step's other values
+            step, seq = rows[-1][0], rows[-1][1]
+            rows += conn.execute(query.where(p.step == step, p.seq > seq)).all()
+    return [MetricPoint(s, w / 1000.0, v) for s, _, w, v in rows]
+
+
+def count_points(store: Store, run_id: int) -> int:
+    query = sa.select(sa.func.count()).where(m.MetricPointRow.run_id == run_id)
+    with read_conn(store.engine) as conn:
+        return conn.execute(query.select_from(m.MetricPointRow)).scalar_one()
+
+
+def last_metrics(store: Store, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+    with read_conn(store.engine) as conn:
+        return last_metrics_of(conn, run_ids)
+
+
+def last_metrics_of(conn: sa.Connection, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+    """{run id: {metric name: last value}} for these runs (runs without metrics are absent)."""
+    if not run_ids:
+        return {}
+    query = (
+        sa.select(m.MetricSummaryRow.run_id, m.MetricKeyRow.name, m.MetricSummaryRow.last_value)
+        .join(m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id)
+        .where(m.MetricSummaryRow.run_id.in_(list(run_ids)))
+    )
+    out: dict[int, dict[str, float]] = {}
+    for run_id, name, value in conn.execute(query):
+        out.setdefault(run_id, {})[name] = value
+    return out
