@@ -25,6 +25,7 @@
   let columns = { config: [], metrics: [] };
   let page = null;
   let refresher = null;
+  let asked = 0; // the latest request for rows: an answer to an older one is stale and dropped
 
   function readUrl() {
     const search = T.params();
@@ -84,13 +85,15 @@
 
   async function load({ push = false } = {}) {
     writeUrl(push);
+    const mine = ++asked;
     let doc;
     try {
       doc = await api(`/api/v1/runs?${apiParams()}`);
     } catch (exc) {
-      showError(exc);
+      if (mine === asked) showError(exc);
       return;
     }
+    if (mine !== asked) return; // the view changed while this answer was on its way
     showError(null);
     page = doc;
     el("csv-link").href = `/api/v1/runs.csv?${apiParams()}`; // the CSV of exactly this view
@@ -121,7 +124,9 @@
     const live = page.runs.some((r) => r.status === "running" || r.status === "queued");
     if (live && !refresher) {
       refresher = T.poll(async () => {
+        const mine = ++asked;
         const doc = await api(`/api/v1/runs?${apiParams()}`);
+        if (mine !== asked) return true; // a load for a newer view is under way or done
         page = doc;
         render();
         return doc.runs.some((r) => r.status === "running" || r.status === "queued");
