@@ -251,10 +251,9 @@ def test_a_build_failure_in_the_encoder_is_raised_by_the_next_call(run: Run) -> 
             assert fh.read() == data
 
 
-def test_the_encoder_thread_ends_with_the_run(store_url: str, artifact_root: Path) -> None:
+def test_the_encoder_thread_ends_with_the_run(run: Run, store_url: str) -> None:
     # this run's own encoder, not every thread so named: a run another test left behind in
     # this process may start one of its own meanwhile
-    run = tracker.init(project="encoder", uri=store_url, system_interval=None)
     uploads = run._writer.uploads
     run.log({"loss": 1.0})
     assert uploads._encoder is None  # no media yet: no encoder
