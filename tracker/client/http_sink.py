@@ -140,8 +140,14 @@ class HttpSink:
     def settle(self) -> None:
         """Nothing to do: the server refreshes chart rollups as each batch arrives."""
 
-    def heartbeat(self, run_id: int) -> None:
-        self._send("POST", f"/runs/{run_id}/heartbeat", None)
+    def heartbeat(self, run_id: int) -> dict[str, Any] | None:
+        answer = self._send("POST", f"/runs/{run_id}/heartbeat", None)
+        control = answer.get("control") if isinstance(answer, dict) else None
+        return control if isinstance(control, dict) else None  # an older server: none
+
+    def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:
+        path = f"/runs/{run_id}/profiles/{profile_id}/report"
+        self._call("POST", path, body, idempotent=True)  # a report again changes nothing
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         body = {"status": status, **attrs}

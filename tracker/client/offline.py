@@ -89,7 +89,10 @@ class OfflineSink:
     def settle(self) -> bool:
         return True
 
-    def heartbeat(self, run_id: int) -> None:
+    def heartbeat(self, run_id: int) -> dict[str, Any] | None:
+        return None  # nobody to ask anything of an offline run
+
+    def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:
         return None
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:

@@ -41,7 +41,9 @@ class Sink(Protocol):
     def start_run(self, run_id: int, config: dict[str, Any] | None, **attrs: Any) -> RunInfo: ...
     def write_metrics(self, run_id: int, records: Sequence[Record]) -> None: ...
     def settle(self) -> bool | None: ...  # False: rollups left to refresh, call again
-    def heartbeat(self, run_id: int) -> None: ...
+    # the answer: what the store asks of the run, e.g. {"profile": {...}}; None for nothing
+    def heartbeat(self, run_id: int) -> dict[str, Any] | None: ...
+    def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None: ...
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None: ...
     def add_event(self, run_id: int, kind: str, message: str,
                   data: dict[str, Any] | None = None) -> None: ...  # fmt: skip
@@ -166,8 +168,8 @@ class SqlSink:
                     )
         return not self._dirty
 
-    def heartbeat(self, run_id: int) -> None:
-        from tracker.store import runs
+    def heartbeat(self, run_id: int) -> dict[str, Any] | None:
+        from tracker.store import profiles, runs
 
         runs.heartbeat(self.store, run_id, fence=self.fence)
         now = time.monotonic()
@@ -175,6 +177,12 @@ class SqlSink:
             self._diagnose(run_id, final=False)
             # at most ~10% of the writer's time for a big run (the one throttle)
             self._doctor.ran("doctor", now, time.monotonic() - now, DIAGNOSE_EVERY_S)
+        return profiles.control(self.store, run_id)
+
+    def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:
+        from tracker.store import profiles
+
+        profiles.report(self.store, run_id, profile_id, body)
 
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None:
         from tracker.store import runs

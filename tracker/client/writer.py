@@ -139,6 +139,9 @@ class Writer:
         self.max_memory_points = max(1, min(max_memory_points, room))
         self._head: Segment | None = None  # the overflow segment the writer has reached
         self.heartbeat_interval = heartbeat_interval
+        # Gets what a heartbeat's answer asks of the run (a profile: tracker.client.profiling),
+        # in this thread; None: nobody listens.
+        self.on_control: Callable[[dict[str, Any]], None] | None = None
         self.max_backoff = max_backoff
         self.rejected_path = self.spill_path.with_suffix(".rejected.jsonl")
         self.error: BaseException | None = None
@@ -713,7 +716,9 @@ class Writer:
         self._last_heartbeat = now
         # An outage: the batches are kept and retried; the next heartbeat goes out later.
         with contextlib.suppress(StoreUnavailable):
-            self.sink.heartbeat(self.run_id)
+            control = self.sink.heartbeat(self.run_id)
+            if control and self.on_control is not None:
+                self.on_control(control)
 
     def _fail(self, exc: BaseException) -> None:
         self.error = exc  # log() refuses from now on: the queue only shrinks

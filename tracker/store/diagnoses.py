@@ -31,15 +31,18 @@ import sqlalchemy as sa
 from tracker import filedigest
 from tracker.entities import RunEventInfo
 from tracker.rules.health import (
+    THROUGHPUT_DROP,
     CheckpointFact,
     Diagnosis,
     HealthLimits,
     diagnose,
 )
+from tracker.rules.profile_summary import refine_throughput, summarize
 from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact, fact_from_event
 from tracker.store import models as m
 from tracker.store.checkpoints import list_checkpoints, set_checkpoint_state
 from tracker.store.engine import read_conn, write_begin
+from tracker.store.profiles import summaries_for_run
 from tracker.store.rows import dialect_insert
 from tracker.store.runs import get_run
 from tracker.store.store import Store
@@ -161,10 +164,27 @@ def judge_run(
     if until_step is not None:
         facts = [f for f in facts if f.step <= until_step]
         recompiled = [f for f in recompiled if f.step <= until_step]
-    return diagnose(
+    found = diagnose(
         series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits,
         partial=partial,
     )  # fmt: skip
+    return _with_profiles(store, run_id, found, until_step)
+
+
+def _with_profiles(
+    store: Store, run_id: int, found: list[Diagnosis], until_step: int | None
+) -> list[Diagnosis]:
+    """A throughput drop made precise by the run's profiles (where the slow steps' time
+    went: :func:`~tracker.rules.profile_summary.refine_throughput`); read, and summarised
+    once, only when there is a drop to explain."""
+    if not any(d.code == THROUGHPUT_DROP for d in found):
+        return found
+    taken = summaries_for_run(store, run_id, summarize)
+    if until_step is not None:
+        taken = [t for t in taken if t[1] <= until_step]
+    if not taken:
+        return found
+    return [refine_throughput(d, taken) for d in found]
 
 
 def record_diagnoses(

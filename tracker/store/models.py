@@ -474,3 +474,28 @@ class SavedViewEventRow(Base):
     project: Mapped[str] = mapped_column(sa.String(250))
     name: Mapped[str] = mapped_column(sa.String(100))
     by: Mapped[str | None] = mapped_column(sa.String(200))
+
+
+class ProfileRow(Base):
+    """A request to profile a running run's next ``steps`` steps, and what came of it
+    (``tracker.store.profiles``). The run's client learns of it from its heartbeat's answer,
+    stores each rank's trace as an artifact (``traces``) and reports here; the summary is
+    computed from the trace on the server, once, when first read."""
+
+    __tablename__ = "profiles"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    steps: Mapped[int]
+    ranks: Mapped[str] = mapped_column(sa.String(8))  # "0" or "all"
+    # requested -> running -> stored | failed; requested/running are "open" (one per run)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    requested_at: Mapped[float]
+    requested_by: Mapped[str | None] = mapped_column(sa.String(200))
+    started_at: Mapped[float | None]
+    ended_at: Mapped[float | None]
+    first_step: Mapped[int | None] = mapped_column(sa.BigInteger)
+    last_step: Mapped[int | None] = mapped_column(sa.BigInteger)
+    expected: Mapped[int | None]  # traces to wait for: 1, or the world size under "all"
+    traces: Mapped[list[Any]] = mapped_column(JsonType)  # [{"rank", "path", "bytes"}]
+    message: Mapped[str | None] = mapped_column(sa.Text)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JsonType)

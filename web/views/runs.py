@@ -26,7 +26,15 @@ from tracker.rules.downsample import to_payload
 from tracker.rules.group_series import TableGroup
 from tracker.rules.secrets import env_keys_only
 from tracker.store import checkpoints as store_checkpoints
-from tracker.store import diagnoses, lifecycle, run_groups, run_reads, run_search, schema_head
+from tracker.store import (
+    diagnoses,
+    lifecycle,
+    profiles,
+    run_groups,
+    run_reads,
+    run_search,
+    schema_head,
+)
 from tracker.store import events as store_events
 from tracker.store import jobs as store_jobs
 from tracker.store import logs as store_logs
@@ -425,7 +433,15 @@ def rerun_diagnoses(run_id: int) -> Any:
 def heartbeat(run_id: int) -> Any:
     json_body()
     store_runs.heartbeat(state().store, run_id, fence=_fence())
-    return {"run_id": run_id, "ok": True}
+    # what the store asks of the run (a profile to take): the client's only way to hear it
+    return {"run_id": run_id, "ok": True, "control": profiles.control(state().store, run_id)}
+
+
+@bp.post("/runs/<int:run_id>/profiles/<int:profile_id>/report")
+def report_profile(run_id: int, profile_id: int) -> Any:
+    """The run's client reports on a profile it was asked for (started, stored, failed)."""
+    found = profiles.report(state().store, run_id, profile_id, json_body())
+    return {"profile": found.json()}
 
 
 @bp.post("/runs/<int:run_id>/metrics")
