@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -61,6 +62,27 @@ def test_run_lifecycle_over_the_api(client: FlaskClient) -> None:
     detail = client.get(f"/api/v1/runs/{run['id']}").json
     assert (detail["status"], detail["exit_code"], detail["failure_class"]) == ("failed", 3, "oom")
     assert detail["job"] is None and detail["duration"] is not None
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [('{"project": "p", "name": "a\\ud800b"}', "name"),
+     ('{"project": "p", "config": {"opt": {"x": ["ok", "\\udfff"]}}}', "config.opt.x[1]"),
+     ('{"project": "p", "config": {"\\udc00": 1}}', "config"),
+     ('{"project": "p", "tags": ["\\ud83d"]}', "tags[0]")],
+)  # fmt: skip
+def test_a_lone_surrogate_is_refused_by_name_not_a_500(
+    client: FlaskClient, raw: str, field: str
+) -> None:
+    """JSON may escape half of a UTF-16 pair; no database stores one: 400 naming where."""
+    response = client.post("/api/v1/runs", data=raw, content_type="application/json")
+    assert response.status_code == 400, response.data
+    error = envelope(response)
+    assert (error["code"], error["field"]) == ("invalid_input", field)
+    assert "surrogate" in error["message"]
+    paired = '{"project": "p", "name": "rocket \\ud83d\\ude80"}'  # one character, escaped
+    response = client.post("/api/v1/runs", data=paired, content_type="application/json")
+    assert response.status_code == 201 and response.json["name"] == "rocket \U0001f680"
 
 
 def test_bad_run_bodies_are_named(client: FlaskClient) -> None:

@@ -10,6 +10,7 @@ database as a driver error. JSON bodies are bounded while they are inflated (see
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from typing import Any
 
@@ -174,4 +175,32 @@ def json_body() -> dict[str, Any]:
         raise InvalidInput(
             f"the body must be a JSON object, not a {type(doc).__name__}", field="body"
         )
+    if _SURROGATE_ESCAPE.search(data):  # rare: only then is the whole document walked
+        _refuse_lone_surrogates(doc, "body")
     return doc
+
+
+# A \uD800-\uDFFF escape: half of a UTF-16 pair, which JSON allows and UTF-8 cannot store.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_lone_surrogates(value: Any, where: str) -> None:
+    """Raises InvalidInput naming the first string (or key) in ``value`` that holds a lone
+    surrogate: no database stores it (a pair escaped as two ``\\u`` halves is one character
+    and fine)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                f"{where} holds a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape), "
+                "which is not a character: send the text as UTF-8",
+                field=where,
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_lone_surrogates(key, where)
+            _refuse_lone_surrogates(item, f"{where}.{key}" if where != "body" else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_lone_surrogates(item, f"{where}[{i}]")
