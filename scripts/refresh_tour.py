@@ -47,6 +47,7 @@ TOUR = {
     "runs-800px.png": "runs-800px",
     "job-page.png": "job-page",
     "run-annotations.png": "run-annotations",
+    "profile-panel.png": "profile-panel",
     "workspace.png": "workspace",
     "workspace-groups.png": "workspace-groups",
     "runs-grouped.png": "runs-grouped",

@@ -206,6 +206,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         mlflow_lifecycle,
         mlflow_models,
         pages,
+        profiles,
         queue,
         runs,
         runs_csv,
@@ -216,6 +217,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(runs.bp)
     app.register_blueprint(runs_csv.bp)
     app.register_blueprint(annotation_views.bp)
+    app.register_blueprint(profiles.bp)
     app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(snapshots.bp)

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "db": ("tracker.cli.db:db", ()),
     "doctor": ("tracker.cli.doctor:doctor", ()),
     "gc": ("tracker.cli.gc:gc", ()),
+    "profile": ("tracker.cli.profile:profile", ()),
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),

@@ -145,6 +145,11 @@ class HttpSink:
         control = answer.get("control") if isinstance(answer, dict) else None
         return control if isinstance(control, dict) else None  # an older server: none
 
+    def control(self, run_id: int) -> dict[str, Any] | None:
+        answer = self._send("GET", f"/runs/{run_id}/control", None)
+        control = answer.get("control") if isinstance(answer, dict) else None
+        return control if isinstance(control, dict) else None
+
     def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:
         path = f"/runs/{run_id}/profiles/{profile_id}/report"
         self._call("POST", path, body, idempotent=True)  # a report again changes nothing

@@ -92,6 +92,9 @@ class OfflineSink:
     def heartbeat(self, run_id: int) -> dict[str, Any] | None:
         return None  # nobody to ask anything of an offline run
 
+    def control(self, run_id: int) -> dict[str, Any] | None:
+        return None
+
     def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:
         return None
 

@@ -18,6 +18,7 @@ from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, strict_mode
 from tracker.client.final_status import FinalStatus
 from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
 from tracker.client.offline import spill_dir_of
+from tracker.client.profiling import Profiler
 from tracker.client.sinks import Sink
 from tracker.client.values import SCALAR_TYPES, convert_value, is_tensor
 from tracker.client.writer import Writer
@@ -117,7 +118,10 @@ class Run:
             sink,
             info.id,
             flush_interval=flush_interval,
-            heartbeat_interval=heartbeat_interval if active else 1e12,
+            # a follower with the run's id (a worker's job) asks what the store asks of the
+            # run (a profile of every rank); one without (-1: started by hand) never does
+            heartbeat_interval=heartbeat_interval if active or info.id > 0 else 1e12,
+            follower=not active,
             max_memory_points=max_memory_points,
             max_memory_mb=max_memory_mb,
             spill_dir=spill_dir_of(spill_dir),
@@ -128,6 +132,11 @@ class Run:
             sink.on_doctor_failure = self._doctor_failed  # type: ignore[attr-defined]
         self._upload_failures = self._writer.upload_failures  # strict: raised by the next call
         self._put = self._writer.put
+        # A profile asked for by a heartbeat's answer (tracker.client.profiling): while one is
+        # wanted, log() calls this hook; None (the idle case) costs log() one check.
+        self._step_hook: Callable[[int, int], None] | None = None
+        self._profiler = Profiler(sink, info.id, self._failsafe, self._set_step_hook)
+        self._writer.on_control = self._profiler.on_control
         self._memory = system.step_memory_reader() if (log_gpu_memory and active) else None
         self.checkpoint_dir = Path(checkpoint_dir or default_checkpoint_dir(info))
         self._image_keys: set[str] = set()  # log_image() keys already checked
@@ -207,6 +216,8 @@ class Run:
             # Keys built per call (f"k{i}"): hold each key's first string, not one more
             # string per key and call (judged by the last key: one lookup per call).
             items = {known[k]: v for k, v in items.items()}
+        if self._step_hook is not None:  # a profile is wanted (tracker.client.profiling)
+            self._step_hook(step, self._step)
         self._step = step + 1
         if not self.active:
             return
@@ -220,6 +231,9 @@ class Run:
         self._put((step, now, items, has_tensor))
         if self._nonfinite is not None:
             self._nonfinite.check(items, step)  # after the put: the NaN itself is stored
+
+    def _set_step_hook(self, hook: Callable[[int, int], None] | None) -> None:
+        self._step_hook = hook
 
     def _put_memory(self, step: int) -> None:
         """One RSS/allocator sample at ``step`` (init and finish: short runs get a series)."""
@@ -550,6 +564,7 @@ class Run:
         final = FinalStatus(self.id, status, exit_code, error, time.time())
         if self._sampler is not None:
             self._sampler.stop()
+        self._profiler.close(self.exit_timeout)  # a profile being taken: stored first
         for watch in self._watches:
             watch.remove()
         if self._writer.error is None:

@@ -43,6 +43,8 @@ class Sink(Protocol):
     def settle(self) -> bool | None: ...  # False: rollups left to refresh, call again
     # the answer: what the store asks of the run, e.g. {"profile": {...}}; None for nothing
     def heartbeat(self, run_id: int) -> dict[str, Any] | None: ...
+    # a follower rank's heartbeat: the same answer, nothing written, no doctor
+    def control(self, run_id: int) -> dict[str, Any] | None: ...
     def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None: ...
     def finish_run(self, run_id: int, status: str, **attrs: Any) -> None: ...
     def add_event(self, run_id: int, kind: str, message: str,
@@ -177,6 +179,11 @@ class SqlSink:
             self._diagnose(run_id, final=False)
             # at most ~10% of the writer's time for a big run (the one throttle)
             self._doctor.ran("doctor", now, time.monotonic() - now, DIAGNOSE_EVERY_S)
+        return profiles.control(self.store, run_id)
+
+    def control(self, run_id: int) -> dict[str, Any] | None:
+        from tracker.store import profiles
+
         return profiles.control(self.store, run_id)
 
     def report_profile(self, run_id: int, profile_id: int, body: dict[str, Any]) -> None:

@@ -125,6 +125,7 @@ class Writer:
         on_error: Callable[[BaseException], None] | None = None,
         max_media_mb: float | None = None,
         failsafe: Failsafe | None = None,
+        follower: bool = False,
     ) -> None:
         self.sink = sink
         self.failsafe = failsafe or Failsafe(run_id, strict=strict_mode())
@@ -142,6 +143,9 @@ class Writer:
         # Gets what a heartbeat's answer asks of the run (a profile: tracker.client.profiling),
         # in this thread; None: nobody listens.
         self.on_control: Callable[[dict[str, Any]], None] | None = None
+        # A follower rank (tracker.client.run): its "heartbeat" only asks what the store asks
+        # of the run (Sink.control): the main rank keeps the run alive and runs the doctor.
+        self.follower = follower
         self.max_backoff = max_backoff
         self.rejected_path = self.spill_path.with_suffix(".rejected.jsonl")
         self.error: BaseException | None = None
@@ -716,7 +720,10 @@ class Writer:
         self._last_heartbeat = now
         # An outage: the batches are kept and retried; the next heartbeat goes out later.
         with contextlib.suppress(StoreUnavailable):
-            control = self.sink.heartbeat(self.run_id)
+            if self.follower:
+                control = self.sink.control(self.run_id)
+            else:
+                control = self.sink.heartbeat(self.run_id)
             if control and self.on_control is not None:
                 self.on_control(control)
 

@@ -133,6 +133,8 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "api.create_run": LOG,
     "api.start_run": LOG,
     "api.heartbeat": LOG,
+    "api.report_profile": LOG,  # the run's own client; asking for a profile is admin
+    "api.run_control": LOG,  # a follower rank asks what the store asks of the run
     "api.write_metrics": LOG,
     "api.add_checkpoint": LOG,
     "api.set_checkpoint_state": LOG,
@@ -164,6 +166,13 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "annotations.tag": ADMIN,
     "annotations.notes": ADMIN,
     "annotations.star": ADMIN,
+    # profiles of a running run (views/profiles.py): asking for one makes the training
+    # process profile itself; reading them is a read
+    "profiles.request_profile": ADMIN,
+    "profiles.list_profiles": LOG,
+    "profiles.profile_detail": LOG,
+    "profiles.profile_diff": LOG,
+    "profiles.profile_trace": LOG,
     # the MLflow lifecycle routes (views/mlflow_lifecycle.py): deletes and restores are
     # admin as everywhere; renames and experiment tags are what training code does
     "mlflow_lifecycle.delete_run": ADMIN,

@@ -73,6 +73,7 @@
     ];
     clear(document.getElementById("run-facts")).append(...facts);
     RunAnnotations.render(r); // name, star, tags and notes, edited in place (run_annotations.js)
+    RunProfiles.render(r); // the Profile panel (profiles.js)
     // The Code tab: only a job that carries a code snapshot (`tracker submit`) has one.
     document.querySelector('.tab[data-tab="code"]').hidden = !snapshotId(r);
     const jobLink = document.getElementById("job-link");
@@ -124,6 +125,7 @@
 
   document.getElementById("delete-run").addEventListener("click", () => changeLifecycle("delete"));
   RunAnnotations.init(runId, (fresh) => { run = fresh; renderHeader(run); });
+  RunProfiles.init(runId);
   document.getElementById("restore-run").addEventListener("click", () => changeLifecycle("restore"));
 
   // --------------------------------------------------------------------- tabs

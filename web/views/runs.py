@@ -437,6 +437,13 @@ def heartbeat(run_id: int) -> Any:
     return {"run_id": run_id, "ok": True, "control": profiles.control(state().store, run_id)}
 
 
+@bp.get("/runs/<int:run_id>/control")
+def run_control(run_id: int) -> Any:
+    """What the store asks of a run, for a follower rank that sends no heartbeat (the main
+    rank's heartbeat answers the same)."""
+    return {"run_id": run_id, "control": profiles.control(state().store, run_id)}
+
+
 @bp.post("/runs/<int:run_id>/profiles/<int:profile_id>/report")
 def report_profile(run_id: int, profile_id: int) -> Any:
     """The run's client reports on a profile it was asked for (started, stored, failed)."""
