@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import sys
 import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tracker.rules.profiles import trace_path
 from tracker.store import Store, profiles
@@ -122,7 +123,7 @@ class Training:
         self._parked.clear()
         self._go.set()
 
-    def _train(self, uri: str, project: str, heartbeat_interval: float) -> None:
+    def _train(self, uri: str, project: str, name: str | None, heartbeat_interval: float) -> None:
         import torch
 
         import tracker
@@ -131,7 +132,8 @@ class Training:
         torch.set_num_threads(1)  # the shares stay put on a loaded machine
         run = None
         try:
-            run = tracker.init(project=project, uri=uri, heartbeat_interval=heartbeat_interval,
+            run = tracker.init(project=project, name=name, uri=uri,
+                               heartbeat_interval=heartbeat_interval,
                                flush_interval=0.05, system_interval=None, capture_console=False,
                                quiet=True)  # fmt: skip
             self.id = run.id
@@ -155,7 +157,9 @@ class Training:
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         x, y = torch.randn(512, 32), torch.randn(512, 1)
         fast = [(x[i : i + 64], y[i : i + 64]) for i in range(0, 512, 64)]
-        slow = DataLoader(_SlowDataset(x, y), batch_size=8, num_workers=0)
+        slow: DataLoader[Any] = DataLoader(
+            cast(Any, _SlowDataset(x, y)), batch_size=8, num_workers=0
+        )
         batches: Iterator[tuple[Any, Any]] = iter(())
         running, i = 0.0, 0
         while not self._stop.is_set():
@@ -178,9 +182,9 @@ class Training:
             opt.step()
             if kind == "item":
                 running += loss.item()  # the hidden host sync
-            # A plain float: log() turns a CPU tensor into a float itself (aten::item on this
-            # thread), which the summary would count as a host sync in every kind.
-            run.log({"samples": float((i + 1) * len(xb))}, step=i)
+            # The loss tensor itself: log() turns a CPU tensor into a float on this thread (an
+            # aten::item inside the tracker), which the summary must not blame on the loop.
+            run.log({"loss": loss, "samples": float((i + 1) * len(xb))}, step=i)
             self.step = i
             i += 1
             if kind != "dataloader":
@@ -189,18 +193,28 @@ class Training:
 
 @contextlib.contextmanager
 def training_run(store_url: str, *, kind: str = "healthy", project: str = "profiled",
+                 name: str | None = None, command: Sequence[str] | None = None,
                  heartbeat_interval: float = 0.2) -> Iterator[Training]:  # fmt: skip
     """A real ``tracker.init`` run on ``store_url`` training a tiny CPU regression of
     ``kind`` (``KINDS``) in a background thread, one ``log()`` per step, until the block
     ends; then the run is finished (in its own thread: a profile under way is stored
-    first). Its client profiles the steps a request asks for, as any run's does. Raises
-    the loop's error, if it had one, at the end of the block (or at the start: the run
-    could not be created)."""
+    first). Its client profiles the steps a request asks for, as any run's does.
+    ``command``: the command line the run records (``sys.executable`` and ``sys.argv`` are
+    set to it while the run is created, then restored), so a page that shows the run shows
+    no path of the machine the tests run on. Raises the loop's error, if it had one, at
+    the end of the block (or at the start: the run could not be created)."""
     training = Training(kind)
     thread = threading.Thread(target=training._train, name="training-run", daemon=True,
-                              args=(store_url, project, heartbeat_interval))  # fmt: skip
-    thread.start()
-    if not training._ready.wait(60) or training.id < 0:
+                              args=(store_url, project, name, heartbeat_interval))  # fmt: skip
+    saved = sys.executable, sys.argv
+    if command is not None:
+        sys.executable, sys.argv = command[0], list(command[1:])
+    try:
+        thread.start()
+        started = training._ready.wait(60)
+    finally:
+        sys.executable, sys.argv = saved
+    if not started or training.id < 0:
         raise AssertionError(f"the training run did not start: {training.error!r}")
     try:
         yield training

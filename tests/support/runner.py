@@ -107,6 +107,8 @@ class Procs:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")}
         env["TRACKER_URI"] = self.uri
+        if "TRACKER_ARTIFACT_ROOT" in os.environ:  # the artifact_root fixture's: a site's
+            env["TRACKER_ARTIFACT_ROOT"] = os.environ["TRACKER_ARTIFACT_ROOT"]  # workers' own
         # a worker's default code-snapshot directory (~/.cache/tracker/...): this test's own,
         # beside its directory (inside it, the next submission would snapshot the copies)
         env["XDG_CACHE_HOME"] = str(self.tmp.parent / f"{self.tmp.name}-cache")

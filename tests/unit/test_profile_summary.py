@@ -249,6 +249,32 @@ def test_library_frames_are_skipped_but_one_is_named_when_nothing_else_is() -> N
     assert frames[0]["frame"].endswith("loop.py(80): run")
 
 
+@pytest.mark.parametrize(
+    "client",
+    ["/srv/app/.venv/lib/python3.11/site-packages/tracker/client/values.py(83): _torch_value",
+     "/home/ana/tracker/tracker/client/values.py(83): _torch_value",
+     "tracker/client/run.py(201): log"],
+)  # fmt: skip
+def test_the_trackers_own_item_in_log_is_not_the_loops_sync(client: str) -> None:
+    """tracker.log(loss) turns a CPU tensor into a float on the training thread: not a sync
+    of the loop (and the hint would advise what the user already does); the user's own
+    .item() in the same step still is."""
+    events = [*steps(1)]
+    events += [
+        _py("train.py(30): train_loop", 1_000, 9_000),
+        _py(client, 2_000, 400),
+        ev("aten::item", 2_100, 100),
+        ev("aten::_local_scalar_dense", 2_110, 50),
+        _py("<built-in method item of Tensor object at 0x7f>", 5_000, 300),
+        ev("aten::item", 5_010, 200),
+    ]
+    syncs = summarize(trace(*events))["host_syncs"]
+    assert (syncs["count"], syncs["by_op"]) == (1, {"aten::item": 1})
+    assert syncs["frames"] == [
+        {"frame": "train.py(30): train_loop", "op": "aten::item", "count": 1}
+    ]
+
+
 # ----------------------------------------------------------------------------- GPU
 
 

@@ -59,6 +59,7 @@ def test_ask_wait_list_show(where: tuple[Store, list[str]], store_url: str) -> N
         assert runs.get_run(store, run.id).status == "running"  # training went on
     run_id = run.id
     first = profiles.list_profiles(store, run_id)[0]
+    assert first.first_step is not None and first.last_step is not None, first
     pid, steps = first.id, f"{first.first_step}..{first.last_step}"
     assert first.state == "stored" and first.last_step - first.first_step == 4, first
     progress = waited.stderr.splitlines()

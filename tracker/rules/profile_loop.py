@@ -83,6 +83,8 @@ _SYNC_RUNTIME = _SYNC_OPS - {"aten::item", "aten::_local_scalar_dense"} | {
     "hipMemcpy",
 }
 _FRAME = re.compile(r"(?P<file>[^<].*)\((?P<line>\d+)\): (?P<func>.+)")
+# The tracker's client (an installed package or a checkout): a sync it makes is not the loop's.
+_OWN = re.compile(r"(^|/)tracker/client/\w+\.py\(\d+\)")
 # Frames of libraries and the standard library: the user's own frame is the one to name.
 _LIBRARY = re.compile(
     r"(^|.*/)(site-packages|dist-packages|lib/python3[.\d]*)/"
@@ -306,10 +308,11 @@ def _user_frame(stack: Sequence[Event], inner: Event) -> str | None:
     return fallback
 
 
-def _frames(python: Sequence[Event], syncs: Sequence[Event]) -> list[str | None]:
-    """For each sync (by start), the user frame that called it: one sweep over the Python
-    frames (by start, enclosing first) with a stack of the ones still open."""
-    out: list[str | None] = []
+def _frames(python: Sequence[Event], syncs: Sequence[Event]) -> list[tuple[str | None, bool]]:
+    """For each sync (by start), the user frame that called it, and whether the tracker's own
+    client made it (:data:`_OWN`): one sweep over the Python frames (by start, enclosing
+    first) with a stack of the ones still open."""
+    out: list[tuple[str | None, bool]] = []
     stack: list[Event] = []
     k = 0
     for sync in syncs:
@@ -320,7 +323,8 @@ def _frames(python: Sequence[Event], syncs: Sequence[Event]) -> list[str | None]
             k += 1
         while stack and stack[-1].end < sync.ts:
             stack.pop()
-        out.append(_user_frame(stack, sync))
+        own = any(_OWN.search(f.name) for f in stack if f.end + _EPS >= sync.end)
+        out.append((_user_frame(stack, sync), own))
     return out
 
 
@@ -341,7 +345,11 @@ def host_syncs(tr: Loop) -> dict[str, Any]:
         if clip([(e.ts, max(e.end, e.ts + _EPS))], steps):
             outer.append(e)
     python = [e for e in events if e.cat == "python_function"]
-    frames = Counter((f, e.name) for e, f in zip(outer, _frames(python, outer), strict=True) if f)
+    # tracker.log() turning a CPU tensor into a float: no device to wait for, and the very
+    # thing the hint would advise (a tensor on a device is converted in the writer thread)
+    mine = [(e, f) for e, (f, own) in zip(outer, _frames(python, outer), strict=True) if not own]
+    outer = [e for e, _ in mine]
+    frames = Counter((f, e.name) for e, f in mine if f)
     return {
         "count": len(outer),
         "per_step": round(len(outer) / len(tr.steps), 4),
