@@ -11,6 +11,10 @@ Three checks, each printed as PASS/FAIL/SKIP with its evidence:
    child process; its stderr is classified ``cuda_oom`` by ``tracker.rules.failure``.
 3. nvml: the system sampler's NVML fields (``sys/gpu0/nvml_used_bytes``,
    ``nvml_total_bytes``, utilisation) are filled (SKIP when nvidia-ml-py is not installed).
+4. profile: a run training on the GPU with a hidden ``loss.item()`` per step is asked for a
+   profile of 5 steps (``tracker.store.profiles``, what ``tracker profile`` does); the
+   client records CUDA activities, and the server's summary has GPU kernels (a kernel
+   breakdown, busy/idle shares) and names the host sync (``aten::item``) as the cause.
 
 Exit status: 0 when every check passed or was skipped, 1 when one failed. The store is a
 temporary SQLite file. Without torch or CUDA, everything is SKIP and the exit status is 0.
@@ -75,6 +79,50 @@ def check_oom() -> dict[str, Any]:
             "hint": failure and failure.hint, "stderr_tail": done.stderr[-600:]}  # fmt: skip
 
 
+PROFILE_STEPS = 5
+
+
+def check_profile(uri: str) -> dict[str, Any]:
+    import time
+
+    import torch
+
+    import tracker
+    from tracker.rules.profile_summary import cause, summarize
+    from tracker.store import Store, profiles
+
+    store = Store(uri)
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 1)).cuda()  # fmt: skip
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(512, 2048, device="cuda"), torch.randn(512, 1, device="cuda")
+    running = 0.0
+    with tracker.init(project="gpu-check", uri=uri, system_interval=None,
+                      heartbeat_interval=0.2) as run:  # fmt: skip
+        asked = profiles.request_profile(store, run.id, PROFILE_STEPS)
+        deadline = time.monotonic() + 120
+        step = 0
+        while profiles.get_profile(store, run.id, asked.id).state in profiles.OPEN:
+            if time.monotonic() > deadline:
+                break
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            running += loss.item()  # the hidden host sync
+            tracker.log({"loss": loss}, step=step)
+            step += 1
+    found = profiles.get_profile(store, run.id, asked.id)
+    if found.state != "stored":
+        return {"ok": False, "state": found.state, "message": found.message}
+    summary = profiles.summary(store, run.id, asked.id, summarize)
+    gpu = summary.get("gpu") or {}
+    why = cause(summary)
+    ok = bool(gpu.get("kernels")) and why is not None and why[0] == "host_sync"
+    return {"ok": ok, "gpu": gpu, "host_syncs": summary.get("host_syncs"), "cause": why,
+            "steps": summary.get("steps")}  # fmt: skip
+
+
 def check_nvml() -> dict[str, Any]:
     from tracker.system import NvmlReader
 
@@ -97,7 +145,10 @@ def main() -> int:
     except ImportError:
         torch = None
     if torch is None or not torch.cuda.is_available():
-        results = {name: {"ok": None, "why": "no CUDA device"} for name in ("leak", "oom", "nvml")}
+        results = {
+            name: {"ok": None, "why": "no CUDA device"}
+            for name in ("leak", "oom", "nvml", "profile")
+        }
     else:
         results["device"] = {
             "ok": None,
@@ -107,6 +158,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             uri = f"sqlite:///{Path(tmp) / 'tracker.db'}"
             results["leak"] = check_leak(uri)
+            results["profile"] = check_profile(uri)
         results["oom"] = check_oom()
         results["nvml"] = check_nvml()
     failed = False

@@ -1,5 +1,6 @@
 """bench/gpu_check.py runs everywhere: on a machine without CUDA every check is SKIP and
-the exit status is 0 (on a GPU host the same command checks the leak, OOM and NVML)."""
+the exit status is 0 (on a GPU host the same command checks the leak, OOM, NVML and a CUDA
+profile)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_gpu_check_skips_cleanly_without_cuda(tmp_path: Path) -> None:
         timeout=120, check=False, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("SKIP") == 3 and "FAIL" not in done.stdout
+    assert done.stdout.count("SKIP") == 4 and "FAIL" not in done.stdout
     assert {k: v["ok"] for k, v in json.loads(out.read_text()).items()} == {
-        "leak": None, "oom": None, "nvml": None,
+        "leak": None, "oom": None, "nvml": None, "profile": None,
     }  # fmt: skip
