@@ -19,7 +19,14 @@ SPLIT_LABELS = {
 
 
 def _pct(share: Any) -> str:
-    return "-" if not isinstance(share, int | float) else f"{share * 100:.0f} %"
+    """A share as a percentage: whole numbers from 10 %, one decimal below (a small op's
+    0.8 % is not 0 %), ``<0.1 %`` for what is not nothing but rounds to it."""
+    if not isinstance(share, int | float):
+        return "-"
+    pct = share * 100
+    if 0 < pct < 0.05:
+        return "<0.1 %"
+    return f"{pct:.0f} %" if pct >= 10 or pct == 0 else f"{pct:.1f} %"
 
 
 def steps_text(profile: Mapping[str, Any]) -> str:

@@ -28,7 +28,13 @@ const RunProfiles = (() => {
 
   const base = () => `/api/v1/runs/${runId}/profiles`;
   const isOpen = (p) => p.state === "requested" || p.state === "running";
-  const pct = (share) => (typeof share === "number" ? `${(share * 100).toFixed(0)} %` : "–");
+  // whole numbers from 10 %, one decimal below (a small op's 0.8 % is not 0 %)
+  const pct = (share) => {
+    if (typeof share !== "number") return "–";
+    const p = share * 100;
+    if (p > 0 && p < 0.05) return "<0.1 %";
+    return `${p >= 10 || p === 0 ? p.toFixed(0) : p.toFixed(1)} %`;
+  };
   const ms = (value) => (typeof value === "number" ? value.toFixed(2) : "–");
 
   function stepsText(p) {
