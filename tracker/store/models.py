@@ -316,7 +316,7 @@ class JobRow(Base):
     schedule_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("schedules.id", ondelete="SET NULL")
     )
-    parent_job_id: Mapped[int | None]
+    parent_job_id: Mapped[int | None] = mapped_column(index=True)  # a job page lists clones
     exit_code: Mapped[int | None]
     failure_class: Mapped[str | None] = mapped_column(sa.String(64))
     failure_hint: Mapped[str | None] = mapped_column(sa.Text)
