@@ -191,6 +191,13 @@ def test_sign_in_page_is_styled_and_sign_out_lands_on_it(
     help_text = page.locator(".login-help").inner_text()
     assert "Each start of tracker ui / tracker up prints a new link" in help_text, help_text
     screenshot(page, "login")
+    # the theme chosen in this browser applies before sign-in too (theme.js is public)
+    page.evaluate("() => localStorage.setItem('tracker.theme', 'dark')")
+    page.reload()
+    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    background = "(el) => getComputedStyle(el).backgroundColor"
+    assert page.locator("html").evaluate(background) == "rgb(11, 17, 32)"  # dark --bg
+    page.evaluate("() => localStorage.removeItem('tracker.theme')")
     page.fill('input[name="token"]', TOKEN)
     page.click('button[type="submit"]')
     page.wait_for_url(re.compile(r"/jobs$"))

@@ -254,6 +254,14 @@ def login_css() -> Any:
     return send_from_directory(str(current_app.static_folder), "app.css", max_age=300)
 
 
+@bp.get("/login/theme.js")
+def login_theme() -> Any:
+    """The colour-theme script for the sign-in page, open to everyone like its stylesheet:
+    the page follows the theme chosen in this browser, or the system's (a few lines, no
+    data)."""
+    return send_from_directory(str(current_app.static_folder), "theme.js", max_age=300)
+
+
 @bp.get("/login")
 def login_page() -> Any:
     """The sign-in form; ``/login?token=...`` (the link ``tracker ui`` prints) signs in

@@ -92,6 +92,7 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "auth.login_page": PUBLIC,
     "auth.login": PUBLIC,
     "auth.login_css": PUBLIC,  # the sign-in page's stylesheet (the dashboard's app.css)
+    "auth.login_theme": PUBLIC,  # and its colour-theme script (static/theme.js)
     # read (every token may read): pages, their assets, the JSON reads, downloads
     "static": LOG,
     "pages.runs": LOG,
