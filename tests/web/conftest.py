@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 
 from tests.support.servers import ServerThread
 from tests.support.web import TOKEN
+from tracker.store import Store
 from tracker.web.app import create_app
 
 
@@ -65,3 +66,24 @@ def serve() -> Iterator[Callable[[Flask], ServerThread]]:
     yield start
     for server in servers:
         server.stop()
+
+
+# The CLI commands that work against the database and against a dashboard over HTTP
+# (tests/web/test_cli_*.py): both ways, one test each.
+@pytest.fixture
+def served(make_app: Callable[..., Flask]) -> Iterator[tuple[Store, str]]:
+    """(the store, the URL of a token-protected dashboard on it, served over HTTP)."""
+    app = make_app(TOKEN=TOKEN)
+    server = ServerThread(app)
+    yield app.extensions["tracker"].store, server.url
+    server.stop()
+
+
+@pytest.fixture(params=["local", "http"])
+def where(request: pytest.FixtureRequest, served: tuple[Store, str],
+          store_url: str) -> tuple[Store, list[str]]:  # fmt: skip
+    """(the store, the --uri/--token options that reach it one way or the other)."""
+    store, url = served
+    if request.param == "local":
+        return store, ["--uri", store_url]
+    return store, ["--uri", url, "--token", TOKEN]

@@ -4,15 +4,10 @@ token): the same changes, the same output, the API's token rules."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner, Result
-from flask import Flask
 
-from tests.support.servers import ServerThread
-from tests.support.web import TOKEN
 from tracker.cli import main
 from tracker.store import Store
 from tracker.store.annotations import EVENT_KIND
@@ -24,25 +19,6 @@ from tracker.store.tokens import create_token
 def cli(*args: str, input: str | None = None) -> Result:
     env = {"TRACKER_URI": None, "TRACKER_TOKEN": None}
     return CliRunner().invoke(main, list(args), env=env, input=input)
-
-
-@pytest.fixture
-def served(make_app: Callable[..., Flask]) -> Iterator[tuple[Store, str]]:
-    """(the store, the URL of a token-protected dashboard on it, served over HTTP)."""
-    app = make_app(TOKEN=TOKEN)
-    server = ServerThread(app)
-    yield app.extensions["tracker"].store, server.url
-    server.stop()
-
-
-@pytest.fixture(params=["local", "http"])
-def where(request: pytest.FixtureRequest, served: tuple[Store, str],
-          store_url: str) -> tuple[Store, list[str]]:  # fmt: skip
-    """(the store, the --uri/--token options that reach it one way or the other)."""
-    store, url = served
-    if request.param == "local":
-        return store, ["--uri", store_url]
-    return store, ["--uri", url, "--token", TOKEN]
 
 
 def test_every_annotation_command(where: tuple[Store, list[str]], tmp_path: Path) -> None:

@@ -7,41 +7,22 @@ profiles the next steps and stores the trace, and read the summary; --list, --sh
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from flask import Flask
 
 from tests.support.profiler import training_run
-from tests.support.servers import ServerThread
-from tests.support.web import TOKEN
 from tracker.cli import main
 from tracker.rules.profile_summary import DATALOADER_SHARE
 from tracker.store import Store, profiles, runs
 from tracker.store.tokens import create_token
 
+# PostgreSQL stores keep the trace under an artifact root (the served dashboard's too)
+pytestmark = pytest.mark.usefixtures("artifact_root")
+
 
 def cli(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), env={"TRACKER_URI": None, "TRACKER_TOKEN": None})
-
-
-@pytest.fixture
-def served(make_app: Callable[..., Flask], artifact_root: Path) -> Iterator[tuple[Store, str]]:
-    app = make_app(TOKEN=TOKEN)
-    server = ServerThread(app)
-    yield app.extensions["tracker"].store, server.url
-    server.stop()
-
-
-@pytest.fixture(params=["local", "http"])
-def where(request: pytest.FixtureRequest, served: tuple[Store, str],
-          store_url: str) -> tuple[Store, list[str]]:  # fmt: skip
-    store, url = served
-    if request.param == "local":
-        return store, ["--uri", store_url]
-    return store, ["--uri", url, "--token", TOKEN]
 
 
 def _running(store: Store) -> int:

@@ -80,26 +80,6 @@ class Profile:
         return asdict(self)
 
 
-def _profile(row: Any) -> Profile:
-    return Profile(
-        id=row.id,
-        run_id=row.run_id,
-        steps=row.steps,
-        ranks=row.ranks,
-        state=row.state,
-        requested_at=row.requested_at,
-        requested_by=row.requested_by,
-        started_at=row.started_at,
-        ended_at=row.ended_at,
-        first_step=row.first_step,
-        last_step=row.last_step,
-        expected=row.expected,
-        traces=list(row.traces or []),
-        message=row.message,
-        has_summary=row.summary is not None,
-    )
-
-
 _COLUMNS = [c for c in m.ProfileRow.__table__.c if c.name != "summary"]
 _HAS_SUMMARY = m.ProfileRow.summary.is_not(None).label("has_summary")
 
@@ -242,7 +222,7 @@ def report(store: Store, run_id: int, profile_id: int, body: Any) -> Profile:
                     message=row.message,
                 )
             )
-        return _profile(row)
+        return _row_profile(conn.execute(_select().where(m.ProfileRow.id == profile_id)).one())
 
 
 def _apply(row: Any, news: dict[str, Any], now: float) -> None:
