@@ -32,9 +32,7 @@ REQUESTS = ("all", "0")
 
 def _model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1)
-    )
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
 
 
 class Asker:
@@ -86,7 +84,7 @@ def main() -> None:
     while True:
         if asker is not None:
             stop = asker.done(step) or time.monotonic() > deadline
-            control.set(f"step/{step}", b"stop" if stop else b"go")
+            control.set(f"step/{step}", "stop" if stop else "go")
         else:
             stop = control.get(f"step/{step}") == b"stop"
         if stop:
