@@ -49,6 +49,10 @@ def test_log_accepts_numbers_numpy_and_tensors(run: Run) -> None:
             "t1": torch.tensor([6.0]),
             "t_half": torch.tensor(0.25, dtype=torch.float16),
             "t_int": torch.tensor(9),
+            "t_bf16": torch.tensor(0.5, dtype=torch.bfloat16),
+            "t_i8": torch.tensor(-3, dtype=torch.int8),
+            "t_param": torch.nn.Parameter(torch.tensor(1.25)),  # a subclass: the slow path
+            "t_grad": torch.tensor(2.0, requires_grad=True) * 2,
         },
         step=0,
     )
@@ -56,7 +60,8 @@ def test_log_accepts_numbers_numpy_and_tensors(run: Run) -> None:
     last = get_run(_store(run), run.id).last_metrics
     assert last == {
         "int": 3.0, "float": 0.5, "np_f32": 1.5, "np_i64": 7.0, "np_0d": 2.5,
-        "t0d": 4.0, "t1": 6.0, "t_half": 0.25, "t_int": 9.0,
+        "t0d": 4.0, "t1": 6.0, "t_half": 0.25, "t_int": 9.0, "t_bf16": 0.5, "t_i8": -3.0,
+        "t_param": 1.25, "t_grad": 4.0,
     }  # fmt: skip
 
 
@@ -71,6 +76,8 @@ def test_log_accepts_numbers_numpy_and_tensors(run: Run) -> None:
         (np.zeros(3), r"shape \(3,\)"),
         (torch.zeros(2, 2), r"tensor of shape \(2, 2\) has 4 elements"),
         (torch.tensor(True), "torch.bool tensor"),
+        (torch.tensor(1 + 2j), "torch.complex64 tensor"),
+        (torch.tensor([[True]]), "torch.bool tensor"),
     ],
 )
 def test_bad_values_raise_type_error_and_store_nothing(run: Run, value: Any, match: str) -> None:

@@ -211,7 +211,8 @@ class Run:
                 continue
             value = convert_value(key, value)
             items[key] = value
-            has_tensor = has_tensor or is_tensor(value)
+            # convert_value gives a float, or a tensor on a device (converted in the writer)
+            has_tensor = has_tensor or type(value) is not float
         if key is not None and known[key] is not key:
             # Keys built per call (f"k{i}"): hold each key's first string, not one more
             # string per key and call (judged by the last key: one lookup per call).

@@ -16,6 +16,10 @@ from tracker.errors import InvalidMetricType
 # Scalar types (numpy's) that float() converts exactly; filled on first sight so log()
 # can take them without calling convert_value again.
 SCALAR_TYPES: set[type] = set()
+# torch.Tensor and its real (not bool, not complex) dtypes, taken on the first tensor seen:
+# the check of a logged loss is then a type test and a set lookup, not five torch calls.
+_TENSOR: type | None = None
+_REAL_DTYPES: frozenset[Any] = frozenset()
 
 
 def convert_value(key: str, value: Any) -> Any:
@@ -26,6 +30,8 @@ def convert_value(key: str, value: Any) -> Any:
     Raises:
         InvalidMetricType: bool, str, None, containers, multi-element tensors or arrays.
     """
+    if type(value) is _TENSOR:  # the common case after the first: a loss tensor
+        return _torch_value(key, value)
     if isinstance(value, bool):
         raise InvalidMetricType(
             f"metric {key!r}: bool values are not metrics (log 1.0/0.0 or int(flag))", field=key
@@ -65,21 +71,27 @@ def _numpy_value(key: str, value: Any) -> float:
 def _torch_value(key: str, value: Any) -> Any:
     """A float for CPU tensors; a detached tensor (converted later, in the writer thread,
     one sync per batch) for tensors on an accelerator."""
-    import torch
-
+    global _TENSOR, _REAL_DTYPES
+    torch = sys.modules["torch"]  # the caller saw a torch type: imported by the script
     if not isinstance(value, torch.Tensor):
         raise InvalidMetricType(f"metric {key!r}: a {type(value).__name__} is not a metric")
+    if _TENSOR is None:
+        _REAL_DTYPES = frozenset(
+            d for d in vars(torch).values()
+            if isinstance(d, torch.dtype) and d != torch.bool and not d.is_complex
+        )  # fmt: skip
+        _TENSOR = torch.Tensor
     if value.numel() != 1:
         raise InvalidMetricType(
             f"metric {key!r}: a tensor of shape {tuple(value.shape)} has {value.numel()} "
             "elements; log a 0-d or one-element tensor (e.g. loss, not losses)",
             field=key,
         )
-    if value.dtype == torch.bool or value.is_complex():
+    if value.dtype not in _REAL_DTYPES:
         raise InvalidMetricType(
             f"metric {key!r}: a {value.dtype} tensor is not a metric value", field=key
         )
-    if value.device.type == "cpu":
+    if value.is_cpu:
         return float(value.item())  # no device to wait for: convert now, keep no tensor
     return value.detach()
 
