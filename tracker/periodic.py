@@ -17,6 +17,8 @@ task                   what one pass does                                    run
 ``live doctor``        diagnoses of running runs whose points moved           all
                        (:class:`tracker.store.diagnoses.LiveSweep`)
 ``mlflow idle``        silent MLflow-created runs marked stale                ``tracker ui``
+``profile summaries``  stored profiles summarised before anyone reads them   ``tracker ui``
+                       (:func:`summarise_profiles_once`)
 =====================  ====================================================  ==============
 
 Never inside a request: a view only writes rows; this loop reads them later.
@@ -44,9 +46,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tracker.errors import StoreUnavailable
+from tracker.errors import InvalidInput, NotFound, StoreUnavailable
+from tracker.rules.profile_summary import summarize
 from tracker.rules.throttle import SLOWDOWN, Throttle
-from tracker.store import Store
+from tracker.store import Store, profiles
 from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
 from tracker.store.runs import mark_stale_runs_crashed
@@ -195,6 +198,38 @@ def fire_schedules_once(store: Store, now: float | None = None) -> list[tuple[in
         when = dt.datetime.fromtimestamp(fire_at).isoformat(timespec="seconds")
         log.info("schedule %s fired for %s: job %s", schedule_id, when, job_id)
     return fired
+
+
+class ProfileSummaries:
+    """Summarises stored profiles that have no summary yet (``tracker.store.profiles``), so
+    the run page's first look at one does not compute it inside its request; a trace that
+    cannot be summarised is tried once per process (its reader gets the reason)."""
+
+    def __init__(self, store: Store, per_pass: int = 3) -> None:
+        self.store = store
+        self.per_pass = per_pass
+        self.given_up: set[int] = set()
+
+    def once(self) -> list[int]:
+        """Summarise up to ``per_pass`` profiles; their ids."""
+        done = []
+        waiting = profiles.unsummarised(self.store, self.per_pass + len(self.given_up))
+        for run_id, profile_id in [w for w in waiting if w[1] not in self.given_up]:
+            if len(done) >= self.per_pass:
+                break
+            try:
+                profiles.summary(self.store, run_id, profile_id, summarize)
+            except (InvalidInput, NotFound) as exc:  # a bad or missing trace: not again here
+                self.given_up.add(profile_id)
+                log.info("profile %s of run %s: not summarised: %s", profile_id, run_id, exc)
+                continue
+            done.append(profile_id)
+        return done
+
+
+def profile_summaries(store: Store, every_s: float = 2.0) -> Task:
+    """The ``profile summaries`` task."""
+    return Task("profile summaries", every_s, ProfileSummaries(store).once)
 
 
 def live_doctor(store: Store, every_s: float = 5.0) -> Task:

@@ -29,7 +29,8 @@ Config keys (all optional):
 ``CRASH_SWEEP_S``    seconds between the crash watch's passes (default 5)
 ``LIVE_DOCTOR_S``    seconds between the live doctor's passes over running runs whose points
                      moved (diagnoses while a run logs, e.g. over HTTP). Default ``None``: off
-                     for a bare ``create_app``; ``tracker ui`` runs it every 5 s
+                     for a bare ``create_app``; ``tracker ui`` runs it every 5 s, and with
+                     it the summaries of newly stored profiles (``profile summaries``)
 ``MLFLOW_IDLE_S``    mark a ``running`` run created through the MLflow API (no heartbeats)
                      with no writes this long ``crashed`` (failure class ``idle``; a later
                      write sets it running again), by the periodic loop. Default ``None``:
@@ -248,6 +249,7 @@ def _periodic_tasks(
         tasks.append(periodic.crash_silent_runs(store, cfg["RUN_STALE_S"], every))
     if idle is not None:
         tasks.append(periodic.Task("mlflow idle", every, idle.sweep_once))
-    if cfg["LIVE_DOCTOR_S"]:
+    if cfg["LIVE_DOCTOR_S"]:  # the doctor's family: profiles summarised ahead of readers too
         tasks.append(periodic.live_doctor(store, cfg["LIVE_DOCTOR_S"]))
+        tasks.append(periodic.profile_summaries(store))  # none pending: one small read
     return tasks

@@ -122,3 +122,26 @@ def test_the_summary_is_computed_once_from_the_stored_trace(
     assert calls == [trace]
     assert profiles.summaries_for_run(store, run_id, summarize) == [(3, 4, {"steps": 1})]
     assert profiles.get_profile(store, run_id, p.id).has_summary
+
+
+def test_the_periodic_work_summarises_stored_profiles_before_anyone_reads_them(
+    store: Store, artifact_root: Path
+) -> None:
+    """``tracker ui``'s periodic task summarises a stored profile (a real torch.profiler
+    trace) ahead of its reader; a trace that cannot be read is given up once, quietly."""
+    from tests.support.profiler import loop_trace, store_trace
+    from tracker.periodic import ProfileSummaries
+
+    run_id = _running(store)
+    good = profiles.request_profile(store, run_id, 4)
+    store_trace(store, run_id, good.id, loop_trace(item=True, steps=4), steps=4)
+    other = _running(store)
+    bad = profiles.request_profile(store, other, 2)
+    store_trace(store, other, bad.id, b"not gzip", steps=2)
+    assert profiles.unsummarised(store) == [(run_id, good.id), (other, bad.id)]
+    task = ProfileSummaries(store)
+    assert task.once() == [good.id]
+    assert profiles.get_profile(store, run_id, good.id).has_summary
+    assert task.given_up == {bad.id}
+    assert task.once() == []  # the bad one is not tried again by this process
+    assert profiles.unsummarised(store) == [(other, bad.id)]

@@ -50,6 +50,7 @@ __all__ = [
     "summaries_for_run",
     "summary",
     "trace_path",
+    "unsummarised",
 ]
 
 MAX_TRACE_JSON_BYTES = 1024 * 1024 * 1024  # decompressed: a bound on what a summary reads
@@ -365,6 +366,19 @@ def summary(
             sa.update(m.ProfileRow).where(m.ProfileRow.id == profile_id).values(summary=result)
         )
     return result
+
+
+def unsummarised(store: Store, limit: int = 10) -> list[tuple[int, int]]:
+    """``(run_id, profile_id)`` of stored profiles without a summary yet, oldest first: what
+    the periodic work summarises ahead of the first reader (:mod:`tracker.periodic`)."""
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(
+            sa.select(m.ProfileRow.run_id, m.ProfileRow.id)
+            .where(m.ProfileRow.state == "stored", m.ProfileRow.summary.is_(None))
+            .order_by(m.ProfileRow.id)
+            .limit(limit)
+        ).all()
+    return [(int(r[0]), int(r[1])) for r in rows]
 
 
 def summaries_for_run(
