@@ -212,7 +212,7 @@ class ProfileSummaries:
 
     def once(self) -> list[int]:
         """Summarise up to ``per_pass`` profiles; their ids."""
-        done = []
+        done: list[int] = []
         waiting = profiles.unsummarised(self.store, self.per_pass + len(self.given_up))
         for run_id, profile_id in [w for w in waiting if w[1] not in self.given_up]:
             if len(done) >= self.per_pass:
