@@ -122,11 +122,12 @@ def test_static_serves_only_files_inside_the_folder(client: FlaskClient, path: s
 def test_every_template_script_is_deferred_but_the_theme() -> None:
     """Scripts run in document order after parsing (common.js, plotly.js, the page's own),
     so nothing blocks the first paint; a script without defer would run before common.js.
-    Only theme.js, a few lines in <head>, runs at once: the theme applies before paint."""
+    Only theme.js, a few lines in <head>, runs at once: the theme applies before paint (on
+    the sign-in page too, served to everyone as ``auth.login_theme``)."""
     for template in sorted(TEMPLATES.glob("*.html")):
         for tag in re.findall(r"<script\b[^>]*>", template.read_text()):
-            if "theme.js" in tag:
-                assert template.name == "base.html" and "defer" not in tag
+            if "theme.js" in tag or "login_theme" in tag:
+                assert template.name in ("base.html", "login.html") and "defer" not in tag
             else:
                 assert re.search(r"\sdefer[\s>]", tag), f"{template.name}: {tag} is not deferred"
 

@@ -330,7 +330,7 @@ def test_a_job_body_is_checked_field_by_field(client: FlaskClient) -> None:
         ('{"argv": ["python", "a\\u0000"]}', "argv"),
         ('{"argv": ["python"], "name": "\\ud800"}', "name"),
         ('{"argv": ["python"], "config": {"k\\u0000": 1}}', "config"),
-        ('{"argv": ["python"], "configs": [{"k": ["\\udfff"]}]}', "configs"),
+        ('{"argv": ["python"], "configs": [{"k": ["\\udfff"]}]}', "configs[0].k[0]"),
     ):
         response = client.post("/api/v1/jobs", data=raw, content_type="application/json")
         assert response.status_code == 400, (raw, response.json)
