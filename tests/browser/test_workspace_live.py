@@ -81,9 +81,12 @@ def test_points_stored_after_the_first_draw_appear_in_the_panels(
     assert last_step_drawn(page, "train/loss", finished) == STEPS - 1
 
     # the run ends: the next poll draws it as ended, then the page stops polling
+    assert page.get_attribute("#ws-grid", "data-polling") == "1"
     finish_run(dashboard.store, running, "finished", exit_code=0)
+    page.wait_for_function(
+        "() => document.getElementById('ws-grid').dataset.polling === '0'", timeout=30_000
+    )
     requests: list[str] = []
-    page.wait_for_timeout(12_000)  # > two poll periods: the one that sees the end, then none
     page.on("request", lambda r: requests.append(r.url) if "/workspace/" in r.url else None)
-    page.wait_for_timeout(11_000)
+    page.wait_for_timeout(6_000)  # > one poll period: no request comes any more
     assert requests == [], requests

@@ -400,6 +400,18 @@ _ORDER_ATTRS = {
 }  # fmt: skip
 
 
+def _order_items(items: object) -> list[str]:
+    """An ``order_by`` value (one string, or a list of at most :data:`MAX_ORDER_BY`
+    strings) as a list. Raises MlflowFilterError naming ``order_by``."""
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise MlflowFilterError("order_by must be a list of strings", field="order_by")
+    if len(items) > MAX_ORDER_BY:
+        raise MlflowFilterError(f"at most {MAX_ORDER_BY} order_by keys", field="order_by")
+    return items
+
+
 def parse_order_by(items: object) -> tuple[OrderKey, ...]:
     """MLflow's ``order_by`` list (``["metrics.loss ASC", "start_time DESC"]``) as sort keys.
 
@@ -408,12 +420,7 @@ def parse_order_by(items: object) -> tuple[OrderKey, ...]:
     """
     if items is None or items == "":
         return ()
-    if isinstance(items, str):
-        items = [items]
-    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise MlflowFilterError("order_by must be a list of strings", field="order_by")
-    if len(items) > MAX_ORDER_BY:
-        raise MlflowFilterError(f"at most {MAX_ORDER_BY} order_by keys", field="order_by")
+    items = _order_items(items)
     keys: list[OrderKey] = []
     for item in items:
         if "\x00" in item:
@@ -489,12 +496,7 @@ def parse_experiment_order_by(items: object) -> tuple[tuple[str, bool], ...]:
     """
     if items is None or items == "" or items == []:
         return _EXPERIMENT_DEFAULT_ORDER
-    if isinstance(items, str):
-        items = [items]
-    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise MlflowFilterError("order_by must be a list of strings", field="order_by")
-    if len(items) > MAX_ORDER_BY:
-        raise MlflowFilterError(f"at most {MAX_ORDER_BY} order_by keys", field="order_by")
+    items = _order_items(items)
     keys: list[tuple[str, bool]] = []
     for item in items:
         key = _experiment_order_key(item)

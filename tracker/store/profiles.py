@@ -278,8 +278,9 @@ def _close_ended(store: Store, run_id: int) -> None:
             )
 
 
-def list_profiles(store: Store, run_id: int) -> list[Profile]:
-    """Run ``run_id``'s profiles, newest first (open ones of an ended run closed first)."""
+def _read(store: Store, run_id: int, where: Any) -> list[Profile]:
+    """Run ``run_id``'s profiles that ``where`` selects, newest first; open ones of an
+    ended run are closed first (one cheap read finds whether there are any)."""
     with read_conn(store.engine) as conn:
         stale = conn.execute(
             sa.select(m.ProfileRow.id)
@@ -294,17 +295,22 @@ def list_profiles(store: Store, run_id: int) -> list[Profile]:
         _close_ended(store, run_id)
     with read_conn(store.engine) as conn:
         rows = conn.execute(
-            _select().where(m.ProfileRow.run_id == run_id).order_by(m.ProfileRow.id.desc())
+            _select().where(m.ProfileRow.run_id == run_id, where).order_by(m.ProfileRow.id.desc())
         ).all()
     return [_row_profile(r) for r in rows]
 
 
+def list_profiles(store: Store, run_id: int) -> list[Profile]:
+    """Run ``run_id``'s profiles, newest first (open ones of an ended run closed first)."""
+    return _read(store, run_id, sa.true())
+
+
 def get_profile(store: Store, run_id: int, profile_id: int) -> Profile:
     """Raises NotFound: no such profile of run ``run_id``."""
-    for profile in list_profiles(store, run_id):
-        if profile.id == profile_id:
-            return profile
-    raise NotFound(f"run {run_id} has no profile {profile_id}", field="profile_id")
+    found = _read(store, run_id, m.ProfileRow.id == profile_id)
+    if not found:
+        raise NotFound(f"run {run_id} has no profile {profile_id}", field="profile_id")
+    return found[0]
 
 
 def read_trace(store: Store, run_id: int, profile_id: int, rank: int | None = None) -> Any:

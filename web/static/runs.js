@@ -26,6 +26,12 @@
   let page = null;
   let refresher = null;
   let asked = 0; // the latest request for rows: an answer to an older one is stale and dropped
+  // Answers handled so far, drawn or dropped, on <body data-rows-answered>: what a test (or
+  // a script driving the page) waits for instead of a pause.
+  const answered = () => {
+    const seen = Number(document.body.dataset.rowsAnswered || 0);
+    document.body.dataset.rowsAnswered = String(seen + 1);
+  };
 
   function readUrl() {
     const search = T.params();
@@ -90,9 +96,11 @@
     try {
       doc = await api(`/api/v1/runs?${apiParams()}`);
     } catch (exc) {
+      answered();
       if (mine === asked) showError(exc);
       return;
     }
+    answered();
     if (mine !== asked) return; // the view changed while this answer was on its way
     showError(null);
     page = doc;
@@ -125,7 +133,7 @@
     if (live && !refresher) {
       refresher = T.poll(async () => {
         const mine = ++asked;
-        const doc = await api(`/api/v1/runs?${apiParams()}`);
+        const doc = await api(`/api/v1/runs?${apiParams()}`).finally(answered);
         if (mine !== asked) return true; // a load for a newer view is under way or done
         page = doc;
         render();

@@ -18,7 +18,8 @@
  * server (GET/POST /api/v1/views, POST /api/v1/views/delete; saving needs an admin token).
  *
  * When every panel has drawn, #ws-grid gets data-drawn="1" (the benchmark and the browser
- * tests wait for it). Running runs are polled every 5 s, like the run page. */
+ * tests wait for it). Running runs are polled every 5 s, like the run page; #ws-grid has
+ * data-polling="1" meanwhile and "0" once no run drawn is running any more. */
 "use strict";
 
 (() => {
@@ -267,16 +268,24 @@
     p.textContent = text || "";
   }
 
+  // #ws-grid data-polling="1" while running runs are polled, "0" once polling ended
+  function polling(on) { el("ws-grid").dataset.polling = on ? "1" : "0"; }
+
   function scheduleRefresh() {
     const live = doc && doc.runs.some((r) => r.status === "running" || r.status === "queued");
     if (live && !refresher) {
-      refresher = T.poll(async () => {
+      const mine = T.poll(async () => {
         await load({ quiet: true });
-        return Boolean(doc && doc.runs.some((r) => r.status === "running" || r.status === "queued"));
+        const still = Boolean(doc && doc.runs.some((r) => r.status === "running" || r.status === "queued"));
+        if (!still && refresher === mine) { refresher = null; polling(false); } // ends itself
+        return still;
       }, 5000);
+      refresher = mine;
+      polling(true);
     } else if (!live && refresher) {
       refresher.stop();
       refresher = null;
+      polling(false);
     }
   }
 
@@ -682,7 +691,7 @@
   });
   el("view-table").addEventListener("click", () => {
     state.shown = false;
-    if (refresher) { refresher.stop(); refresher = null; }
+    if (refresher) { refresher.stop(); refresher = null; polling(false); }
     for (const swatch of document.querySelectorAll("#runs-body .ws-swatch")) swatch.remove();
     changed({ fetch: false });
   });
