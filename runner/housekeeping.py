@@ -72,7 +72,8 @@ def housekeeping_once(
 def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[periodic.Task]:
     """The runner's periodic tasks: the reaper, the crash watch, pending reasons every
     ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); due cron
-    schedules every second (unless ``options.schedules`` is off)."""
+    schedules every second and the sweep controller every 2 s (unless ``options.schedules``
+    is off)."""
     every = options.interval_s
     tasks = [
         periodic.reap_leases(store, options.policy.next_retry, every),
@@ -88,8 +89,9 @@ def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[perio
         )
     if options.doctor_s > 0:
         tasks.append(periodic.live_doctor(store, options.doctor_s))
-    if options.schedules:
+    if options.schedules:  # the processes that fire schedules also drive the sweeps
         tasks.append(periodic.fire_schedules(store))
+        tasks.append(periodic.sweep_controller(store))
     return tasks
 
 

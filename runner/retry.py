@@ -3,7 +3,8 @@ as the store keeps time).
 
 Policy (``max_retries`` is the number of retries a job may have; 0 means none):
 
-- ``cancelled`` is never retried: a person asked for it to stop.
+- ``cancelled`` is never retried: a person asked for it to stop; nor is ``pruned``: a
+  sweep's pruner stopped the trial because it was worse than its peers.
 - Failures from outside the job's code, ``crashed`` (the worker or host died, the lease
   expired), ``timeout``, ``host_oom`` and ``killed_by_signal`` (SIGKILL/SIGTERM from outside,
   e.g. a preemption), and from a cluster scheduler, ``preempted`` (Slurm preempted or
@@ -40,6 +41,7 @@ from tracker.rules.failure import (
     KILLED_BY_SIGNAL,
     NODE_FAIL,
     PREEMPTED,
+    PRUNED,
     TIMEOUT,
 )
 
@@ -55,7 +57,7 @@ __all__ = [
 ]
 
 ALWAYS_RETRIED = frozenset({"crashed", TIMEOUT, HOST_OOM, KILLED_BY_SIGNAL, PREEMPTED, NODE_FAIL})
-NEVER_RETRIED = frozenset({CANCELLED})
+NEVER_RETRIED = frozenset({CANCELLED, PRUNED})
 
 
 class RetryPolicyError(InvalidInput):

@@ -36,6 +36,7 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
     CRASHED = "crashed"
+    PRUNED = "pruned"  # a sweep's pruner stopped it (tracker.store.sweeps)
 
 
 RUN_STATUSES = tuple(s.value for s in RunStatus)
@@ -50,6 +51,7 @@ RUN_STATUS_FOR_JOB: dict[str, RunStatus] = {
     JobStatus.CANCELLED: RunStatus.KILLED,
     JobStatus.TIMED_OUT: RunStatus.KILLED,
     JobStatus.CRASHED: RunStatus.CRASHED,
+    JobStatus.PRUNED: RunStatus.KILLED,  # with failure class ``pruned``
 }
 
 # The job status an attempt ends in for the failure classes that have their own; every
@@ -60,12 +62,13 @@ _JOB_STATUS_FOR_FAILURE = {
     "crashed": JobStatus.CRASHED,
     "preempted": JobStatus.CRASHED,  # the cluster took the job away: retried
     "node_fail": JobStatus.CRASHED,
+    "pruned": JobStatus.PRUNED,
 }
 
 
 def job_status_for(failure_class: str | None) -> JobStatus:
-    """The job state an attempt ends in: succeeded (no failure), cancelled, timed_out,
-    crashed or failed."""
+    """The job state an attempt ends in: succeeded (no failure), cancelled, pruned,
+    timed_out, crashed or failed."""
     if failure_class is None:
         return JobStatus.SUCCEEDED
     return _JOB_STATUS_FOR_FAILURE.get(failure_class, JobStatus.FAILED)
@@ -424,6 +427,55 @@ class ScheduleInfo:
     created_at: float
     last_fire_at: float | None
     next_fire_at: float | None = None
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """A sweep that learns (``tracker sweep --method``): its settings, where it stands and
+    its best trial so far. ``space`` holds the ``-c`` override texts it searches; ``spec``
+    the job fields every trial shares (``JobSpec``'s names). ``status`` is ``running``,
+    ``stopped`` (by a person; ``tracker sweeps resume`` goes on) or ``finished``."""
+
+    id: int
+    name: str
+    project: str
+    status: str
+    method: str
+    metric: str
+    goal: str
+    objective: str
+    trials: int
+    parallel: int
+    prune: str
+    seed: int
+    space: list[str]
+    spec: dict[str, Any]
+    created_at: float
+    ended_at: float | None
+    note: str | None
+    counts: dict[str, int] = field(default_factory=dict)  # trials by state
+    best: TrialInfo | None = None
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """One trial of a sweep: the params its sampler chose, the job that ran them and how it
+    ended. ``state`` is ``running`` (queued or running), ``complete``, ``pruned`` (at
+    ``pruned_step``) or ``failed``; ``value`` the objective (the pruned value for a pruned
+    trial)."""
+
+    sweep_id: int
+    number: int
+    params: dict[str, Any]
+    state: str
+    value: float | None
+    job_id: int | None
+    run_id: int | None
+    job_status: str | None
+    pruned_step: int | None
+    note: str | None
+    created_at: float
+    ended_at: float | None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ task                   what one pass does                                    run
 ``mlflow idle``        silent MLflow-created runs marked stale                ``tracker ui``
 ``profile summaries``  stored profiles summarised before anyone reads them   ``tracker ui``
                        (:func:`summarise_profiles_once`)
+``sweeps``             the sweep controller: ended trials read, running       all
+                       trials shown to the pruner, new trials queued
+                       (:func:`tracker.store.sweeps.control_once`)
 =====================  ====================================================  ==============
 
 Never inside a request: a view only writes rows; this loop reads them later.
@@ -49,7 +52,7 @@ from dataclasses import dataclass
 from tracker.errors import InvalidInput, NotFound, StoreUnavailable
 from tracker.rules.profile_summary import summarize
 from tracker.rules.throttle import SLOWDOWN, Throttle
-from tracker.store import Store, profiles
+from tracker.store import Store, profiles, sweeps
 from tracker.store.diagnoses import LiveSweep
 from tracker.store.queue import reap_expired_leases
 from tracker.store.runs import mark_stale_runs_crashed
@@ -232,6 +235,19 @@ def profile_summaries(store: Store, every_s: float = 2.0) -> Task:
     return Task("profile summaries", every_s, ProfileSummaries(store).once)
 
 
+def sweep_controller(store: Store, every_s: float = 2.0) -> Task:
+    """The ``sweeps`` task: one controller pass over the running sweeps (none running: one
+    small read). Fenced in the database, so every process may run it."""
+
+    def run() -> list[str]:
+        done = sweeps.control_once(store)
+        for line in done:
+            log.info("%s", line)
+        return done
+
+    return Task("sweeps", every_s, run)
+
+
 def live_doctor(store: Store, every_s: float = 5.0) -> Task:
     """Diagnoses of running runs whose points moved since the previous pass."""
     return Task("live doctor", every_s, LiveSweep(store).once)
@@ -248,4 +264,5 @@ __all__ = [
     "fire_schedules_once",
     "live_doctor",
     "reap_leases",
+    "sweep_controller",
 ]

@@ -252,4 +252,5 @@ def _periodic_tasks(
     if cfg["LIVE_DOCTOR_S"]:  # the doctor's family: profiles summarised ahead of readers too
         tasks.append(periodic.live_doctor(store, cfg["LIVE_DOCTOR_S"]))
         tasks.append(periodic.profile_summaries(store))  # none pending: one small read
+    tasks.append(periodic.sweep_controller(store))  # no sweep running: one small read
     return tasks

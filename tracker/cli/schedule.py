@@ -123,7 +123,7 @@ def schedule_delete(schedule_id: int, uri: str | None) -> None:
 @click.option(
     "--no-schedules",
     is_flag=True,
-    help="Only reap expired leases and silent runs; do not fire cron schedules.",
+    help="Only reap expired leases and silent runs; do not fire cron schedules or drive sweeps.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @housekeeping_options
@@ -137,8 +137,9 @@ def scheduler(
     run_stale_seconds: float,
     uri: str | None,
 ) -> None:
-    """Run only the housekeeping: cron schedules, the reaper for expired leases and silent
-    runs, retries and pending reasons. Safe to run several; stops on SIGTERM or Ctrl-C."""
+    """Run only the housekeeping: cron schedules, the sweep controller, the reaper for
+    expired leases and silent runs, retries and pending reasons. Safe to run several; stops
+    on SIGTERM or Ctrl-C."""
     from tracker.runner.housekeeping import run_housekeeping
 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=LOG_FORMAT)

@@ -74,6 +74,8 @@ HOST_OOM = "host_oom"
 KILLED_BY_SIGNAL = "killed_by_signal"
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
+# A sweep's pruner stopped the trial (tracker.store.sweeps): not a failure of its code.
+PRUNED = "pruned"
 IMPORT_ERROR = "import_error"
 MISSING_FILE = "missing_file"
 MISSING_MODULE = "missing_module"
@@ -91,6 +93,7 @@ FAILURE_CLASSES = (
     KILLED_BY_SIGNAL,
     TIMEOUT,
     CANCELLED,
+    PRUNED,
     IMPORT_ERROR,
     MISSING_FILE,
     PYTHON_EXCEPTION,

@@ -400,6 +400,56 @@ class ScheduleFireRow(Base):
     job_id: Mapped[int | None] = mapped_column(sa.ForeignKey("jobs.id", ondelete="SET NULL"))
 
 
+class SweepRow(Base):
+    """A sweep that learns (``tracker.store.sweeps``): the search, its budget and the job
+    spec every trial shares; the trials are ``sweep_trials`` rows."""
+
+    __tablename__ = "sweeps"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200))
+    project: Mapped[str] = mapped_column(sa.String(200))
+    status: Mapped[str] = mapped_column(sa.String(16))  # running | stopped | finished
+    method: Mapped[str] = mapped_column(sa.String(16))
+    metric: Mapped[str] = mapped_column(sa.String(250))
+    goal: Mapped[str] = mapped_column(sa.String(8))
+    objective: Mapped[str] = mapped_column(sa.String(8))  # last | best
+    trials: Mapped[int]
+    parallel: Mapped[int]
+    prune: Mapped[str] = mapped_column(sa.String(16))
+    seed: Mapped[int] = mapped_column(sa.BigInteger)
+    space: Mapped[Any] = mapped_column(JsonType)  # the -c override texts
+    spec: Mapped[Any] = mapped_column(JsonType)  # the job fields (schedules' spec_to_dict)
+    created_at: Mapped[float]
+    ended_at: Mapped[float | None]
+    note: Mapped[str | None] = mapped_column(sa.Text)
+    __table_args__ = (sa.Index("ix_sweeps_status", "status"),)
+
+
+class SweepTrialRow(Base):
+    """One trial of a sweep. The key (sweep, number) is what makes a trial queued exactly
+    once however many controllers run: the row and its job are inserted together."""
+
+    __tablename__ = "sweep_trials"
+    sweep_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    job_id: Mapped[int | None] = mapped_column(
+        sa.ForeignKey("jobs.id", ondelete="SET NULL"), index=True
+    )
+    params: Mapped[Any] = mapped_column(JsonType)
+    state: Mapped[str] = mapped_column(sa.String(16))  # running | complete | pruned | failed
+    value: Mapped[float | None]  # finite or NULL: a NaN objective fails the trial
+    pruned_step: Mapped[int | None] = mapped_column(sa.BigInteger)
+    note: Mapped[str | None] = mapped_column(sa.Text)
+    # the sampler's and pruner's own bookkeeping (Optuna's trial system attrs) and the
+    # metric's values at its steps, kept when the trial ends (thinned, see sweeps.py)
+    system_attrs: Mapped[Any] = mapped_column(JsonType)
+    intermediate: Mapped[Any] = mapped_column(JsonType)
+    created_at: Mapped[float]
+    ended_at: Mapped[float | None]
+
+
 class TokenRow(Base):
     """An access token: only its sha256 is kept (see :mod:`tracker.store.tokens`)."""
 

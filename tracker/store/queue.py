@@ -60,6 +60,7 @@ from tracker.store.jobs import (
     job_info,
     jobs_by_id,
 )
+from tracker.store.pruned import mark_pruned_failure
 from tracker.store.rows import dialect_insert
 
 if TYPE_CHECKING:
@@ -565,6 +566,7 @@ def _end_attempt(
 
     The job's update is fenced by ``token`` as well, so it can never end another lease.
     """
+    failure = mark_pruned_failure(conn, row.id, failure)
     status = job_status_for(failure.cls if failure else None)
     retry_at = _retry_at(row, failure, retry, now)
     cls = failure.cls if failure else None
