@@ -128,6 +128,9 @@ OPTIONAL = {
     "botocore": "s3",
     "psycopg": "postgres",
     "apscheduler": "runner",  # the cron rules, used by the schedule commands only
+    # the sweep controller's decisions, run by the periodic work of the dashboard and the
+    # runner (both extras bring it); a process without it warns once and leaves sweeps be
+    "optuna": "runner",
 }
 BROUGHT_BY = {"werkzeug": "flask", "botocore": "boto3"}  # their dependencies, used with them
 

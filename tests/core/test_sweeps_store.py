@@ -79,7 +79,7 @@ def test_two_controllers_never_queue_a_trial_twice(store: Store) -> None:
         try:
             for _ in range(3):
                 sweeps.control_once(store)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=go) for _ in range(4)]

@@ -110,14 +110,14 @@ def test_no_retry_does_not_consume_rng() -> None:
 
 def test_is_retryable_for_every_failure_class() -> None:
     for cls in FAILURE_CLASSES:
-        if cls == "cancelled":
+        if cls in ("cancelled", "pruned"):  # a person's cancel; a sweep's pruner
             assert not is_retryable(cls, retry_on_failure=True)
         elif cls in ("timeout", "host_oom", "killed_by_signal", "preempted", "node_fail"):
             assert is_retryable(cls, retry_on_failure=False)
         else:
             assert not is_retryable(cls, retry_on_failure=False)
             assert is_retryable(cls, retry_on_failure=True)
-    assert "crashed" in ALWAYS_RETRIED and frozenset({"cancelled"}) == NEVER_RETRIED
+    assert "crashed" in ALWAYS_RETRIED and frozenset({"cancelled", "pruned"}) == NEVER_RETRIED
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "runs": ("tracker.cli.runs:runs", ()),
     "submit": ("tracker.cli.jobs:submit", ()),
     "sweep": ("tracker.cli.jobs:sweep", ()),
+    "sweeps": ("tracker.cli.sweeps:sweeps", ()),
     "jobs": ("tracker.cli.jobs:jobs", ()),
     "workers": ("tracker.cli.jobs:workers", ()),
     "worker": ("tracker.cli.worker:worker", ("runner",)),

@@ -1,4 +1,5 @@
-"""Queue commands: ``submit``, ``sweep``, ``jobs ls|show|logs|cancel|requeue``, ``workers ls``.
+"""Queue commands: ``submit``, ``sweep``, ``jobs ls|show|logs|cancel|requeue``, ``workers ls``
+(``tracker sweeps``, the sweeps that learn, is :mod:`tracker.cli.sweeps`).
 
 The store and the runner are imported inside the commands, so ``tracker --help`` stays fast.
 ``submit``, ``sweep`` and ``jobs cancel`` given a dashboard's ``http://host:port`` go through
@@ -32,6 +33,7 @@ from tracker.cli.remote import is_http
 from tracker.cli.script_args import ScriptCommand
 from tracker.cli.snapshot import SNAPSHOT_KEYS, attach_snapshot, snapshot_options
 from tracker.cli.suggest import SuggestingGroup
+from tracker.cli.sweeps import create_learning_sweep, learning_options, pop_learning
 from tracker.entities import JOB_STATUSES, JobInfo, WorkerInfo
 from tracker.errors import InvalidInput
 from tracker.rules.sweep import DISTRIBUTIONS_HELP
@@ -224,8 +226,9 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
 @job_options
 @click.option("--random", "samples", type=int, default=None,
               help="Random search: this many samples instead of the full grid.")  # fmt: skip
-@click.option("--seed", type=int, default=None, help="Seed of the random search.")
+@click.option("--seed", type=int, default=None, help="Seed of the random search or sampler.")
 @click.option("--dry-run", is_flag=True, help="Print the configs without queueing them.")
+@learning_options
 @snapshot_options
 @uri_option
 @admin_token_option
@@ -233,20 +236,36 @@ def submit(command: tuple[str, ...], overrides: tuple[str, ...], uri: str | None
 def sweep(command: tuple[str, ...], overrides: tuple[str, ...], samples: int | None,
           seed: int | None, dry_run: bool, uri: str | None, token: str | None, as_json: bool,
           **kwargs: Any) -> None:  # fmt: skip
-    """Queue one job per config: the grid of comma lists, or --random N samples.
+    """Queue one job per config: the grid of comma lists, or --random N samples; or, with
+    --method and --metric, a sweep that learns: each trial's params come from the trials
+    before it, and trials worse than their peers stop early (--prune).
 
     \b
         tracker sweep train.py -c lr=1e-4,3e-4 -c model.width=64,128     # 4 jobs
         tracker sweep train.py --random 20 -c "lr=loguniform(1e-5,1e-2)" -c seed=0,1,2
+        tracker sweep train.py -c "lr=loguniform(1e-5,1e-1)" -c width=64,128 \\
+            --method tpe --metric val/loss --goal minimize --trials 50 --parallel 4 --prune asha
 
     One code snapshot for all the jobs (see `tracker submit`). --uri may be a dashboard's
-    http://host:port (with an admin --token or TRACKER_TOKEN).
+    http://host:port (with an admin --token or TRACKER_TOKEN). A sweep that learns is driven
+    by the periodic work of the dashboard, a worker or `tracker scheduler` (see `tracker
+    sweeps`); its trials are ordinary jobs tagged sweep-ID.
     """
     import dataclasses
 
     from tracker.rules.sweep import expand_grid, parse_overrides, sample_random
     from tracker.store import queue
 
+    learning = pop_learning(kwargs)
+    if learning is not None:
+        if samples is not None:
+            raise click.UsageError("--random N and --method are two kinds of sweep: pick one")
+        if dry_run:
+            raise click.UsageError("--dry-run: a sweep that learns picks each trial later")
+        spec = spec_from_options(command, {}, **_job_kwargs(kwargs))
+        create_learning_sweep(spec, overrides, learning, seed, uri, token, as_json,
+                              _snapshot_kwargs(kwargs))  # fmt: skip
+        return
     parsed = parse_overrides(overrides)
     if samples is None:
         configs = expand_grid({}, parsed)

@@ -332,7 +332,9 @@ def parse_overrides(texts: Sequence[str]) -> tuple[Override, ...]:
                     if old.path == new.path
                     else f"'{'.'.join(shorter)}' is set and a key inside it is set too"
                 )
-                raise SweepSpecError(f"-c {new.text}: conflicts with -c {old.text}: {problem}")
+                raise SweepSpecError(
+                    f"-c {new.text}: conflicts with -c {old.text}: {problem}", field="config"
+                )
         result.append(new)
     return tuple(result)
 

@@ -7,6 +7,8 @@ one question:
 - :func:`next_params`: the params of trial ``number`` (the sampler: ``tpe``, ``cmaes``,
   ``random`` or ``grid``). The sampler is seeded with ``seed + number``, so the same
   history gives the same answer on any controller, before and after a restart.
+- :func:`param_importance`: how much each searched param explains the objective, over the
+  complete trials (Optuna's PED-ANOVA), for the sweep page's chart.
 - :func:`should_prune`: whether a running trial stops at its latest step (the pruner:
   ``asha`` -- Optuna's successive halving, ``hyperband``, ``median`` or ``none``), given the
   metric values it logged so far. The pruner's bookkeeping (the rung a trial reached) comes
@@ -44,6 +46,7 @@ __all__ = [
     "fixed_config",
     "grid_size",
     "next_params",
+    "param_importance",
     "should_prune",
 ]
 
@@ -360,3 +363,46 @@ def _jsonable(attrs: Mapping[str, Any]) -> dict[str, Any]:
             value = repr(value)
         out[str(key)] = value
     return out
+
+
+MIN_IMPORTANCE_TRIALS = 2
+
+
+def param_importance(
+    settings: SweepSettings, overrides: Sequence[Override], history: Sequence[TrialRecord]
+) -> tuple[dict[str, float], str | None]:
+    """Each searched param's importance for the objective (dotted key -> share, summing to 1),
+    by Optuna's ``PedAnovaImportanceEvaluator`` on a study of the complete trials with a
+    finite value; and a note: why there is none, or what Optuna warned of (few trials).
+
+    Never raises: the sweep page shows the rest of a sweep whatever this meets; a sweep with
+    fewer than 2 such trials, or one Optuna cannot evaluate, is ``({}, reason)``."""
+    import warnings
+
+    done = [
+        TrialRecord(number=r.number, params=r.params, state="complete", value=r.value)
+        for r in history
+        if r.state == "complete" and r.value is not None and math.isfinite(r.value)
+    ]
+    if len(done) < MIN_IMPORTANCE_TRIALS:
+        return {}, (
+            f"importance needs at least {MIN_IMPORTANCE_TRIALS} complete trials with a finite "
+            f"{settings.metric}; {len(done)} so far"
+        )
+    try:
+        import optuna
+
+        study = _study(
+            settings, overrides, done, optuna.samplers.RandomSampler(seed=0), "importance"
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = optuna.importance.get_param_importances(
+                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
+            )
+    except Exception as exc:  # any failure is the chart's note, never the page's
+        return {}, f"no importance: {type(exc).__name__}: {exc}"
+    if not found:
+        return {}, "no searched param has a value in the space in every complete trial"
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    return {str(k): float(v) for k, v in found.items()}, (" ".join(notes) or None)

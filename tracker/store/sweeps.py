@@ -320,23 +320,37 @@ def stop_sweep(store: Store, sweep_id: int, *, kill: bool = False) -> SweepInfo:
     return get_sweep(store, sweep_id)
 
 
-def resume_sweep(store: Store, sweep_id: int) -> SweepInfo:
-    """Queue trials again (a stopped sweep, or a finished one whose budget was raised).
+def resume_sweep(store: Store, sweep_id: int, *, trials: int | None = None) -> SweepInfo:
+    """Queue trials again: a stopped sweep, or a finished one given a larger budget
+    (``trials``: the new total, at least the trials it has; a grid at most its size).
 
-    Raises NotFound, Conflict (it is running) or StoreUnavailable."""
+    Raises NotFound, Conflict (it is running and no budget is given), InvalidInput (a bad
+    ``trials``) or StoreUnavailable."""
     with write_begin(store.engine) as conn:
-        status = conn.execute(
-            sa.select(m.SweepRow.status).where(m.SweepRow.id == sweep_id)
-        ).scalar()
-        if status is None:
+        row = conn.execute(sa.select(m.SweepRow).where(m.SweepRow.id == sweep_id)).first()
+        if row is None:
             raise NotFound(f"no sweep {sweep_id}", field="sweep_id")
-        if status == "running":
+        values: dict[str, Any] = {"status": "running", "ended_at": None, "note": None}
+        if trials is not None:
+            have = conn.execute(
+                sa.select(sa.func.count()).where(m.SweepTrialRow.sweep_id == sweep_id)
+            ).scalar_one()
+            SweepSettings(metric=row.metric, trials=trials).check()
+            if trials < have:
+                raise InvalidInput(
+                    f"trials: {trials} is fewer than the {have} trials sweep {sweep_id} has",
+                    field="trials",
+                )
+            if row.method == "grid":
+                size = grid_size(parse_overrides(list(row.space or [])))
+                if trials > size:
+                    raise InvalidInput(
+                        f"trials: the grid of sweep {sweep_id} has {size} configs", field="trials"
+                    )
+            values["trials"] = trials
+        elif row.status == "running":
             raise Conflict(f"sweep {sweep_id} is running", field="sweep_id")
-        conn.execute(
-            sa.update(m.SweepRow)
-            .where(m.SweepRow.id == sweep_id)
-            .values(status="running", ended_at=None, note=None)
-        )
+        conn.execute(sa.update(m.SweepRow).where(m.SweepRow.id == sweep_id).values(**values))
     return get_sweep(store, sweep_id)
 
 
