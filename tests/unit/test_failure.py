@@ -313,5 +313,5 @@ def test_every_class_has_a_stable_name() -> None:
     assert FAILURE_CLASSES == (
         "cuda_oom", "nccl", "device_assert", "nonfinite_loss", "host_oom", "killed_by_signal",
         "timeout", "cancelled", "import_error", "missing_file", "python_exception", "exit_code",
-        "gloo", "preempted", "node_fail", "missing_module",
+        "gloo", "preempted", "node_fail", "missing_module", "pruned",
     )  # fmt: skip
