@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = [
+    "CHECKED",
     "GOALS",
     "METHODS",
     "OBJECTIVES",

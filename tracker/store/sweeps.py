@@ -39,6 +39,7 @@ from tracker.entities import FINAL_JOB_STATUSES, JobSpec, SweepInfo, TrialInfo
 from tracker.errors import Conflict, InvalidInput, NotFound
 from tracker.rules.sweep import SweepSpecError, parse_overrides, set_path
 from tracker.rules.sweep_search import (
+    CHECKED,
     SweepSettings,
     TrialRecord,
     check_space,
@@ -411,8 +412,13 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
         key_id = conn.execute(
             sa.select(m.MetricKeyRow.id).where(m.MetricKeyRow.name == sweep.metric)
         ).scalar()
-        running_runs = [r.run_id for r in rows if r.state == "running" and r.run_id is not None]
-        series = _series(conn, running_runs, key_id)
+        # a running trial's steps the pruner has not seen yet (it saw the others already)
+        unseen = {
+            r.run_id: (r.system_attrs or {}).get(CHECKED)
+            for r in rows
+            if r.state == "running" and r.run_id is not None and r.job_status == "running"
+        }
+        series = _series(conn, unseen, key_id)
     settings = _settings(sweep)
     parsed = parse_overrides(list(sweep.space or []))
     study_name = f"sweep-{sweep_id}"
@@ -428,7 +434,7 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
             continue
         if r.job_id is None or r.job_status in FINAL_JOB_STATUSES:
             state, value, note = _ended(store, r, sweep, key_id)
-            inter = series.get(r.run_id, {}) if r.run_id is not None else {}
+            inter = _full_series(store, r.run_id, key_id)
             if _end_trial(store, sweep_id, r.number, state, value, note, inter):
                 shown = f" ({sweep.metric} {value:.6g})" if value is not None else ""
                 done.append(f"sweep {sweep_id}: trial {r.number} {state}{shown}")
@@ -441,7 +447,7 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
             if history[r.number].state != "running" or r.job_status != "running":
                 continue
             if not history[r.number].intermediate:
-                continue
+                continue  # no step it has not seen: nothing new to decide
             step, attrs = should_prune(
                 settings, parsed, list(history.values()), r.number, study_name
             )
@@ -451,7 +457,8 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
                 continue
             seen = history[r.number].intermediate
             value = seen.get(step)
-            if _prune_trial(store, sweep, r, step, value, seen):
+            full = _full_series(store, r.run_id, key_id)
+            if _prune_trial(store, sweep, r, step, value, full):
                 done.append(f"sweep {sweep_id}: trial {r.number} pruned at step {step}")
                 history[r.number] = replace(history[r.number], state="pruned", value=value)
     # 3. new trials
@@ -479,21 +486,28 @@ def _steps(stored: Mapping[str, Any]) -> dict[int, float]:
 
 
 def _series(
-    conn: sa.Connection, run_ids: Sequence[int], key_id: int | None
+    conn: sa.Connection, after: Mapping[int, int | None], key_id: int | None
 ) -> dict[int, dict[int, float]]:
-    """step -> value (the last value at a step: the highest seq) for each run."""
-    if not run_ids or key_id is None:
+    """step -> value (the last value at a step: the highest seq) for each run, from the
+    step after ``after[run_id]`` (None: from the start)."""
+    if not after or key_id is None:
         return {}
     p = m.MetricPointRow
-    rows = conn.execute(
-        sa.select(p.run_id, p.step, p.value)
-        .where(p.run_id.in_(list(run_ids)), p.key_id == key_id)
-        .order_by(p.run_id, p.step, p.seq)
-    ).all()
     out: dict[int, dict[int, float]] = {}
-    for run_id, step, value in rows:
-        out.setdefault(run_id, {})[int(step)] = math.nan if value is None else float(value)
+    for run_id, last in after.items():
+        query = sa.select(p.step, p.value).where(p.run_id == run_id, p.key_id == key_id)
+        if last is not None:
+            query = query.where(p.step > int(last))
+        for step, value in conn.execute(query.order_by(p.step, p.seq)).all():
+            out.setdefault(run_id, {})[int(step)] = float(value)
     return out
+
+
+def _full_series(store: Store, run_id: int | None, key_id: int | None) -> dict[int, float]:
+    if run_id is None or key_id is None:
+        return {}
+    with read_conn(store.engine) as conn:
+        return _series(conn, {run_id: None}, key_id).get(run_id, {})
 
 
 def _ended(store: Store, r: Any, sweep: Any, key_id: int | None) -> tuple[str, float | None, str]:
