@@ -199,6 +199,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         loop.ensure_running()
         app.before_request(loop.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_periodic"] = loop
+        store.on_close(lambda: loop.stop(wait=False))  # no pass on a closed store
     from tracker.web.views import annotations as annotation_views
     from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import (
@@ -212,6 +213,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         runs,
         runs_csv,
         snapshots,
+        sweeps,
         workspace,
     )
 
@@ -222,6 +224,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(artifact_views.bp)
     app.register_blueprint(queue.bp)
     app.register_blueprint(snapshots.bp)
+    app.register_blueprint(sweeps.bp)
     app.register_blueprint(workspace.bp)
     app.register_blueprint(mlflow.bp)
     app.register_blueprint(mlflow_lifecycle.bp)

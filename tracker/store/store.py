@@ -20,6 +20,7 @@ Driver errors are translated at this boundary: every read runs in
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from tracker.errors import InvalidInput
@@ -62,6 +63,7 @@ class Store:
         # where artifact blobs live (``tracker.store.artifacts.artifact_root`` resolves the
         # default: TRACKER_ARTIFACT_ROOT, else next to the SQLite file)
         self.artifact_root = artifact_root
+        self._on_close: list[Callable[[], object]] = []
         if self.uri.startswith(("http://", "https://")):
             raise InvalidInput(
                 f"{self.uri} is a server address, not a database: the Store needs a SQL URL",
@@ -111,7 +113,15 @@ class Store:
         return upgrade(self.engine, revision)
 
     def close(self) -> None:
+        """Dispose of the connections; what was registered with ``on_close`` runs first (a
+        dashboard's periodic loop stops with its store)."""
+        for callback in self._on_close:
+            callback()
         self.engine.dispose()
+
+    def on_close(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` when this store is closed."""
+        self._on_close.append(callback)
 
     def __repr__(self) -> str:
         return f"Store({self.engine.url.render_as_string(hide_password=True)!r})"

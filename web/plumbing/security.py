@@ -100,6 +100,8 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "pages.compare": LOG,
     "pages.jobs": LOG,
     "pages.job": LOG,
+    "pages.sweeps": LOG,
+    "pages.sweep": LOG,
     "auth.logout": LOG,
     "api.projects": LOG,
     "api.runs_search": LOG,
@@ -174,6 +176,13 @@ ENDPOINT_SCOPES: dict[str, str] = {
     "profiles.profile_detail": LOG,
     "profiles.profile_diff": LOG,
     "profiles.profile_trace": LOG,
+    # sweeps that learn (views/sweeps.py): making, stopping or resuming one queues or
+    # cancels jobs; reading them is a read
+    "sweeps.list_sweeps": LOG,
+    "sweeps.sweep": LOG,
+    "sweeps.create_sweep": ADMIN,
+    "sweeps.stop_sweep": ADMIN,
+    "sweeps.resume_sweep": ADMIN,
     # the MLflow lifecycle routes (views/mlflow_lifecycle.py): deletes and restores are
     # admin as everywhere; renames and experiment tags are what training code does
     "mlflow_lifecycle.delete_run": ADMIN,

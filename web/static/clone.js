@@ -3,7 +3,12 @@
  * the same command (POST /api/v1/{runs|jobs}/<id>/clone). The dashboard never takes a
  * command line: the copies keep the submitted job's argv, cwd and env. A run that no job ran
  * (reported over the API, or by a script run by hand) cannot be cloned: its recorded command
- * is shown on its page, never launched. */
+ * is shown on its page, never launched.
+ *
+ * "Sweep that learns" turns the sweep values into a search space for Optuna instead of a
+ * grid: each key's text is sent as a `-c` override (`loguniform(1e-5,1e-1)`, `64,128`), with
+ * the method, metric, goal, budget and pruner, to POST /api/v1/sweeps; the page then opens
+ * the new sweep (/sweeps/<id>). */
 "use strict";
 
 const CloneEditor = (() => {
@@ -17,6 +22,12 @@ const CloneEditor = (() => {
   let fields = []; // [{key, path, type, input, sweep}]
   let types = {}; // the config's types tree (see typeAt)
   let mode = "form";
+  const LEARN_FIELDS = ["method", "metric", "goal", "trials", "parallel", "prune", "name"];
+
+  /** Whether the editor makes a sweep that learns (POST /api/v1/sweeps) instead of a grid. */
+  function learning() {
+    return el("clone-learn-on").checked;
+  }
 
   function typeOf(value) {
     if (value === null) return "null";
@@ -261,6 +272,8 @@ const CloneEditor = (() => {
   function inputForField(name) {
     if (!name) return null;
     if (name === "priority") return el("clone-priority");
+    if (learning() && LEARN_FIELDS.includes(name)) return el(`clone-learn-${name}`);
+    if (learning() && name === "overrides") return mode === "json" ? el("clone-sweep-json") : (fields.find((f) => f.sweep) || {}).sweep || null;
     if (mode === "json") return name === "grid" ? el("clone-sweep-json") : name.startsWith("config") ? el("clone-json") : null;
     const key = name.startsWith("config.") ? name.slice("config.".length) : name.replace(/^grid\./, "");
     const field = fields.find((f) => f.key === key);
@@ -284,10 +297,11 @@ const CloneEditor = (() => {
         throw refused(`sweep JSON: ${exc.message}`, el("clone-sweep-json"));
       }
       if (!grid || typeof grid !== "object" || Array.isArray(grid)) throw refused("sweep JSON must be an object: {\"key\": [values]}", el("clone-sweep-json"));
+      if (learning()) return { config, grid: {}, configText, gridText: "{}", overrides: jsonOverrides(grid) };
       for (const [key, values] of Object.entries(grid)) {
         if (!Array.isArray(values) || !values.length) throw refused(`sweep ${key}: expected a non-empty list of values`, el("clone-sweep-json"));
       }
-      return { config, grid, configText, gridText };
+      return { config, grid, configText, gridText, overrides: [] };
     }
     const config = {};
     const configTypes = {};
@@ -295,12 +309,45 @@ const CloneEditor = (() => {
       setPath(config, field.path, within(field.input, () => parseValue(field, field.input.value)));
       setPath(configTypes, field.path, field.type);
     }
-    const grid = collectGrid();
+    const grid = learning() ? {} : collectGrid();
     const gridTypes = Object.fromEntries(fields.filter((f) => grid[f.key]).map((f) => [f.key, f.type]));
     return {
       config, grid, configTypes, gridTypes,
       configText: typedJson(config, configTypes), gridText: typedJson(grid, gridTypes),
+      overrides: learning() ? formOverrides() : [],
     };
+  }
+
+  /** A sweep that learns searches each key's sweep text as written, a `-c` override of
+   *  `tracker sweep` (`lr=loguniform(1e-5,1e-1)`, `width=64,128`): the server parses it. */
+  function formOverrides() {
+    return fields.filter((f) => f.sweep && f.sweep.value.trim()).map((f) => `${f.key}=${f.sweep.value.trim()}`);
+  }
+
+  /** The sweep JSON as overrides: `{"lr": "loguniform(1e-5,1e-1)"}` (a text: as written) or
+   *  `{"width": [64, 128]}` (a list: its choices, each written as JSON). */
+  function jsonOverrides(grid) {
+    return Object.entries(grid).map(([key, value]) => {
+      if (typeof value === "string") return `${key}=${value}`;
+      if (Array.isArray(value) && value.length) return `${key}=${value.map((v) => JSON.stringify(v)).join(",")}`;
+      throw refused(`sweep ${key}: expected a distribution such as "loguniform(1e-5,1e-1)" or a non-empty list of values`, el("clone-sweep-json"));
+    });
+  }
+
+  /** The settings of a sweep that learns, as POST /api/v1/sweeps takes them. */
+  function learnSettings() {
+    const out = {};
+    for (const name of LEARN_FIELDS) {
+      const input = el(`clone-learn-${name}`);
+      const value = input.value.trim();
+      if (name === "trials" || name === "parallel") {
+        if (!/^\d+$/.test(value)) throw refused(`${name}: expected a whole number`, input);
+        out[name] = Number(value);
+      } else if (value || name === "metric") {
+        out[name] = value;
+      }
+    }
+    return out;
   }
 
   function collectGrid() {
@@ -322,7 +369,16 @@ const CloneEditor = (() => {
   function summarize(scroll = false) {
     const error = el("clone-error");
     try {
-      const { grid } = collect();
+      const { grid, overrides } = collect();
+      if (learning()) {
+        const settings = learnSettings();
+        el("clone-summary").textContent = `a sweep that learns: up to ${settings.trials} trials, ${settings.method}, ` +
+          `${overrides.length} key${overrides.length === 1 ? "" : "s"} searched`;
+        error.hidden = true;
+        markRefused(null);
+        el("clone-submit").disabled = !source || !source.argv;
+        return true;
+      }
       const n = jobCount(grid);
       const sweep = Object.entries(grid).map(([k, v]) => `${k} × ${v.length}`).join(", ");
       el("clone-summary").textContent = n === 1 ? "1 job" : `${n} jobs (${sweep})`;
@@ -349,6 +405,10 @@ const CloneEditor = (() => {
       try { spec = collect(); } catch (exc) { summarize(); return; }
       el("clone-json").value = typedJson(spec.config, spec.configTypes, "  ");
       el("clone-sweep-json").value = Object.keys(spec.grid).length ? typedJson(spec.grid, spec.gridTypes, "  ") : "";
+      if (learning() && spec.overrides.length) {
+        const texts = Object.fromEntries(spec.overrides.map((o) => [o.slice(0, o.indexOf("=")), o.slice(o.indexOf("=") + 1)]));
+        el("clone-sweep-json").value = JSON.stringify(texts, null, 2);
+      }
     } else {
       let spec;
       try { spec = collect(); } catch (exc) {
@@ -358,11 +418,13 @@ const CloneEditor = (() => {
       }
       const configTypes = jsonTypes(spec.configText);
       buildForm(spec.config, typeof configTypes === "object" ? configTypes : {}, new Map());
+      const texts = new Map(spec.overrides.map((o) => [o.slice(0, o.indexOf("=")), o.slice(o.indexOf("=") + 1)]));
       for (const field of fields) {
         const values = spec.grid[field.key];
         if (field.sweep && values) field.sweep.value = values.map((v) => formText(v, field.type)).join(", ");
+        if (field.sweep && texts.has(field.key)) field.sweep.value = texts.get(field.key);
       }
-      dropped = Object.keys(spec.grid).filter((k) => !fields.some((f) => f.key === k && f.sweep));
+      dropped = [...Object.keys(spec.grid), ...texts.keys()].filter((k) => !fields.some((f) => f.key === k && f.sweep));
     }
     mode = next;
     for (const b of document.querySelectorAll("#clone-form .seg")) b.classList.toggle("active", b.dataset.mode === mode);
@@ -400,6 +462,8 @@ const CloneEditor = (() => {
     el("clone-error").hidden = true;
     markRefused(null);
     el("clone-submit").disabled = !argv;
+    el("clone-learn-on").checked = false;
+    setLearning();
     summarize();
     el("clone-dialog").showModal();
   }
@@ -407,12 +471,16 @@ const CloneEditor = (() => {
   async function submit(ev) {
     ev.preventDefault();
     if (!summarize(true)) return;
-    const { grid, configText, gridText } = collect();
+    const { grid, configText, gridText, overrides } = collect();
     const priority = Number(el("clone-priority").value || 0);
     if (!Number.isInteger(priority)) {
       el("clone-error").textContent = "priority: expected an integer";
       el("clone-error").hidden = false;
       markRefused(el("clone-priority"), "priority: expected an integer", true);
+      return;
+    }
+    if (learning()) {
+      submitLearning(configText, priority, overrides);
       return;
     }
     // Written by hand so that floats keep their point: {"wd": 0.0} stays a float.
@@ -436,7 +504,51 @@ const CloneEditor = (() => {
     }
   }
 
+  /** POST /api/v1/sweeps: the source, its edited config and priority, the searched
+   *  overrides and the settings; then open the new sweep's page. */
+  async function submitLearning(configText, priority, overrides) {
+    const button = el("clone-submit");
+    let settings;
+    try {
+      settings = learnSettings();
+    } catch (exc) {
+      el("clone-error").textContent = exc.message;
+      el("clone-error").hidden = false;
+      markRefused(exc.input || null, exc.message, true);
+      return;
+    }
+    const rest = JSON.stringify({ overrides, ...settings }).slice(1);
+    const text = `{"${source.kind}_id":${source.id},"config":${configText},"priority":${priority},${rest}`;
+    button.disabled = true;
+    try {
+      const doc = await api("/api/v1/sweeps", { method: "POST", text });
+      el("clone-dialog").close();
+      T.toast(`Sweep #${doc.id} started: ${doc.name}`, "ok");
+      window.location.assign(`/sweeps/${doc.id}`);
+    } catch (exc) {
+      const message = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
+      el("clone-error").textContent = message;
+      el("clone-error").hidden = false;
+      markRefused(inputForField(exc.field), message, true);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  /** Show the sweep's settings while "Sweep that learns" is on; the sweep column then takes
+   *  distributions, and the button starts a sweep. */
+  function setLearning() {
+    const on = learning();
+    el("clone-learn-fields").hidden = !on;
+    el("clone-submit").textContent = on ? "Start sweep" : "Enqueue";
+    for (const field of fields) {
+      if (field.sweep) field.sweep.placeholder = on ? "e.g. loguniform(1e-5,1e-1) or 32, 64" : SWEEP_HINTS[field.type];
+    }
+  }
+
   function init() {
+    el("clone-learn-on").addEventListener("change", () => { setLearning(); summarize(); });
+    for (const name of LEARN_FIELDS) el(`clone-learn-${name}`).addEventListener("input", () => summarize());
     el("clone-form").addEventListener("submit", submit);
     el("clone-close").addEventListener("click", () => el("clone-dialog").close());
     el("clone-cancel").addEventListener("click", () => el("clone-dialog").close());

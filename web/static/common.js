@@ -249,6 +249,7 @@ const T = (() => {
     killed: "stopped (SIGTERM, Ctrl-C or cancelled)",
     cancelled: "cancelled",
     timed_out: "stopped at its time limit",
+    pruned: "stopped early by its sweep's pruner: it was doing worse than the other trials at this step",
   };
 
   /** A status badge; a failure class and hint are shown in it and in its tooltip. */

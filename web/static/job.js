@@ -40,7 +40,7 @@
     const failure = el("job-failure");
     const failed = !ACTIVE.has(j.status) && (j.failure_class || j.failure_hint);
     failure.hidden = !failed;
-    failure.classList.toggle("neutral", j.status === "cancelled");
+    failure.classList.toggle("neutral", j.status === "cancelled" || j.status === "pruned");
     if (failed) {
       T.append(clear(failure), [
         h("strong", {}, j.failure_class || j.status),

@@ -82,7 +82,7 @@
       jobActions(job));
   }
 
-  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "crashed"];
+  const FINISHED = ["succeeded", "failed", "cancelled", "timed_out", "crashed", "pruned"];
 
   /** What an empty tab says: what this tab would hold, and what the other tabs hold. */
   function emptyText(counts) {

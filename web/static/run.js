@@ -49,7 +49,7 @@
     const failure = document.getElementById("run-failure");
     failure.hidden = !(r.failure_class || r.error);
     // A run stopped on purpose (a cancelled job, Ctrl-C) is not a failure: a neutral box.
-    failure.classList.toggle("neutral", r.failure_class === "cancelled" || (r.status === "killed" && !r.failure_class && !r.error));
+    failure.classList.toggle("neutral", ["cancelled", "pruned"].includes(r.failure_class) || (r.status === "killed" && !r.failure_class && !r.error));
     const text = (v) => (typeof v === "string" && v.trim() && v !== "null" ? v : null);
     // T.append skips the missing parts (Element.append would print them as "null").
     T.append(clear(failure), [

@@ -1,3 +1,4 @@
 """Views: each parses its input (``plumbing.params``), makes one store call and serializes
 the result. ``runs`` (runs, metrics, files, ingest, clone), ``queue`` (jobs, workers,
-schedules), ``mlflow`` (the MLflow-compatible REST subset), ``pages`` (HTML)."""
+schedules), ``sweeps`` (sweeps that learn), ``mlflow`` (the MLflow-compatible REST subset),
+``pages`` (HTML)."""

@@ -58,3 +58,13 @@ def jobs() -> Any:
 @bp.get("/jobs/<int:job_id>")
 def job(job_id: int) -> Any:
     return render_template("job.html", page="jobs", job_id=job_id)
+
+
+@bp.get("/sweeps")
+def sweeps() -> Any:
+    return render_template("sweeps.html", page="sweeps")
+
+
+@bp.get("/sweeps/<int:sweep_id>")
+def sweep(sweep_id: int) -> Any:
+    return render_template("sweep.html", page="sweeps", sweep_id=sweep_id)
