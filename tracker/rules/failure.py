@@ -246,6 +246,8 @@ _EXTRAS: dict[str, str] = {
     "gunicorn": "server",
     "apscheduler": "runner",
     "tzlocal": "runner",
+    "optuna": "runner",
+    "cmaes": "runner",
     "psycopg": "postgres",
     "pynvml": "gpu",
     "torch": "torch",
