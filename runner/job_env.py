@@ -12,9 +12,16 @@ from tracker.store import Store
 from tracker.store.jobs import RESERVED_ENV
 
 # Variables of the starter's own environment that must not leak into a job: the tracker's
-# own, a rendezvous of the starter's, and its credentials (a job logging over HTTP gets a
-# token of its own: tracker.runner.job_loop.JobLoop.job_token).
-STRIP_ENV = RESERVED_ENV | {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TRACKER_TOKEN"}
+# own, a rendezvous of the starter's, its credentials (a job logging over HTTP gets a
+# token of its own: tracker.runner.job_loop.JobLoop.job_token) and an MLflow run of its own
+# (every job would log into that one run).
+STRIP_ENV = RESERVED_ENV | {
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TRACKER_TOKEN",
+    "MLFLOW_RUN_ID",
+}
 
 
 def without_starter(env: Mapping[str, str]) -> dict[str, str]:
@@ -31,7 +38,8 @@ def job_environment(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The starter's environment without ``STRIP_ENV``, then the job's own variables, then
-    the tracker's (run, job, attempt, config, project, store), then ``extra``."""
+    the tracker's (run, job, attempt, config, project, store), then ``extra``, then MLflow's
+    (:func:`mlflow_run_env`)."""
     job = claim.job
     env = without_starter(os.environ)
     env.update(job.env)
@@ -49,7 +57,24 @@ def job_environment(
         env["TRACKER_RESUME_CHECKPOINT"] = resume
     if job.snapshot_id is not None:  # its run has the snapshot's commit already
         env["TRACKER_SNAPSHOT_ID"] = str(job.snapshot_id)
+    env.update(mlflow_run_env(env, tracker_uri, claim.run_id))
     return env
+
+
+def mlflow_run_env(env: Mapping[str, str], tracker_uri: str, run_id: int) -> dict[str, str]:
+    """What an MLflow-logged script needs to log into its job's run: a job whose store is
+    this dashboard (``tracker_uri`` http(s)) and whose ``env`` names no MLflow server of
+    its own gets ``MLFLOW_TRACKING_URI`` = the dashboard; when that (or its own) tracking
+    URI is this dashboard, ``MLFLOW_RUN_ID`` = the job's run, so ``mlflow.start_run()``
+    resumes that run instead of creating one of its own. A job that logs to another MLflow
+    server, or writes to the database itself, gets nothing."""
+    dashboard = tracker_uri.rstrip("/")
+    if not dashboard.lower().startswith(("http://", "https://")):
+        return {}
+    own = env.get("MLFLOW_TRACKING_URI") or None  # empty: unset, as MLflow reads it
+    if own is not None and own.rstrip("/") != dashboard:
+        return {}
+    return {"MLFLOW_TRACKING_URI": own or tracker_uri, "MLFLOW_RUN_ID": str(run_id)}
 
 
 def resume_checkpoint(store: Store, claim: ClaimedJob) -> str | None:
