@@ -168,3 +168,25 @@ def test_bad_input_is_named(store: Store) -> None:
     grid = sweeps.create_sweep(store, SPEC, ["a=1,2", "b=x,y,z"], _settings(method="grid",
                                                                             trials=50))  # fmt: skip
     assert grid.trials == 6
+
+
+@pytest.mark.parametrize("prune", ["asha", "hyperband"])
+def test_trials_that_ended_between_passes_still_set_the_bar(store: Store, prune: str) -> None:
+    """Successive halving compares a trial with the values earlier trials had at each rung.
+    Trials that start and finish between two controller passes were never seen running:
+    their rungs are replayed from the steps they logged, so a bad trial is still pruned."""
+    sweep = sweeps.create_sweep(
+        store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1, trials=12, prune=prune)
+    )
+    for _ in range(8):
+        sweeps.control_once(store)
+        _run_trial(store, {s: 1.0 + 1.0 / (s + 1) for s in range(16)})  # unseen while running
+    sweeps.control_once(store)
+    assert [t.state for t in sweeps.trials(store, sweep.id)][:8] == ["complete"] * 8
+    claim = _claim(store)
+    for s in range(6):
+        log_metrics(store, claim.run_id, s, {"val/loss": 50.0})
+    sweeps.control_once(store)
+    trial = sweeps.trials(store, sweep.id)[8]
+    assert trial.state == "pruned", trial
+    assert trial.pruned_step is not None and trial.pruned_step <= 5

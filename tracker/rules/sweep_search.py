@@ -315,7 +315,7 @@ def next_params(
 
 
 CHECKED = "tracker:checked_step"  # the last step the pruner saw (kept in system_attrs)
-MAX_STEPS_PER_CHECK = 64
+MAX_STEPS_PER_CHECK = 1000
 
 
 def should_prune(
@@ -324,13 +324,20 @@ def should_prune(
     history: Sequence[TrialRecord],
     number: int,
     name: str = "sweep",
+    *,
+    replay: bool = False,
 ) -> tuple[int | None, dict[str, Any]]:
     """The step at which running trial ``number`` stops (None: it goes on) and its
     bookkeeping to keep.
 
     The pruner sees the trial as a training loop's ``should_prune()`` would: once per
-    logged step, in order, from the step after the last one it saw (at most the newest 64
-    per call), so successive halving's rungs get the value at their step."""
+    logged step, in order, from the step after the last one it saw (at most the newest
+    1000 per call), so successive halving's rungs get the value at their step.
+
+    ``replay``: the trial has ended (it finished between two passes, or was seen only
+    partly): every step it logged and the pruner has not seen is shown to it without
+    stopping at a decision, so the rungs it reached count for the trials after it. Returns
+    ``(None, bookkeeping)``."""
     import copy
 
     if settings.prune == "none":
@@ -347,7 +354,7 @@ def should_prune(
         current = copy.copy(storage.get_trial(trial_id))
         current.intermediate_values = {s: v for s, v in values.items() if s <= step}
         storage.set_trial_system_attr(trial_id, CHECKED, step)
-        if study.pruner.prune(study, current):
+        if study.pruner.prune(study, current) and not replay:
             return step, _jsonable(storage.get_trial(trial_id).system_attrs)
     return None, _jsonable(storage.get_trial(trial_id).system_attrs)
 

@@ -435,10 +435,14 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
         if r.job_id is None or r.job_status in FINAL_JOB_STATUSES:
             state, value, note = _ended(store, r, sweep, key_id)
             inter = _full_series(store, r.run_id, key_id)
-            if _end_trial(store, sweep_id, r.number, state, value, note, inter):
+            attrs = _replayed(settings, parsed, history, r.number, inter, study_name, state)
+            if _end_trial(store, sweep_id, r.number, state, value, note, inter, attrs):
                 shown = f" ({sweep.metric} {value:.6g})" if value is not None else ""
                 done.append(f"sweep {sweep_id}: trial {r.number} {state}{shown}")
-            history[r.number] = replace(history[r.number], state=state, value=value)
+            history[r.number] = replace(
+                history[r.number], state=state, value=value, intermediate=inter,
+                system_attrs=attrs if attrs is not None else history[r.number].system_attrs,
+            )  # fmt: skip
     if sweep.status != "running":
         return done
     # 2. pruning
@@ -479,6 +483,30 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
         _finish(store, sweep_id, history, sweep.goal)
         done.append(f"sweep {sweep_id}: finished")
     return done
+
+
+def _replayed(
+    settings: SweepSettings,
+    parsed: Sequence[Any],
+    history: Mapping[int, TrialRecord],
+    number: int,
+    inter: Mapping[int, float],
+    study_name: str,
+    state: str,
+) -> dict[str, Any] | None:
+    """The pruner's bookkeeping of a trial that ended ``complete``, every step it logged
+    shown (``should_prune(replay=True)``): a trial that finished between two passes still
+    sets the bar at each rung it reached. None: nothing to keep."""
+    from tracker.rules.sweep_search import should_prune
+
+    if settings.prune == "none" or state != "complete" or not inter:
+        return None
+    records = dict(history)
+    records[number] = replace(records[number], state="running", intermediate=dict(inter))
+    _, attrs = should_prune(
+        settings, parsed, list(records.values()), number, study_name, replay=True
+    )
+    return attrs
 
 
 def _steps(stored: Mapping[str, Any]) -> dict[int, float]:
@@ -563,9 +591,12 @@ def _end_trial(
     value: float | None,
     note: str,
     inter: Mapping[int, float],
+    attrs: Mapping[str, Any] | None = None,
 ) -> bool:
     now = store.now()
     values: dict[str, Any] = {"state": state, "note": note, "ended_at": now}
+    if attrs is not None:
+        values["system_attrs"] = dict(attrs)
     if state != "pruned":
         values["value"] = value
     if inter:
