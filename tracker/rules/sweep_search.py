@@ -220,16 +220,37 @@ def _sampler(settings: SweepSettings, overrides: Sequence[Override], number: int
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def _pruner(settings: SweepSettings) -> Any:
+ASHA_REDUCTION = 3  # successive halving keeps the best third at each rung
+ASHA_FIRST_CUT = 9  # ... and makes its first cut at a ninth of a full trial's steps
+
+
+def _pruner(settings: SweepSettings, history: Sequence[TrialRecord] = ()) -> Any:
     import optuna
 
     if settings.prune == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner()
+        # Optuna's "auto" first rung is a hundredth of a trial's steps: at epoch 1 of 20 the
+        # ranking says little about epoch 20, and good trials are cut (bench/RESULTS.md).
+        # The first rung here is a ninth of the first complete trial's steps, with 3
+        # rungs to a full trial; no trial is pruned before one has completed.
+        full = _full_steps(history)
+        if full is None:
+            return optuna.pruners.SuccessiveHalvingPruner(reduction_factor=ASHA_REDUCTION)
+        return optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=max(1, round(full / ASHA_FIRST_CUT)), reduction_factor=ASHA_REDUCTION
+        )
     if settings.prune == "hyperband":
         return optuna.pruners.HyperbandPruner()
     if settings.prune == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=5)
     return optuna.pruners.NopPruner()
+
+
+def _full_steps(history: Sequence[TrialRecord]) -> int | None:
+    """The steps of the first complete trial (its last step + 1), or None."""
+    for record in sorted(history, key=lambda r: r.number):
+        if record.state == "complete" and record.intermediate:
+            return max(record.intermediate) + 1
+    return None
 
 
 def _study(
@@ -247,7 +268,7 @@ def _study(
         study_name=name,
         direction="maximize" if settings.goal == "maximize" else "minimize",
         sampler=sampler,
-        pruner=_pruner(settings),
+        pruner=_pruner(settings, history),
     )
     space = _distributions(overrides)
     states = {
