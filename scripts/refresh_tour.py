@@ -51,6 +51,7 @@ TOUR = {
     "workspace.png": "workspace",
     "workspace-groups.png": "workspace-groups",
     "runs-grouped.png": "runs-grouped",
+    "sweep.png": "sweep",
 }
 
 

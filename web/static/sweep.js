@@ -86,6 +86,12 @@
     target.dataset.traces = String(traces.length);
   }
 
+  /** A sweep compares trials whose values often differ by orders of magnitude (a pruned
+   *  trial's loss beside the best ones): a log axis from 1.5 decades, when all are > 0. */
+  function spreadsDecades(ext) {
+    return Boolean(ext) && ext[0] > 0 && Math.log10(ext[1] / ext[0]) >= 1.5;
+  }
+
   function baseLayout(xTitle, yTitle, height, legend = false) {
     return Charts.layout({ axis: { title: xTitle, type: "linear" }, yTitle, height, legend });
   }
@@ -118,6 +124,8 @@
     }
     const layout = baseLayout("trial", T.plotText(s.metric), 260, true);
     layout.xaxis.tickformat = "d";
+    const values = scored.map((t) => t.value);
+    if (spreadsDecades([Math.min(...values), Math.max(...values)])) layout.yaxis.type = "log";
     await plot(target, traces, layout);
   }
 
@@ -193,7 +201,7 @@
     }
     const layout = baseLayout("step", T.plotText(doc.sweep.metric), 380);
     Object.assign(layout.xaxis, Charts.stepTicks({ mode: "step" }, curves));
-    if (Charts.autoLogY(Charts.extent(curves))) layout.yaxis.type = "log";
+    if (spreadsDecades(Charts.extent(curves))) layout.yaxis.type = "log";
     await plot(target, traces, layout);
     target.dataset.pruneMarks = String(marks.x.length);
     el("curves-hint").textContent = `pruned trials dashed, ✕ where they were stopped${doc.curves_left_out ? ` · the newest ${curves.length} trials (${doc.curves_left_out} older left out)` : ""}`;
