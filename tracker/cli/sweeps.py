@@ -18,9 +18,11 @@ from tracker.cli.common import echo_json, fmt_time, json_option, open_store, pri
 from tracker.cli.listing import limit_option
 from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import SweepInfo, TrialInfo
+from tracker.rules.sweep_search import MAX_TRIALS
 
 __all__ = ["create_learning_sweep", "learning_options", "pop_learning", "sweeps"]
 
+DEFAULT_TRIALS = 20
 _LEARNING_KEYS = (
     "method",
     "metric",
@@ -46,8 +48,8 @@ def learning_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--objective", type=click.Choice(["last", "best"]), default="last",
                      show_default=True,
                      help="A trial's value: the metric's last value, or its best over the run."),
-        click.option("--trials", type=int, default=20, show_default=True,
-                     help="How many trials in all (a grid: at most its size)."),
+        click.option("--trials", type=int, default=None,
+                     help="How many trials in all (default 20; a grid: its size, at most)."),
         click.option("--parallel", type=int, default=1, show_default=True,
                      help="How many trials are queued or running at once."),
         click.option("--prune", type=click.Choice(["asha", "hyperband", "median", "none"]),
@@ -70,6 +72,8 @@ def pop_learning(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     if learning["metric"] is None:
         raise click.UsageError("--method needs --metric: the metric the sweep optimises")
     learning["method"] = learning["method"] or "tpe"
+    if learning["trials"] is None:  # a grid is cut to its size by the store
+        learning["trials"] = MAX_TRIALS if learning["method"] == "grid" else DEFAULT_TRIALS
     return learning
 
 
