@@ -66,15 +66,22 @@ def mlflow_run_env(env: Mapping[str, str], tracker_uri: str, run_id: int) -> dic
     this dashboard (``tracker_uri`` http(s)) and whose ``env`` names no MLflow server of
     its own gets ``MLFLOW_TRACKING_URI`` = the dashboard; when that (or its own) tracking
     URI is this dashboard, ``MLFLOW_RUN_ID`` = the job's run, so ``mlflow.start_run()``
-    resumes that run instead of creating one of its own. A job that logs to another MLflow
-    server, or writes to the database itself, gets nothing."""
+    resumes that run instead of creating one of its own, and ``MLFLOW_TRACKING_TOKEN`` =
+    the job's own ``TRACKER_TOKEN`` (its run only: the MLflow client sends it as
+    ``Authorization: Bearer``) unless ``env`` gives MLflow credentials of its own (a token
+    or a user name). A job that logs to another MLflow server, or writes to the database
+    itself, gets nothing."""
     dashboard = tracker_uri.rstrip("/")
     if not dashboard.lower().startswith(("http://", "https://")):
         return {}
     own = env.get("MLFLOW_TRACKING_URI") or None  # empty: unset, as MLflow reads it
     if own is not None and own.rstrip("/") != dashboard:
         return {}
-    return {"MLFLOW_TRACKING_URI": own or tracker_uri, "MLFLOW_RUN_ID": str(run_id)}
+    out = {"MLFLOW_TRACKING_URI": own or tracker_uri, "MLFLOW_RUN_ID": str(run_id)}
+    token = env.get("TRACKER_TOKEN")
+    if token and not (env.get("MLFLOW_TRACKING_TOKEN") or env.get("MLFLOW_TRACKING_USERNAME")):
+        out["MLFLOW_TRACKING_TOKEN"] = token
+    return out
 
 
 def resume_checkpoint(store: Store, claim: ClaimedJob) -> str | None:

@@ -13,7 +13,9 @@
   redirects to ``/login``); signed in with too small a scope -> 403 ``forbidden_scope``
   naming the scope needed. Who is asking is :mod:`~tracker.web.plumbing.auth`'s business.
   A job's own token (``tokens.create_job_token``: ``log`` scope, one run, one attempt) is
-  refused (403) on every URL that does not name its run.
+  refused (403) on every request that does not name its run: in its path, or, on the MLflow
+  routes whose view takes the run from a field (``MLFLOW_RUN_FIELD_ENDPOINTS``), in
+  ``run_id`` / ``run_uuid`` of the query and JSON body (every one given must name it).
 * state changes (POST/PUT/PATCH/DELETE): an Origin or Referer header, when sent, must be
   this dashboard's own origin -> 403; the body must be JSON (gzip allowed) -> 415, except
   for the sign-in form (which checks its own CSRF field) and the raw-body endpoints
@@ -33,24 +35,29 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from flask import Flask, Response, current_app, redirect, request
 
 from tracker.errors import InvalidInput
+from tracker.rules.ids import parse_id
 from tracker.web.plumbing import auth
 from tracker.web.plumbing.errors import (
     Forbidden,
     ForbiddenScope,
+    PayloadTooLarge,
     Unauthorized,
     UnsupportedMediaType,
 )
+from tracker.web.plumbing.params import json_body
 
 __all__ = [
     "ADMIN",
     "CONTENT_SECURITY_POLICY",
     "ENDPOINT_SCOPES",
     "LOG",
+    "MLFLOW_RUN_FIELD_ENDPOINTS",
     "PUBLIC",
     "RAW_BODY_ENDPOINTS",
     "InsecureBind",
@@ -224,6 +231,29 @@ RAW_BODY_ENDPOINTS = frozenset(
         "mlflow_artifacts.mpu_part",
         "mlflow_artifacts.delete",
         "mlflow_models.delete_tag",  # the client sends this DELETE without a body
+    }
+)
+
+# The MLflow routes whose view takes its one run from the ``run_id`` (or older ``run_uuid``)
+# field -- of the query for a GET, of the JSON body otherwise (``mlflow_compat.run_id_of``)
+# -- and touches no other run: a job's own token may call them for its run
+# (``mlflow.start_run()`` with ``MLFLOW_RUN_ID``, then log_param, log_metric, set_tag,
+# end_run). Named one by one, not by blueprint: a route that takes its target from another
+# field (an experiment id, a model id, an artifact path) must not be opened by a ``run_id``
+# added to its query.
+MLFLOW_RUN_FIELD_ENDPOINTS = frozenset(
+    {
+        "mlflow.get_run",  # GET runs/get?run_id=
+        "mlflow.get_metric_history",  # GET metrics/get-history?run_id=
+        "mlflow.update_run",  # POST runs/update: start_run (RUNNING), end_run (FINISHED)
+        "mlflow.log_metric",
+        "mlflow.log_parameter",
+        "mlflow.set_tag",
+        "mlflow.log_batch",
+        "mlflow.delete_tag",
+        "mlflow_models.log_inputs",  # mlflow.log_input: datasets of the run
+        "mlflow_models.log_outputs",
+        "mlflow_models.log_model",
     }
 )
 
@@ -425,8 +455,11 @@ def _check_scope() -> Response | None:
 
 
 def _target_run() -> int | None:
-    """The run a request's URL names (``/runs/<run_id>/...``, or the run of
-    ``/checkpoints/<checkpoint_id>``), or None: it names no single run."""
+    """The run a request names (``/runs/<run_id>/...``, the run of
+    ``/checkpoints/<checkpoint_id>``, or the MLflow run field: :func:`_mlflow_run`), or
+    None: it names no single run."""
+    if request.endpoint in MLFLOW_RUN_FIELD_ENDPOINTS:
+        return _mlflow_run()
     args = request.view_args or {}
     if isinstance(args.get("run_id"), int):
         return int(args["run_id"])
@@ -440,6 +473,23 @@ def _target_run() -> int | None:
         except NotFound:
             return None
     return None
+
+
+def _mlflow_run() -> int | None:
+    """The one run that every ``run_id`` / ``run_uuid`` of the query string and, for a state
+    change, of the JSON body (gzip too: ``params.json_body``) names, or None: none named,
+    two different ones, one that is not our id (``str(run.id)``), or a body that is not a
+    JSON object. Read as the views read them (an empty field is a missing one), so the run
+    let through is the run the view writes."""
+    sources: list[list[Any]] = [request.args.getlist("run_id") + request.args.getlist("run_uuid")]
+    if request.method in MUTATING:
+        try:
+            body = json_body()
+        except (InvalidInput, PayloadTooLarge):
+            return None
+        sources.append([body.get("run_id"), body.get("run_uuid")])
+    named = {parse_id(str(raw).strip()) for given in sources for raw in given if raw}
+    return named.pop() if len(named) == 1 else None
 
 
 def _guard() -> Response | None:
