@@ -6,7 +6,9 @@ stop and resume. Real app on a real SQLite file and a real PostgreSQL database."
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -296,3 +298,93 @@ def test_untrusted_bodies_never_answer_500(app: Flask, change: dict[str, Any],
     error = envelope(response)
     assert error.get("field"), error
     assert len(sweeps.list_sweeps(store, limit=1000)) == before
+
+
+# ------------------------------------------------ a sweep of a job spec (a submitter's)
+
+JOB = {"argv": ["python", "train.py"], "project": "sw", "cwd": ".", "project_root": "/p",
+       "config": {"lr": 0.1, "width": 32}, "env": {"WANDB_KEY": "do-not-show"}, "gpus": 0,
+       "priority": 4, "tags": ["laptop"]}  # fmt: skip
+
+
+def _snapshot(app: Flask) -> int:
+    """A code snapshot stored through the API, as ``tracker sweep --uri http://`` makes."""
+    data = b"print('train')\n"
+    sha = hashlib.sha256(data).hexdigest()
+    client = app.test_client()
+    assert client.put(f"/api/v1/snapshots/blobs/{sha}", data=data, headers=ADMIN).status_code in (
+        200, 201,
+    )  # fmt: skip
+    files = [{"path": "train.py", "sha256": sha, "size": len(data), "executable": False}]
+    made = _post(app, "/api/v1/snapshots", {"files": files})
+    assert made.status_code == 201, made.get_json()
+    return int(made.get_json()["id"])
+
+
+def test_a_sweep_of_a_job_spec_runs_that_job_from_its_snapshot(
+    make_app: Callable[..., Flask], tmp_path: Path
+) -> None:
+    app = make_app(TOKEN=TOKEN, ARTIFACT_ROOT=str(tmp_path / "blobs"))
+    store = _store(app)
+    snapshot_id = _snapshot(app)
+    made = _post(app, "/api/v1/sweeps", {**BODY, "job": {**JOB, "snapshot_id": snapshot_id},
+                                         "parallel": 2, "name": "from a laptop"})  # fmt: skip
+    assert made.status_code == 201, made.get_json()
+    sweep = made.get_json()
+    assert sweep["name"] == "from a laptop" and sweep["project"] == "sw"
+    assert sweep["spec"]["argv"] == JOB["argv"] and sweep["spec"]["snapshot_id"] == snapshot_id
+    assert sweep["spec"]["env_keys"] == ["WANDB_KEY"] and "env" not in sweep["spec"]
+    assert "do-not-show" not in made.get_data(as_text=True)
+    sweeps.control_once(store)
+    # read while its trials are queued: no run of the store has logged the metric yet
+    doc = app.test_client().get(f"/api/v1/sweeps/{sweep['id']}", headers=ADMIN)
+    assert doc.status_code == 200, doc.get_json()
+    assert len(doc.get_json()["trials"]) == 2 and doc.get_json()["curves"] == []
+    found = sweeps.trials(store, sweep["id"])
+    assert [t.number for t in found] == [0, 1]
+    for trial in found:
+        assert trial.job_id is not None
+        job = get_job(store, trial.job_id)
+        assert job.run_id is not None and job.argv == JOB["argv"]
+        assert job.cwd == "." and job.project_root == "/p"
+        assert job.snapshot_id == snapshot_id and job.priority == 4
+        assert job.env == {"WANDB_KEY": "do-not-show"} and job.parent_job_id is None
+        assert job.config["lr"] == trial.params["lr"] and job.config["width"] in (32, 64)
+        assert f"sweep-{sweep['id']}" in get_run(store, job.run_id).tags
+    # a log token may not make one
+    refused = _post(app, "/api/v1/sweeps", {**BODY, "job": JOB}, _log_headers(store))
+    assert refused.status_code == 403 and envelope(refused)["code"] == "forbidden_scope"
+    assert "'admin' scope" in envelope(refused)["message"]
+    assert len(sweeps.list_sweeps(store)) == 1
+
+
+JOB_BAD = [  # (what the body changes, the field the 400 names)
+    ({"job_id": 1}, "job"),  # two sources
+    ({"run_id": 1}, "job"),
+    ({"job": ["python", "train.py"]}, "job"),
+    ({"job": {**JOB, "argv": None}}, "argv"),
+    ({"job": {**JOB, "gpus": "2"}}, "gpus"),
+    ({"job": {**JOB, "command": "rm -rf /"}}, "command"),
+    ({"job": {**JOB, "schedule_id": 1}}, "schedule_id"),
+    ({"job": {**JOB, "env": {"TRACKER_URI": "x"}}}, "env"),
+    ({"job": {**JOB, "snapshot_id": 42}}, "snapshot_id"),
+    ({"job": {**JOB, "configs": [{"lr": 1}]}}, "configs"),
+    ({"job": {**JOB, "name": "a\x00b"}}, "name"),
+    ({"config": {"lr": 0.2}}, "config"),  # a clone's edit beside a job
+    ({"priority": 2}, "priority"),
+    ({"argv": ["python", "x.py"]}, "argv"),  # a launch field outside the job
+    ({"method": "grid"}, "lr"),  # the sweep's own rules still apply
+]
+
+
+@pytest.mark.parametrize(("change", "field"), JOB_BAD, ids=[f for _, f in JOB_BAD])
+def test_a_bad_job_source_is_a_400_naming_the_field(app: Flask, change: dict[str, Any],
+                                                    field: str) -> None:  # fmt: skip
+    store = _store(app)
+    body = {**BODY, "job": JOB, **change}
+    body["job"] = {k: v for k, v in body["job"].items() if v is not None} if isinstance(
+        body["job"], dict) else body["job"]  # fmt: skip
+    response = _post(app, "/api/v1/sweeps", body)
+    assert response.status_code == 400, response.get_json()
+    assert envelope(response)["field"] == field, response.get_json()
+    assert sweeps.list_sweeps(store) == []  # nothing stored

@@ -13,7 +13,9 @@ header, error envelope decoding and retry policy):
    /snapshots/blobs/<sha256>``, each checked against its hash there), and the file list is
    saved (``POST /snapshots``): a second submission of the same tree uploads nothing;
 3. the job, or one job per config of a sweep, is queued (``POST /jobs``) naming the
-   snapshot.
+   snapshot; or, for a sweep that learns (``tracker sweep --method ...``), the sweep is
+   stored (``POST /sweeps`` with the job under ``job``) and the dashboard's periodic work
+   queues its trials, each naming the snapshot.
 
 The job's directory and script are recorded relative to the submitter's project root, as
 for a local submission; a worker runs them from a fresh copy of the snapshot. With
@@ -32,7 +34,7 @@ import gzip
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -45,11 +47,20 @@ from tracker.cli.snapshot import (
     say_snapshot,
 )
 from tracker.client.http import ApiClient
-from tracker.entities import CancelResult, JobInfo, JobSpec, SnapshotInfo
+from tracker.entities import CancelResult, JobInfo, JobSpec, SnapshotInfo, SweepInfo, TrialInfo
 from tracker.errors import InvalidInput, TrackerError
 from tracker.rules import jsonvalues
 
-__all__ = ["cancel_remote", "submit_remote", "upload_snapshot"]
+if TYPE_CHECKING:
+    from tracker.rules.sweep_search import SweepSettings
+
+__all__ = [
+    "cancel_remote",
+    "create_sweep_remote",
+    "submit_remote",
+    "sweep_from_json",
+    "upload_snapshot",
+]
 
 RETRY_FOR_S = 5.0  # as the CLI's reads: a restarting dashboard is asked again for this long
 HASHES_PER_REQUEST = 10_000  # of POST /snapshots/missing (the server takes up to 50,000)
@@ -154,6 +165,12 @@ def _snapshot_id(client: ApiClient, spec: JobSpec, options: dict[str, Any]) -> i
     return info.id
 
 
+def _with_snapshot(client: ApiClient, spec: JobSpec, options: dict[str, Any]) -> JobSpec:
+    """``spec`` naming its project's snapshot on the dashboard (uploaded as needed; None
+    with a note when there is none to take)."""
+    return dataclasses.replace(spec, snapshot_id=_snapshot_id(client, spec, options))
+
+
 # ------------------------------------------------------------------------- jobs
 
 
@@ -188,14 +205,65 @@ def submit_remote(
     for config in configs if configs is not None else [spec.config]:
         check_spec(dataclasses.replace(spec, config=config))
     client = _client(uri, token)
-    spec = dataclasses.replace(spec, snapshot_id=_snapshot_id(client, spec, options))
-    body = spec_body(spec)
+    body = spec_body(_with_snapshot(client, spec, options))
     if configs is not None:
         del body["config"]
         body["configs"] = list(configs)
     doc = _send_json(client, "POST", "/jobs", body, idempotent=False)
     found = doc["jobs"] if configs is not None else [doc]
     return [job_from_json(j) for j in found]
+
+
+def create_sweep_remote(
+    uri: str,
+    token: str | None,
+    spec: JobSpec,
+    options: dict[str, Any],
+    overrides: Sequence[str],
+    settings: SweepSettings,
+    name: str | None = None,
+) -> SweepInfo:
+    """Create a sweep that learns on the dashboard at ``uri``: its trials run ``spec`` from
+    one code snapshot (``options`` as for :func:`submit_remote`) with the params its sampler
+    picks for ``overrides`` (the ``-c`` texts). The dashboard's periodic work queues the
+    trials (its first pass within about 2 s). Returns the sweep, env values left empty.
+
+    Raises:
+        SweepSpecError / InvalidInput: an option, a ``-c`` or a field of the spec breaks a
+            rule (checked before anything is uploaded); a snapshot cap; a changed file.
+        TrackerError: the dashboard's answer (403 ``forbidden_scope`` for a ``log`` token).
+        StoreUnavailable: the dashboard cannot be reached.
+    """
+    from tracker.store.sweeps import check_sweep
+
+    check_sweep(spec, overrides, settings, name=name)
+    client = _client(uri, token)
+    body = {
+        "job": spec_body(_with_snapshot(client, spec, options)),
+        "overrides": list(overrides),
+        **dataclasses.asdict(settings),
+        "name": name,
+    }
+    # not resent: a lost answer would make a second sweep (as POST /jobs, queued once)
+    return sweep_from_json(_send_json(client, "POST", "/sweeps", body, idempotent=False))
+
+
+def sweep_from_json(doc: dict[str, Any]) -> SweepInfo:
+    """A sweep of the API (``sweep_json``) as the store returns it: its spec's env holds
+    the names only (empty values), as a job read over HTTP does."""
+    names = {f.name for f in dataclasses.fields(SweepInfo)}
+    values = {k: v for k, v in doc.items() if k in names}
+    spec = dict(values.get("spec") or {})
+    spec["env"] = dict.fromkeys(spec.pop("env_keys", None) or [], "")
+    values["spec"] = spec
+    best = values.get("best")
+    values["best"] = None if best is None else _trial_from_json(best)
+    return SweepInfo(**values)
+
+
+def _trial_from_json(doc: dict[str, Any]) -> TrialInfo:
+    names = {f.name for f in dataclasses.fields(TrialInfo)}
+    return TrialInfo(**{k: v for k, v in doc.items() if k in names})
 
 
 def cancel_remote(uri: str, token: str | None, job_ids: Sequence[int]) -> dict[int, CancelResult]:

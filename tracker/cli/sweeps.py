@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from tracker.cli.common import echo_json, fmt_time, json_option, open_store, pri
 from tracker.cli.listing import limit_option
 from tracker.cli.suggest import SuggestingGroup
 from tracker.entities import SweepInfo, TrialInfo
+
+if TYPE_CHECKING:
+    from tracker.rules.sweep_search import SweepSettings
 from tracker.rules.sweep_search import MAX_TRIALS
 
 __all__ = ["create_learning_sweep", "learning_options", "pop_learning", "sweeps"]
@@ -96,14 +99,14 @@ def create_learning_sweep(
     from tracker.rules.sweep_search import SweepSettings
     from tracker.store import sweeps as store_sweeps
 
-    if is_http(uri):
-        raise click.UsageError(
-            "a sweep that learns is created against the database (--uri sqlite:///... or "
-            "postgresql://...), or from the dashboard's clone editor; not through --uri http"
-        )
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     name = learning.pop("sweep_name")
     settings = SweepSettings(seed=seed, **learning)
+    if is_http(uri):
+        assert uri is not None  # is_http says so; for mypy
+        _create_on_dashboard(uri, token, spec, overrides, settings, name, as_json,
+                             snapshot_kwargs)  # fmt: skip
+        return
     store = open_store(uri, create=True)
     spec = attach_snapshot(spec, store, snapshot_kwargs)
     created = store_sweeps.create_sweep(store, spec, list(overrides), settings, name=name)
@@ -118,16 +121,46 @@ def create_learning_sweep(
     if as_json:
         echo_json(_public(created))
         return
-    click.echo(
-        f"sweep {created.id} created ({created.method}, {created.goal} {created.metric}, "
-        f"{created.trials} trials, {created.parallel} at once, prune {created.prune}, "
-        f"seed {created.seed}); trials are jobs tagged sweep-{created.id}"
-    )
+    _say_created(created)
     for line in queued:
         click.echo(f"  {line}")
     click.echo(
         "The dashboard, a worker or `tracker scheduler` queues the next trials as slots free up; "
         f"follow it with `tracker sweeps show {created.id}`."
+    )
+
+
+def _create_on_dashboard(
+    uri: str,
+    token: str | None,
+    spec: Any,
+    overrides: tuple[str, ...],
+    settings: SweepSettings,
+    name: str | None,
+    as_json: bool,
+    snapshot_kwargs: dict[str, Any],
+) -> None:
+    """``tracker sweep --method ... --uri http://...``: the sweep is stored by the dashboard,
+    whose periodic work queues its trials (nothing is decided here)."""
+    from tracker.cli.remote_submit import create_sweep_remote
+
+    created = create_sweep_remote(uri, token, spec, snapshot_kwargs, overrides, settings, name)
+    if as_json:
+        echo_json(_public(created))
+        return
+    _say_created(created)
+    click.echo("  the dashboard queues the first trials within about 2 s")
+    click.echo(
+        "It queues the next trials as slots free up; follow the sweep on its page, "
+        f"{uri.rstrip('/')}/sweeps/{created.id}."
+    )
+
+
+def _say_created(created: SweepInfo) -> None:
+    click.echo(
+        f"sweep {created.id} created ({created.method}, {created.goal} {created.metric}, "
+        f"{created.trials} trials, {created.parallel} at once, prune {created.prune}, "
+        f"seed {created.seed}); trials are jobs tagged sweep-{created.id}"
     )
 
 
@@ -140,6 +173,26 @@ def _public(sweep: SweepInfo) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- sweeps
+
+
+def _open_store(uri: str | None) -> Any:
+    """The store of ``tracker sweeps ...``. A dashboard's http:// address is refused with
+    where to go instead (its Sweeps page shows, stops and resumes sweeps), as InvalidInput
+    naming ``uri``."""
+    from tracker.cli.remote import is_http
+    from tracker.errors import InvalidInput
+
+    if is_http(uri):
+        ctx = click.get_current_context(silent=True)
+        command = " ".join(ctx.command_path.split()[1:]) if ctx is not None else "sweeps"
+        raise InvalidInput(
+            f"`tracker {command}` reads the database, and {uri} is a dashboard: open its Sweeps "
+            f"page ({str(uri).rstrip('/')}/sweeps) to follow, stop or resume a sweep, or give a "
+            "database URL (sqlite:///path/to/tracker.db or postgresql+psycopg://user@host/db) "
+            "with --uri or TRACKER_URI",
+            field="uri",
+        )
+    return open_store(uri)
 
 
 @click.group(cls=SuggestingGroup)
@@ -168,7 +221,7 @@ def sweeps_ls(status: str | None, project: str | None, limit: int, uri: str | No
     """List sweeps, newest first: DONE is ended trials of the budget, BEST the best value."""
     from tracker.store import sweeps as store_sweeps
 
-    found = store_sweeps.list_sweeps(open_store(uri), project=project, status=status, limit=limit)
+    found = store_sweeps.list_sweeps(_open_store(uri), project=project, status=status, limit=limit)
     if as_json:
         echo_json([_public(s) for s in found])
         return
@@ -191,7 +244,7 @@ def sweeps_show(sweep_id: int, uri: str | None, as_json: bool) -> None:
     """A sweep's settings and its trials: params, state, value, job and run."""
     from tracker.store import sweeps as store_sweeps
 
-    store = open_store(uri)
+    store = _open_store(uri)
     sweep = store_sweeps.get_sweep(store, sweep_id)
     found = store_sweeps.trials(store, sweep_id)
     if as_json:
@@ -240,7 +293,7 @@ def sweeps_stop(sweep_id: int, kill: bool, uri: str | None, as_json: bool) -> No
     cancelled). `tracker sweeps resume` goes on."""
     from tracker.store import sweeps as store_sweeps
 
-    sweep = store_sweeps.stop_sweep(open_store(uri), sweep_id, kill=kill)
+    sweep = store_sweeps.stop_sweep(_open_store(uri), sweep_id, kill=kill)
     if as_json:
         echo_json(_public(sweep))
         return
@@ -256,7 +309,7 @@ def sweeps_resume(sweep_id: int, trials: int | None, uri: str | None, as_json: b
     """Queue trials again: a stopped sweep, or a finished one given more --trials."""
     from tracker.store import sweeps as store_sweeps
 
-    sweep = store_sweeps.resume_sweep(open_store(uri), sweep_id, trials=trials)
+    sweep = store_sweeps.resume_sweep(_open_store(uri), sweep_id, trials=trials)
     if as_json:
         echo_json(_public(sweep))
         return

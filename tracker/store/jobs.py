@@ -117,6 +117,19 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise InvalidInput(f"{name} {value!r}: must be an integer from {lo} to {hi}", field=name)
 
 
+def check_snapshot(conn: sa.Connection, snapshot_id: int | None) -> None:
+    """Raise InvalidInput (field ``snapshot_id``) when ``snapshot_id`` names no stored
+    snapshot; nothing for None."""
+    if snapshot_id is None:
+        return
+    known = sa.select(m.SnapshotRow.id).where(m.SnapshotRow.id == snapshot_id)
+    if conn.execute(known).first() is None:
+        raise InvalidInput(
+            f"snapshot {snapshot_id} does not exist: upload the code first (tracker submit does)",
+            field="snapshot_id",
+        )
+
+
 def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     """Insert a job and its ``queued`` run inside an open write transaction; returns the job id.
 
@@ -125,14 +138,7 @@ def insert_job(conn: sa.Connection, spec: JobSpec, now: float) -> int:
     Raises:
         InvalidInput: ``spec.snapshot_id`` names no stored snapshot.
     """
-    if spec.snapshot_id is not None:
-        known = sa.select(m.SnapshotRow.id).where(m.SnapshotRow.id == spec.snapshot_id)
-        if conn.execute(known).first() is None:
-            raise InvalidInput(
-                f"snapshot {spec.snapshot_id} does not exist: upload the code first "
-                "(tracker submit does)",
-                field="snapshot_id",
-            )
+    check_snapshot(conn, spec.snapshot_id)
     resources: dict[str, Any] = {"gpus": spec.gpus}
     if spec.gpu_memory_bytes is not None:
         resources["gpu_memory_bytes"] = spec.gpu_memory_bytes

@@ -1,7 +1,7 @@
 """What the dashboard shows and asks of sweeps that learn: the sweep page's one read
 (:func:`detail`: the sweep, its trials, each param's importance and every trial's learning
 curve) and a sweep made from a submitted job or run (:func:`create_from`, the dashboard's
-"sweep that learns" of the clone editor).
+"sweep that learns" of the clone editor) or from a job spec a submitter sends.
 
 The sweep's life (trials queued, pruned, ended) is :mod:`tracker.store.sweeps`; the
 importance is the pure rule :func:`tracker.rules.sweep_search.param_importance`; the curves
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tracker.entities import SweepInfo, TrialInfo
+from tracker.entities import JobSpec, SweepInfo, TrialInfo
 from tracker.rules.sweep import parse_overrides
 from tracker.rules.sweep_search import SweepSettings, TrialRecord, param_importance
 from tracker.store import sweeps
@@ -73,11 +73,12 @@ def detail(store: Store, sweep_id: int, *, max_buckets: int = CURVE_BUCKETS) -> 
     shown = with_run[-MAX_CURVES:]
     curves: dict[int, SeriesRead] = {}
     if shown:
-        (aligned,), _ = read_aligned(
+        reads, _ = read_aligned(
             store, [t.run_id for t in shown if t.run_id is not None], [sweep.metric],
             max_buckets=max_buckets,
         )  # fmt: skip
-        if aligned.grid is not None:
+        aligned = reads[0] if reads else None  # None: no run ever logged the metric (yet)
+        if aligned is not None and aligned.grid is not None:
             for t in shown:
                 read = aligned.reads.get(t.run_id or 0)
                 if read is not None and read.series.buckets:
@@ -94,7 +95,7 @@ def detail(store: Store, sweep_id: int, *, max_buckets: int = CURVE_BUCKETS) -> 
 
 def create_from(
     store: Store,
-    source: tuple[Literal["job", "run"], int],
+    source: tuple[Literal["job", "run"], int] | JobSpec,
     overrides: list[str],
     settings: SweepSettings,
     *,
@@ -105,10 +106,14 @@ def create_from(
 ) -> SweepInfo:
     """A sweep whose trials copy a submitted job (or the job that ran a run), as a clone
     does: its argv, cwd, env and resources; ``config``, ``priority`` and ``fail_on`` edited
-    as :func:`tracker.store.clone.clone_specs` allows; the trials' params set over it.
+    as :func:`tracker.store.clone.clone_specs` allows; the trials' params set over it. A
+    ``JobSpec`` source is the trials' job itself (a submitter's, as ``POST /jobs`` takes
+    one): no edits apply.
 
     Raises: NotFound, Conflict (a run no job ran), InvalidInput / SweepSpecError (naming the
-    field), StoreUnavailable."""
+    field; a snapshot that does not exist), StoreUnavailable."""
+    if isinstance(source, JobSpec):
+        return sweeps.create_sweep(store, source, overrides, settings, name=name)
     kind, source_id = source
     template = spec_from_job(store, source_id) if kind == "job" else spec_from_run(store, source_id)
     # the trials' jobs name the source as their parent, as a clone's do

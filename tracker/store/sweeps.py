@@ -48,7 +48,7 @@ from tracker.rules.sweep_search import (
 )
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
-from tracker.store.jobs import cancel, check_spec, insert_job
+from tracker.store.jobs import cancel, check_snapshot, check_spec, insert_job
 from tracker.store.schedules import spec_from_dict, spec_to_dict
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "MAX_INTERMEDIATE",
+    "check_sweep",
     "control_once",
     "create_sweep",
     "get_sweep",
@@ -80,6 +81,29 @@ def sweep_tag(sweep_id: int) -> str:
 # ----------------------------------------------------------------------------- create
 
 
+def check_sweep(
+    spec: JobSpec, overrides: Sequence[str], settings: SweepSettings, *, name: str | None = None
+) -> tuple[JobSpec, SweepSettings, list[str]]:
+    """The rules of a new sweep, without the store (``tracker sweep --uri http://...`` checks
+    them before uploading anything): returns the checked spec, the settings (a grid's budget
+    at most its size) and the override texts searched.
+
+    Raises:
+        SweepSpecError (InvalidInput): an option or ``-c`` breaks a rule (naming it).
+        InvalidInput: a field of ``spec`` or the name breaks a rule.
+    """
+    settings = settings.check()
+    parsed = parse_overrides(list(overrides))
+    check_space(parsed, settings.method)
+    if settings.method == "grid":
+        settings = replace(settings, trials=min(settings.trials, grid_size(parsed)))
+    spec = check_spec(spec)
+    _trial_config(spec.config, parsed, {})  # a -c that cannot be set fails here, not later
+    if name is not None and (not name.strip() or len(name) > 200):
+        raise InvalidInput("name: 1 to 200 characters", field="name")
+    return spec, settings, [o.text for o in parsed]
+
+
 def create_sweep(
     store: Store,
     spec: JobSpec,
@@ -95,20 +119,14 @@ def create_sweep(
     Raises:
         SweepSpecError (InvalidInput): an option or ``-c`` breaks a rule (the message names
             it), e.g. a grid over a distribution or no searched key.
-        InvalidInput: a field of ``spec`` breaks a rule.
+        InvalidInput: a field of ``spec`` breaks a rule; its ``snapshot_id`` names no
+            stored snapshot.
         StoreUnavailable: the database cannot be reached.
     """
-    settings = settings.check()
-    parsed = parse_overrides(list(overrides))
-    check_space(parsed, settings.method)
-    if settings.method == "grid":
-        settings = replace(settings, trials=min(settings.trials, grid_size(parsed)))
-    spec = check_spec(spec)
-    _trial_config(spec.config, parsed, {})  # a -c that cannot be set fails here, not later
-    if name is not None and (not name.strip() or len(name) > 200):
-        raise InvalidInput("name: 1 to 200 characters", field="name")
+    spec, settings, space = check_sweep(spec, overrides, settings, name=name)
     now = store.now() if now is None else now
     with write_begin(store.engine) as conn:
+        check_snapshot(conn, spec.snapshot_id)  # every trial would fail to queue without it
         sweep_id = conn.execute(
             sa.insert(m.SweepRow)
             .values(
@@ -123,7 +141,7 @@ def create_sweep(
                 parallel=settings.parallel,
                 prune=settings.prune,
                 seed=settings.seed,
-                space=[o.text for o in parsed],
+                space=space,
                 spec=spec_to_dict(spec),
                 created_at=now,
             )

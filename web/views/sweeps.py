@@ -6,7 +6,9 @@
 * ``GET /sweeps/<id>``: the sweep, its trials, each param's importance and every trial's
   learning curve of the sweep's metric (:func:`tracker.store.sweep_views.detail`).
 * ``POST /sweeps`` (admin): a sweep whose trials copy a submitted job or run, as a clone
-  does (:mod:`tracker.web.core.sweep_body`); 201 and the sweep.
+  does, or run the job spec it gives under ``job`` (as ``POST /jobs`` takes one, with its
+  ``snapshot_id``: ``tracker sweep --method ... --uri http://...``)
+  (:mod:`tracker.web.core.sweep_body`); 201 and the sweep.
 * ``POST /sweeps/<id>/stop`` ``{"kill": false}`` and ``POST /sweeps/<id>/resume``
   ``{"trials": n}`` (optional: a larger budget) (admin).
 
