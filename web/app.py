@@ -31,6 +31,9 @@ Config keys (all optional):
                      moved (diagnoses while a run logs, e.g. over HTTP). Default ``None``: off
                      for a bare ``create_app``; ``tracker ui`` runs it every 5 s, and with
                      it the summaries of newly stored profiles (``profile summaries``)
+``SWEEPS_S``         seconds between the sweep controller's passes (sweeps that learn:
+                     ``tracker.store.sweeps.control_once``). Default ``None``: off for a bare
+                     ``create_app``; ``tracker ui`` runs it every 2 s
 ``MLFLOW_IDLE_S``    mark a ``running`` run created through the MLflow API (no heartbeats)
                      with no writes this long ``crashed`` (failure class ``idle``; a later
                      write sets it running again), by the periodic loop. Default ``None``:
@@ -100,6 +103,7 @@ DEFAULTS: dict[str, Any] = {
     "RUN_STALE_S": None,  # the crash watch: off unless set (``tracker ui`` sets it)
     "CRASH_SWEEP_S": SWEEP_S,
     "LIVE_DOCTOR_S": None,  # the live doctor: off unless set (``tracker ui`` sets it)
+    "SWEEPS_S": None,  # the sweep controller: off unless set (``tracker ui`` sets it)
     # Reverse proxies whose X-Forwarded-* headers are trusted (``tracker ui --proxy-hops``);
     # 0: ignored, so the client address (login limit) and scheme cannot be faked.
     "PROXY_HOPS": 0,
@@ -240,7 +244,7 @@ def _periodic_tasks(
 ) -> list[periodic.Task]:
     """The dashboard's periodic tasks (:mod:`tracker.periodic`), as its config asks."""
     every = cfg["CRASH_SWEEP_S"]
-    for key in ("RUN_STALE_S", "CRASH_SWEEP_S", "LIVE_DOCTOR_S"):  # None or 0: off (not CRASH_)
+    for key in ("RUN_STALE_S", "CRASH_SWEEP_S", "LIVE_DOCTOR_S", "SWEEPS_S"):  # None/0: off
         value = cfg[key]
         off = not value and key != "CRASH_SWEEP_S"
         if not off and (
@@ -255,5 +259,6 @@ def _periodic_tasks(
     if cfg["LIVE_DOCTOR_S"]:  # the doctor's family: profiles summarised ahead of readers too
         tasks.append(periodic.live_doctor(store, cfg["LIVE_DOCTOR_S"]))
         tasks.append(periodic.profile_summaries(store))  # none pending: one small read
-    tasks.append(periodic.sweep_controller(store))  # no sweep running: one small read
+    if cfg["SWEEPS_S"]:  # no sweep running: one small read
+        tasks.append(periodic.sweep_controller(store, cfg["SWEEPS_S"]))
     return tasks

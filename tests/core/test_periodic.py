@@ -132,7 +132,7 @@ def test_the_dashboard_diagnoses_a_run_logged_over_http_from_its_loop(store_url:
     )
     loop = app.extensions["tracker_periodic"]
     try:
-        assert [t.name for t in loop.tasks] == ["live doctor", "profile summaries", "sweeps"]
+        assert [t.name for t in loop.tasks] == ["live doctor", "profile summaries"]
         client = app.test_client()
         created = client.post("/api/v1/runs", json={"project": "p", "name": "nan"})
         assert created.status_code in (200, 201), created.json

@@ -201,7 +201,7 @@ def test_jobs_ls_shows_the_config_of_each_sweep_job(
     bad = remote(url, "jobs", "ls", "--status", "done")
     assert bad.exit_code == 2 and "'done' is not one of 'queued', 'running'" in bad.output
     assert (
-        "[queued|running|succeeded|failed|cancelled|timed_out|crashed]"
+        "[queued|running|succeeded|failed|cancelled|timed_out|crashed|pruned]"
         in ok(cli("jobs", "ls", "--help")).output
     )
 
