@@ -5,8 +5,9 @@ in-memory Optuna study from the trials stored so far (:class:`TrialRecord`) and 
 one question:
 
 - :func:`next_params`: the params of trial ``number`` (the sampler: ``tpe``, ``cmaes``,
-  ``random`` or ``grid``). The sampler is seeded with ``seed + number``, so the same
-  history gives the same answer on any controller, before and after a restart.
+  ``random`` or ``grid``). The sampler is seeded with a hash of the sweep's seed and
+  ``number`` (:func:`trial_seed`), so the same history gives the same answer on any
+  controller, before and after a restart.
 - :func:`param_importance`: how much each searched param explains the objective, over the
   complete trials (Optuna's PED-ANOVA), for the sweep page's chart.
 - :func:`should_prune`: whether a running trial stops at its latest step (the pruner:
@@ -25,6 +26,7 @@ a comma list or ``choice(...)`` is categorical, ``uniform``/``loguniform`` a flo
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -202,10 +204,18 @@ def _quiet() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial ``number`` of a sweep seeded ``seed``: a hash of both, so
+    sweeps seeded 0 and 1 share no draws (``seed + number`` made them the same sweep shifted
+    by one trial)."""
+    digest = hashlib.blake2b(f"{seed}/{number}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
 def _sampler(settings: SweepSettings, overrides: Sequence[Override], number: int) -> Any:
     import optuna
 
-    seed = (settings.seed + number) % 2**32
+    seed = trial_seed(settings.seed, number)
     if settings.method == "tpe":
         return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if settings.method == "cmaes":
