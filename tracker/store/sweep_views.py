@@ -25,7 +25,7 @@ from tracker.store.clone import clone_specs, spec_from_job, spec_from_run
 from tracker.store.series import SeriesRead, read_aligned
 from tracker.store.store import Store
 
-__all__ = ["CURVE_BUCKETS", "MAX_CURVES", "SweepDetail", "create_from", "detail", "settings_of"]
+__all__ = ["CURVE_BUCKETS", "MAX_CURVES", "SweepDetail", "create_from", "detail"]
 
 CURVE_BUCKETS = 200  # buckets per learning curve: a chart of many thin lines needs no more
 MAX_CURVES = 300  # the newest trials' curves; older ones are counted in ``curves_left_out``
@@ -45,20 +45,6 @@ class SweepDetail:
     curves_left_out: int = 0
 
 
-def settings_of(sweep: SweepInfo) -> SweepSettings:
-    """The search settings a stored sweep was made with."""
-    return SweepSettings(
-        method=sweep.method,
-        metric=sweep.metric,
-        goal=sweep.goal,
-        trials=sweep.trials,
-        parallel=sweep.parallel,
-        prune=sweep.prune,
-        seed=sweep.seed,
-        objective=sweep.objective,
-    )
-
-
 def detail(store: Store, sweep_id: int, *, max_buckets: int = CURVE_BUCKETS) -> SweepDetail:
     """The sweep, its trials by number, the params' importance and the trials' curves.
 
@@ -68,7 +54,9 @@ def detail(store: Store, sweep_id: int, *, max_buckets: int = CURVE_BUCKETS) -> 
     history = [
         TrialRecord(number=t.number, params=t.params, state=t.state, value=t.value) for t in found
     ]
-    importance, note = param_importance(settings_of(sweep), parse_overrides(sweep.space), history)
+    importance, note = param_importance(
+        sweeps.settings_of(sweep), parse_overrides(sweep.space), history
+    )
     with_run = [t for t in found if t.run_id is not None]
     shown = with_run[-MAX_CURVES:]
     curves: dict[int, SeriesRead] = {}

@@ -64,6 +64,7 @@ __all__ = [
     "get_sweep",
     "list_sweeps",
     "resume_sweep",
+    "settings_of",
     "stop_sweep",
     "sweep_tag",
     "trials",
@@ -168,7 +169,8 @@ def _trial_config(
 # ----------------------------------------------------------------------------- reads
 
 
-def _settings(row: Any) -> SweepSettings:
+def settings_of(row: Any) -> SweepSettings:
+    """The search settings a stored sweep (a ``sweeps`` row or a SweepInfo) was made with."""
     return SweepSettings(
         method=row.method,
         metric=row.metric,
@@ -437,7 +439,7 @@ def _control_sweep(store: Store, sweep_id: int, now: float | None) -> list[str]:
             if r.state == "running" and r.run_id is not None and r.job_status == "running"
         }
         series = _series(conn, unseen, key_id)
-    settings = _settings(sweep)
+    settings = settings_of(sweep)
     parsed = parse_overrides(list(sweep.space or []))
     study_name = f"sweep-{sweep_id}"
     history: dict[int, TrialRecord] = {}

@@ -495,13 +495,18 @@ const CloneEditor = (() => {
       T.toast(`Queued ${doc.job_ids.length === 1 ? "job" : "jobs"} ${doc.job_ids.map((i) => `#${i}`).join(", ")}`, "ok");
       if (source.onDone) source.onDone(doc.job_ids);
     } catch (exc) {
-      const message = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
-      el("clone-error").textContent = message;
-      el("clone-error").hidden = false;
-      markRefused(inputForField(exc.field), message, true);
+      showRefusal(exc);
     } finally {
       button.disabled = false;
     }
+  }
+
+  /** The server's refusal under the form, and on the input of the field it names. */
+  function showRefusal(exc) {
+    const message = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
+    el("clone-error").textContent = message;
+    el("clone-error").hidden = false;
+    markRefused(inputForField(exc.field), message, true);
   }
 
   /** POST /api/v1/sweeps: the source, its edited config and priority, the searched
@@ -526,10 +531,7 @@ const CloneEditor = (() => {
       T.toast(`Sweep #${doc.id} started: ${doc.name}`, "ok");
       window.location.assign(`/sweeps/${doc.id}`);
     } catch (exc) {
-      const message = exc.field ? `${exc.field}: ${exc.message}` : exc.message;
-      el("clone-error").textContent = message;
-      el("clone-error").hidden = false;
-      markRefused(inputForField(exc.field), message, true);
+      showRefusal(exc);
     } finally {
       button.disabled = false;
     }
