@@ -263,3 +263,33 @@ def test_bench_workspace_quick_reports_every_field(tmp_path: Path) -> None:
         # workspace's first requests began asks again (seen under load: 11 requests)
         assert visit["keys_per_request"].count(1) >= 8, visit["keys_per_request"]
     _positive(doc, "server_ms", "server_grouped_ms", "body_bytes")
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="sweep_search.py trains a small MLP with torch")
+def test_bench_sweep_search_quick_reports_every_field(tmp_path: Path) -> None:
+    pytest.importorskip("optuna")
+    doc = _run_bench("sweep_search.py", tmp_path)
+    assert doc["benchmark"] == "sweep_search"
+    params = doc["params"]
+    known = doc["landscape"]
+    _positive(known, "optimum", "optimum_lr", "optimum_wd", "threshold", "trainings")
+    assert known["threshold"] > known["optimum"]
+    # the refined optimum is never above the coarse grid's minimum it refines
+    assert known["grid_minimum_over_optimum"] >= 1
+    assert 0 <= known["share_within"] <= known["share_within_10pct"] <= 1
+    # the trial's own training (one model) lands where the batched grid said
+    assert known["optimum_trained_alone"] == pytest.approx(known["optimum"], rel=1e-3)
+    for method in ("tpe", "random"):
+        found = doc["search"][method]
+        assert len(found["trials_to_within"]) == len(found["best"]) == params["seeds"]
+        for n in found["trials_to_within"]:
+            assert n is None or 1 <= n <= params["trials"]
+    pruning = doc["pruning"]
+    assert set(pruning) == {"none", "asha", "hyperband", "median"}
+    assert pruning["none"]["step_saving"] == 0
+    assert all(s.get("pruned", 0) == 0 for s in pruning["none"]["states"])
+    for doc_ in pruning.values():
+        _positive(doc_, "steps", "seconds", "median_best")
+        # every trial of every sweep ended (the script checked the count per sweep)
+        for states in doc_["states"]:
+            assert sum(states.values()) == params["trials"] and "running" not in states
