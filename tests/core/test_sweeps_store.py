@@ -190,3 +190,19 @@ def test_trials_that_ended_between_passes_still_set_the_bar(store: Store, prune:
     trial = sweeps.trials(store, sweep.id)[8]
     assert trial.state == "pruned", trial
     assert trial.pruned_step is not None and trial.pruned_step <= 5
+
+
+def test_a_broken_sweep_does_not_stop_the_others(store: Store) -> None:
+    """A stored sweep the controller cannot read (its space no longer parses) is logged and
+    skipped; the sweeps after it are still driven."""
+    import sqlalchemy as sa
+
+    from tracker.store import models as m
+
+    broken = sweeps.create_sweep(store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1))
+    fine = sweeps.create_sweep(store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1))
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(m.SweepRow).where(m.SweepRow.id == broken.id).values(space=["lr="]))
+    sweeps.control_once(store)
+    assert sweeps.trials(store, broken.id) == []
+    assert [t.number for t in sweeps.trials(store, fine.id)] == [0]

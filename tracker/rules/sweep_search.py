@@ -298,13 +298,16 @@ def _study(
             state, value = TrialState.FAIL, None
         if state != TrialState.COMPLETE:
             value = None
-        inter = {int(s): float(v) for s, v in record.intermediate.items() if not _is_inf(float(v))}
+        inter = {
+            int(s): float(v) for s, v in record.intermediate.items() if not math.isinf(float(v))
+        }
+        kept, kept_dists = _in_space(params, dists)
         study.add_trial(
             create_trial(
                 state=state,
                 value=value,
-                params=_valid_params(params, dists),
-                distributions=_valid_dists(params, dists),
+                params=kept,
+                distributions=kept_dists,
                 intermediate_values=inter,
                 system_attrs=_restored(record.system_attrs),
             )
@@ -312,17 +315,13 @@ def _study(
     return study
 
 
-def _is_inf(v: float) -> bool:
-    return math.isinf(v)
-
-
-def _valid_params(params: dict[str, Any], dists: dict[str, Any]) -> dict[str, Any]:
-    """The params that still fit the space (a stored value outside it is left out)."""
-    return {k: v for k, v in params.items() if _fits(dists[k], v)}
-
-
-def _valid_dists(params: dict[str, Any], dists: dict[str, Any]) -> dict[str, Any]:
-    return {k: dists[k] for k, v in params.items() if _fits(dists[k], v)}
+def _in_space(
+    params: dict[str, Any], dists: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The params that still fit the space, and their distributions (a stored value
+    outside the space is left out)."""
+    kept = {k: v for k, v in params.items() if _fits(dists[k], v)}
+    return kept, {k: dists[k] for k in kept}
 
 
 def _fits(dist: Any, value: Any) -> bool:

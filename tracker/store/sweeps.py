@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from tracker.entities import FINAL_JOB_STATUSES, JobSpec, SweepInfo, TrialInfo
-from tracker.errors import Conflict, InvalidInput, NotFound
-from tracker.rules.sweep import SweepSpecError, parse_overrides, set_path
+from tracker.errors import Conflict, InvalidInput, NotFound, StoreUnavailable
+from tracker.rules.sweep import parse_overrides, set_path
 from tracker.rules.sweep_search import (
     CHECKED,
     SweepSettings,
@@ -400,11 +400,9 @@ def control_once(store: Store, *, now: float | None = None) -> list[str]:
     for sweep_id in ids:
         try:
             done += _control_sweep(store, sweep_id, now)
-        except (InvalidInput, SweepSpecError):
-            raise
-        except Exception as exc:
-            if type(exc).__name__ == "StoreUnavailable":
-                raise
+        except StoreUnavailable:
+            raise  # the periodic loop says so once and runs the pass again
+        except Exception:
             log.exception("sweep %s: the controller failed; it tries again next pass", sweep_id)
     return done
 
