@@ -413,6 +413,50 @@ def test_the_encoder_thread_frees_logged_tensors_only_inside_its_gate(run: Run) 
     assert len(freed) >= 290, len(freed)  # the others: held by the encoder at its stop
 
 
+def test_the_encoder_thread_makes_no_torch_object_outside_its_gate(
+    run: Run, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tensor.numpy() makes a second Python tensor (the array's base); dropping the array
+    # frees it, and torch releases the GIL in that free. The encoder read CPU tensors that
+    # way outside its gate, so a process that began to exit while it dropped one aborted
+    # ("terminate called without an active exception", 1 run in ~700 of the README example).
+    calls: list[tuple[str, bool]] = []
+    uploads = run._writer.uploads
+    original = torch.Tensor.numpy
+
+    def numpy(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        encoder = uploads._encoder
+        calls.append((threading.current_thread().name, bool(encoder and encoder.gate._inside)))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "numpy", numpy)
+    grid = torch.arange(4 * 3 * 8 * 8, dtype=torch.float32).reshape(4, 3, 8, 8) / 768
+    shown = {
+        "float32": torch.rand(8, 8, 3),
+        "uint8": torch.randint(0, 256, (3, 8, 8), dtype=torch.uint8),
+        "float64-permuted": torch.rand(3, 8, 8, dtype=torch.float64).permute(1, 2, 0),
+        "grid": grid,
+        "bfloat16": torch.rand(8, 8, dtype=torch.bfloat16),  # no numpy type: torch converts
+    }
+    for step in range(3):
+        for key, image in shown.items():
+            run.log_image(f"img/{key}", image, step=step)
+        run.log_histogram("weights", torch.nn.Linear(8, 8).weight, step=step)
+        run.log_histogram("counts", torch.arange(100, dtype=torch.int32)[::3], step=step)
+        time.sleep(0.05)  # the encoder builds these, not the writer's flush
+    run.finish()
+    by_encoder = [inside for name, inside in calls if name == "tracker-encoder"]
+    assert by_encoder, "the encoder converted nothing through torch: nothing was checked"
+    assert all(by_encoder), f"{by_encoder.count(False)} made outside the gate"
+    store = Store(store_url)
+    try:
+        stored = artifacts.media_keys(store, run.id)
+    finally:
+        store.close()
+    assert stored["images"] == {f"img/{k}": [0, 1, 2] for k in shown}, stored
+    assert stored["histograms"] == {"weights": [0, 1, 2], "counts": [0, 1, 2]}, stored
+
+
 @linux_only
 def test_closing_waits_for_a_torch_op_of_the_encoder_and_bars_new_ones(run: Run) -> None:
     entered, release = threading.Event(), threading.Event()

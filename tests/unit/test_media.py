@@ -336,3 +336,38 @@ def test_tensors_reach_numpy_as_float32_or_their_integer_type(tensor: torch.Tens
     assert array.dtype == want.numpy().dtype
     assert np.array_equal(array, want.numpy())
     assert array.ctypes.data != tensor.data_ptr()  # a copy: the version is checked after it
+
+
+NUMPY_DTYPES = [torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
+                torch.int16, torch.int8, torch.uint8, torch.bool]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    dtype=st.sampled_from(NUMPY_DTYPES),
+    shape=st.lists(st.integers(0, 5), min_size=0, max_size=4),
+    order=st.randoms(use_true_random=False),
+    step=st.integers(1, 3),
+)
+def test_the_encoder_view_of_a_cpu_tensor_reads_what_numpy_reads(
+    dtype: torch.dtype, shape: list[int], order: Any, step: int
+) -> None:
+    # any strided layout (permuted, sliced with a step, expanded, offset into its storage)
+    base = (torch.arange(max(1, int(np.prod(shape))) * step + 3) % 7 - 3).to(dtype)
+    tensor = base[3:][::step][: int(np.prod(shape))].reshape(shape) if shape else base[3]
+    dims = list(range(tensor.dim()))
+    order.shuffle(dims)
+    tensor = tensor.permute(dims)
+    if tensor.dim() and tensor.shape[0] == 1:
+        tensor = tensor.expand(3, *tensor.shape[1:])  # a stride of 0
+    view = media._numpy_view(tensor)
+    assert view is not None and not view.flags.writeable
+    assert view.dtype == tensor.numpy().dtype and np.array_equal(view, tensor.numpy())
+    assert not isinstance(view.base, torch.Tensor)  # no torch object: freed with no GIL dance
+
+
+def test_the_encoder_view_is_none_where_torch_must_convert() -> None:
+    assert media._numpy_view(torch.rand(3, dtype=torch.bfloat16)) is None
+    assert media._numpy_view(torch.rand(3)._neg_view()) is None
+    assert media._numpy_view(torch.rand(3, dtype=torch.complex64).conj()) is None
+    assert media._numpy_view(torch.eye(3).to_sparse()) is None

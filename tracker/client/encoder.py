@@ -26,9 +26,11 @@ free the tensors those make, in :func:`torch_op`; the thread lets go of each ent
 may hold the only reference to a logged tensor) in it too; and closing the uploads waits
 for one under way and bars new ones (:class:`TorchGate`). Once barred, the thread keeps
 what it holds in ``_ABANDONED`` (freed by the main thread: at the interpreter's exit, or
-when the next encoder starts). CPU tensors are converted by numpy
-(:func:`tracker.client.media._tensor_to_numpy`), so a torch op is left only for tensors on
-a device or of a type numpy lacks (bfloat16).
+when the next encoder starts). CPU tensors are read by numpy over their memory
+(:func:`tracker.client.media._numpy_view`), which makes no torch object: ``tensor.numpy()``
+makes one, the array's base, whose free released the GIL outside the gate when the array
+was dropped (the README example aborted at exit about once in 700 runs). A torch op is
+left only for tensors on a device or of a type numpy lacks (bfloat16).
 """
 
 from __future__ import annotations

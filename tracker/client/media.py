@@ -267,10 +267,11 @@ def image_grid(batch: Any, padding: int = GRID_PADDING) -> Any:
 def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
     """In the encoder thread: to the CPU, floats as float32 (bfloat16 has no numpy type).
 
-    A CPU tensor is converted by numpy (no torch op: see :func:`torch_op`); others by
-    torch. ``version``: the tensor's ``_version`` when it was logged; an in-place change
-    since (read after the copy, so a change during it counts too) fails the entry rather
-    than storing what the tensor holds now."""
+    A CPU tensor is read through :func:`_numpy_view`, which makes no torch object; others
+    by torch, inside :func:`torch_op`. ``version``: the tensor's ``_version`` when it was
+    logged; an in-place change since (read after the copy, so a change during it counts
+    too) fails the entry rather than storing what the tensor holds now. What is returned
+    may be a view of ``tensor``'s memory: use it while ``tensor`` is held."""
     import numpy as np
 
     floating = tensor.dtype.is_floating_point
@@ -295,15 +296,47 @@ def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
     return array
 
 
+# torch dtypes whose memory numpy reads as is
+_NUMPY_DTYPES = {
+    "torch.float64": "float64", "torch.float32": "float32", "torch.float16": "float16",
+    "torch.int64": "int64", "torch.int32": "int32", "torch.int16": "int16",
+    "torch.int8": "int8", "torch.uint8": "uint8", "torch.bool": "bool",
+}  # fmt: skip
+
+
 def _numpy_view(tensor: Any) -> Any:
-    """A CPU tensor's memory as a numpy array; None on a device, or for a type numpy lacks
-    (bfloat16, float8) or a lazily negated view."""
-    if tensor.device.type != "cpu":
+    """A CPU tensor's memory as a read-only numpy array that holds no torch object; None on
+    a device, for a type numpy lacks (bfloat16, float8), a lazily negated or conjugated
+    view, or a layout other than strided.
+
+    Not ``tensor.numpy()``: that makes a second Python tensor, the array's base, and
+    freeing it releases the GIL inside torch (``THPVariable_clear``). In the encoder thread
+    that free came after the gate (:func:`torch_op`), when the array was dropped, and a
+    process whose interpreter began to exit meanwhile aborted ("terminate called without
+    an active exception"). Valid while ``tensor`` is: the array does not keep it alive."""
+    import ctypes
+
+    import numpy as np
+
+    name = _NUMPY_DTYPES.get(str(tensor.dtype))
+    if (
+        name is None or tensor.device.type != "cpu" or str(tensor.layout) != "torch.strided"
+        or tensor.is_neg() or tensor.is_conj()
+    ):  # fmt: skip
         return None
-    try:
-        return tensor.numpy()
-    except (TypeError, RuntimeError):
-        return None
+    dtype = np.dtype(name)
+    shape, strides = tuple(tensor.shape), tuple(tensor.stride())
+    if tensor.numel() == 0:
+        empty = np.empty(shape, dtype)
+        empty.flags.writeable = False
+        return empty
+    span = 1 + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
+    memory = (ctypes.c_char * (span * dtype.itemsize)).from_address(tensor.data_ptr())
+    flat = np.frombuffer(memory, dtype=dtype, count=span)
+    view = np.lib.stride_tricks.as_strided(
+        flat, shape, tuple(st * dtype.itemsize for st in strides), writeable=False
+    )
+    return view
 
 
 def _encode_array(
