@@ -44,6 +44,9 @@ os.environ.setdefault("TRACKER_SERVER_REGISTRY", tempfile.mkdtemp(prefix="tracke
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# every parallel run ends with a table of when each xdist worker finished, and on what
+pytest_plugins = ["tests.support.worker_timeline"]
+
 PG_ENV = "TRACKER_TEST_PG_URL"
 # Fixtures that are the PostgreSQL server itself: a test that asks for one by name runs
 # against it (every fixture on top of store_url has it in its closure, SQLite half included,
