@@ -32,6 +32,11 @@ from tracker.store.runs import get_run, list_runs
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
+# A test that waits minutes of Slurm's own clock (time limits: whole minutes, 60 s of signal
+# slack), in which the store plays no part, runs on SQLite only; the PostgreSQL half of every
+# other test here runs.
+SLURM_CLOCK = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
 
 def dispatcher(procs: Procs, tmp: Path, *args: str) -> Proc:
     log_dir = tmp / "slurm-logs"
@@ -185,6 +190,7 @@ def test_cancel_becomes_scancel_and_kills_the_job(
     assert get_run(store, job.run_id).status == "killed"
 
 
+@SLURM_CLOCK
 def test_timeout_becomes_the_slurm_time_limit(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
@@ -216,6 +222,7 @@ time.sleep(600)
 """
 
 
+@SLURM_CLOCK
 def test_job_gets_its_whole_timeout_before_the_grace_sigterm(
     slurm: SlurmCluster, store: Store, procs: Procs, tmp_path: Path
 ) -> None:
