@@ -293,3 +293,17 @@ def test_bench_sweep_search_quick_reports_every_field(tmp_path: Path) -> None:
         # every trial of every sweep ended (the script checked the count per sweep)
         for states in doc_["states"]:
             assert sum(states.values()) == params["trials"] and "running" not in states
+
+
+def test_bench_chunks_quick_reports_every_field(tmp_path: Path) -> None:
+    doc = _run_bench("bench_chunks.py", tmp_path)
+    assert doc["benchmark"] == "chunks"
+    results = doc["results"]
+    assert len(results) == 4
+    for result in results:
+        _positive(result, "points", "rows_bytes_per_point", "chunks_bytes_per_point",
+                  "codec_bytes_per_point", "encode_points_per_s", "decode_points_per_s",
+                  "read_rows_ms", "read_chunks_ms")  # fmt: skip
+        assert result["points"] == doc["params"]["points"]
+        # the one claim of the layout: fewer bytes than a row per point, whatever the series
+        assert result["chunks_bytes_per_point"] < result["rows_bytes_per_point"], result
