@@ -1,25 +1,24 @@
-"""The chunk format (tracker.rules.chunk_codec) side by side with the row layout, on SQLite.
+"""Sealed chunks (tracker.store.chunks) side by side with the row layout, on SQLite.
 
 Four series of ``--points`` points each (one run, one metric each; steps 0..n-1, wall times
 ~10 ms apart with jitter): a smooth loss logged from float32 tensors, the same in float64,
-Gaussian noise (float64: nothing to predict) and an integer counter. For each:
+Gaussian noise (float64: nothing to predict) and an integer counter. For each, two fresh
+stores made by the product (its migrated schema), the points written by its own
+``write_points`` into both, and one of them sealed (``chunks.seal``, ``--chunk`` points per
+chunk):
 
-* **rows**: the points inserted into the product's own ``metric_points`` table (a store made
-  by ``tracker``, so the real schema and key) with ``sqlite3``; **chunks**: the same points
-  encoded ``--chunk`` points to a chunk and inserted into a table of the shape issue 30
-  plans (the chunk's key, its header columns and the bytes; a prototype here, not yet the
-  product's). Bytes per point: the growth of the database file after a checkpoint, over the
-  points.
-* encode and decode rates of the codec alone (points/s, median of ``--repeat``);
-* reading the whole series at full resolution: ``SELECT step, value ... ORDER BY step`` into
-  Python lists (rows) vs. the chunks' bytes decoded and joined with numpy (chunks).
+* bytes per point: each database file's growth over its empty schema, after ``VACUUM``;
+* the seal's rate, and the codec's encode and decode rates alone (points/s; median of
+  ``--repeat``);
+* reading the whole series at full resolution: ``metrics.metric_history`` (a list of
+  ``MetricPoint``) on each store, and ``chunks.read_points`` (numpy columns) on the sealed
+  one. Both stores' histories are checked equal first.
 
     python bench/bench_chunks.py [--points 100000] [--chunk 4096] [--repeat 5] [--quick]
 """
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import time
 from collections.abc import Callable
@@ -29,18 +28,11 @@ from typing import Any
 import common
 import numpy as np
 
-from tracker.rules.chunk_codec import Points, decode, encode, summary
+from tracker.rules.chunk_codec import Points, decode, encode
 from tracker.store import Store
-
-CHUNKS_DDL = """
-CREATE TABLE metric_chunks (
-    run_id INTEGER NOT NULL, key_id INTEGER NOT NULL, first_step BIGINT NOT NULL,
-    last_step BIGINT NOT NULL, count BIGINT NOT NULL, min_value FLOAT, max_value FLOAT,
-    last_value FLOAT, last_wall_ms BIGINT NOT NULL, nan_count BIGINT NOT NULL,
-    posinf_count BIGINT NOT NULL, neginf_count BIGINT NOT NULL, data BLOB NOT NULL,
-    PRIMARY KEY (run_id, key_id, first_step)
-) WITHOUT ROWID
-"""
+from tracker.store.chunks import read_points, seal
+from tracker.store.metrics import intern_keys, metric_history, write_points
+from tracker.store.runs import create_run
 
 
 def series(n: int) -> dict[str, Points]:
@@ -59,38 +51,39 @@ def series(n: int) -> dict[str, Points]:
     }
 
 
-def _store(path: Path) -> sqlite3.Connection:
-    Store(f"sqlite:///{path}").close()  # the product's schema, migrated
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute(CHUNKS_DDL)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return conn
+def _store(path: Path) -> tuple[Store, int]:
+    store = Store(f"sqlite:///{path}")  # the product's schema, migrated
+    _vacuum(store)
+    return store, common.sqlite_file_bytes(path)
 
 
-def _size(conn: sqlite3.Connection, path: Path) -> int:
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return common.sqlite_file_bytes(path)
+def _vacuum(store: Store) -> None:
+    raw = store.engine.raw_connection()
+    try:
+        raw.execute("VACUUM")
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+
+
+def _write(store: Store, p: Points) -> tuple[int, int]:
+    run = create_run(store, "bench").id
+    key = intern_keys(store, ["series"])["series"]
+    rows = list(
+        zip([run] * len(p), [key] * len(p), p.steps.tolist(), p.walls.tolist(),
+            p.values.tolist(), strict=True)
+    )  # fmt: skip
+    for i in range(0, len(rows), 50_000):
+        write_points(store, rows[i : i + 50_000])
+    return run, key
 
 
 def _chunks(p: Points, size: int) -> list[Points]:
     return [
-        Points(
-            p.steps[i : i + size],
-            p.seqs[i : i + size],
-            p.walls[i : i + size],
-            p.values[i : i + size],
-        )
+        Points(p.steps[i : i + size], p.seqs[i : i + size], p.walls[i : i + size],
+               p.values[i : i + size])
         for i in range(0, len(p), size)
-    ]
-
-
-def _rate(fn: Callable[[], Any], points: int, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return points / statistics.median(times)
+    ]  # fmt: skip
 
 
 def _median_s(fn: Callable[[], Any], repeat: int) -> float:
@@ -102,67 +95,44 @@ def _median_s(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(name: str, p: Points, key_id: int, chunk: int, repeat: int, work: Path) -> dict:
-    path = work / f"layout-{key_id}.db"
-    conn = _store(path)
-    empty = _size(conn, path)
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO metric_points (run_id, key_id, step, seq, wall_ms, value) "
-        "VALUES (1, ?, ?, 0, ?, ?)",
-        zip([key_id] * len(p), p.steps.tolist(), p.walls.tolist(), p.values.tolist(), strict=True),
-    )
-    conn.execute("COMMIT")
-    with_rows = _size(conn, path)
-    parts = _chunks(p, chunk)
-    blobs = [encode(c) for c in parts]
-    conn.execute("BEGIN")
-    for c, blob in zip(parts, blobs, strict=True):
-        b = summary(c)
-        conn.execute(
-            "INSERT INTO metric_chunks VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key_id, b.first_step, b.last_step, b.count, b.min, b.max, b.last,
-             int(c.walls[-1]), b.nan_count, b.posinf_count, b.neginf_count, blob),
-        )  # fmt: skip
-    conn.execute("COMMIT")
-    with_chunks = _size(conn, path)
-
-    def read_rows() -> int:
-        got = conn.execute(
-            "SELECT step, value FROM metric_points WHERE run_id = 1 AND key_id = ? ORDER BY step",
-            (key_id,),
-        ).fetchall()
-        return len(got)
-
-    def read_chunks() -> int:
-        got = [
-            decode(row[0])
-            for row in conn.execute(
-                "SELECT data FROM metric_chunks WHERE run_id = 1 AND key_id = ? "
-                "ORDER BY first_step",
-                (key_id,),
-            )
-        ]
-        steps = np.concatenate([g.steps for g in got])
-        values = np.concatenate([g.values for g in got])
-        return len(steps) + 0 * len(values)
-
-    assert read_rows() == read_chunks() == len(p)
-    decoded = [decode(b) for b in blobs]
-    assert all(d.same(c) for d, c in zip(decoded, parts, strict=True))
-    out = {
-        "series": name,
-        "points": len(p),
-        "rows_bytes_per_point": (with_rows - empty) / len(p),
-        "chunks_bytes_per_point": (with_chunks - with_rows) / len(p),
-        "codec_bytes_per_point": sum(map(len, blobs)) / len(p),
-        "encode_points_per_s": _rate(lambda: [encode(c) for c in parts], len(p), repeat),
-        "decode_points_per_s": _rate(lambda: [decode(b) for b in blobs], len(p), repeat),
-        "read_rows_ms": 1000 * _median_s(read_rows, repeat),
-        "read_chunks_ms": 1000 * _median_s(read_chunks, repeat),
-    }
-    conn.close()
-    return out
+def measure(name: str, p: Points, index: int, chunk: int, repeat: int, work: Path) -> dict:
+    rows_db, sealed_db = work / f"rows-{index}.db", work / f"chunks-{index}.db"
+    rows_store, rows_empty = _store(rows_db)
+    sealed_store, sealed_empty = _store(sealed_db)
+    try:
+        rows_run, _ = _write(rows_store, p)
+        sealed_run, key = _write(sealed_store, p)
+        t = time.perf_counter()
+        sealed = seal(sealed_store, sealed_run, key, chunk_points=chunk)
+        seal_s = time.perf_counter() - t
+        assert sealed == len(p)
+        _vacuum(rows_store)
+        _vacuum(sealed_store)
+        history = metric_history(rows_store, rows_run, "series")
+        assert metric_history(sealed_store, sealed_run, "series") == history
+        assert read_points(sealed_store, sealed_run, key).same(p)
+        parts = _chunks(p, chunk)
+        blobs = [encode(c) for c in parts]
+        n = len(p)
+        return {
+            "series": name,
+            "points": n,
+            "rows_bytes_per_point": (common.sqlite_file_bytes(rows_db) - rows_empty) / n,
+            "chunks_bytes_per_point": (common.sqlite_file_bytes(sealed_db) - sealed_empty) / n,
+            "codec_bytes_per_point": sum(map(len, blobs)) / n,
+            "seal_points_per_s": n / seal_s,
+            "encode_points_per_s": n / _median_s(lambda: [encode(c) for c in parts], repeat),
+            "decode_points_per_s": n / _median_s(lambda: [decode(b) for b in blobs], repeat),
+            "history_rows_ms": 1000
+            * _median_s(lambda: metric_history(rows_store, rows_run, "series"), repeat),
+            "history_chunks_ms": 1000
+            * _median_s(lambda: metric_history(sealed_store, sealed_run, "series"), repeat),
+            "read_points_chunks_ms": 1000
+            * _median_s(lambda: read_points(sealed_store, sealed_run, key), repeat),
+        }
+    finally:
+        rows_store.close()
+        sealed_store.close()
 
 
 def main() -> None:
@@ -181,28 +151,15 @@ def main() -> None:
             results.append(measure(name, p, key_id, args.chunk, args.repeat, work))
     common.print_table(
         f"{args.points:,} points per series, {args.chunk:,} points per chunk",
+        ["series", "rows B/pt", "chunks B/pt", "seal pts/s", "encode pts/s", "decode pts/s",
+         "history rows ms", "history chunks ms", "read_points ms"],
         [
-            "series",
-            "rows B/pt",
-            "chunks B/pt",
-            "encode pts/s",
-            "decode pts/s",
-            "read rows ms",
-            "read chunks ms",
-        ],
-        [
-            [
-                r["series"],
-                r["rows_bytes_per_point"],
-                r["chunks_bytes_per_point"],
-                r["encode_points_per_s"],
-                r["decode_points_per_s"],
-                r["read_rows_ms"],
-                r["read_chunks_ms"],
-            ]
+            [r["series"], r["rows_bytes_per_point"], r["chunks_bytes_per_point"],
+             r["seal_points_per_s"], r["encode_points_per_s"], r["decode_points_per_s"],
+             r["history_rows_ms"], r["history_chunks_ms"], r["read_points_chunks_ms"]]
             for r in results
         ],
-    )
+    )  # fmt: skip
     common.write_json(
         args.json,
         {

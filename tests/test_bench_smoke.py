@@ -302,8 +302,9 @@ def test_bench_chunks_quick_reports_every_field(tmp_path: Path) -> None:
     assert len(results) == 4
     for result in results:
         _positive(result, "points", "rows_bytes_per_point", "chunks_bytes_per_point",
-                  "codec_bytes_per_point", "encode_points_per_s", "decode_points_per_s",
-                  "read_rows_ms", "read_chunks_ms")  # fmt: skip
+                  "codec_bytes_per_point", "seal_points_per_s", "encode_points_per_s",
+                  "decode_points_per_s", "history_rows_ms", "history_chunks_ms",
+                  "read_points_chunks_ms")  # fmt: skip
         assert result["points"] == doc["params"]["points"]
         # the one claim of the layout: fewer bytes than a row per point, whatever the series
         assert result["chunks_bytes_per_point"] < result["rows_bytes_per_point"], result

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -20,6 +21,9 @@ from tracker.store import points
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.rows import dialect_insert
 from tracker.store.store import Store
+
+if TYPE_CHECKING:
+    from tracker.rules.chunk_codec import Points
 
 
 def intern_keys(store: Store, names: Iterable[str]) -> dict[str, int]:
@@ -110,19 +114,26 @@ def metric_history(
     """Every point of one metric, by step (values logged at one step through MLflow in
     the order logged), optionally within [lo, hi]; with ``limit``, the first ``limit``
     of them and the rest of the last one's step (page on with ``lo`` = the last step +
-    1)."""
+    1). Sealed chunks and the head are merged (:mod:`tracker.store.chunks`)."""
     p = m.MetricPointRow
-    query = (
-        sa.select(p.step, p.seq, p.wall_ms, p.value)
-        .join(m.MetricKeyRow, m.MetricKeyRow.id == p.key_id)
-        .where(p.run_id == run_id, m.MetricKeyRow.name == key)
-        .order_by(p.step, p.seq)
-    )
-    if lo is not None:
-        query = query.where(p.step >= lo)
-    if hi is not None:
-        query = query.where(p.step <= hi)
+    key_id_of = sa.select(m.MetricKeyRow.id).where(m.MetricKeyRow.name == key)
     with read_conn(store.engine) as conn:
+        key_id = conn.execute(key_id_of).scalar_one_or_none()
+        if key_id is None:
+            return []
+        if _has_chunks(conn, run_id, key_id):
+            from tracker.store import chunks  # numpy: only where a series is sealed
+
+            return _history_of(chunks.read_points_in(conn, run_id, key_id, lo, hi), limit)
+        query = (
+            sa.select(p.step, p.seq, p.wall_ms, p.value)
+            .where(p.run_id == run_id, p.key_id == key_id)
+            .order_by(p.step, p.seq)
+        )
+        if lo is not None:
+            query = query.where(p.step >= lo)
+        if hi is not None:
+            query = query.where(p.step <= hi)
         rows = list(conn.execute(query if limit is None else query.limit(limit)))
         if limit is not None and rows and len(rows) >= limit:  # the step's other values
             step, seq = rows[-1][0], rows[-1][1]
@@ -130,10 +141,50 @@ def metric_history(
     return [MetricPoint(s, w / 1000.0, v) for s, _, w, v in rows]
 
 
+def _has_chunks(conn: sa.Connection, run_id: int, key_id: int | None = None) -> bool:
+    c = m.MetricChunkRow
+    where = [c.run_id == run_id] + ([c.key_id == key_id] if key_id is not None else [])
+    return conn.execute(sa.select(sa.exists().where(*where))).scalar_one()
+
+
+def _history_of(pts: Points, limit: int | None) -> list[MetricPoint]:
+    n = len(pts)
+    if limit is not None and n > limit:
+        n = max(limit, 0)
+        while 0 < n < len(pts) and pts.steps[n] == pts.steps[n - 1]:
+            n += 1
+    return [
+        MetricPoint(s, w / 1000.0, v)
+        for s, w, v in zip(
+            pts.steps[:n].tolist(),
+            pts.walls[:n].tolist(),
+            pts.values[:n].tolist(),
+            strict=True,
+        )
+    ]
+
+
 def count_points(store: Store, run_id: int) -> int:
-    query = sa.select(sa.func.count()).where(m.MetricPointRow.run_id == run_id)
+    """How many points ``run_id`` has, head rows and sealed chunks merged."""
+    p = m.MetricPointRow
     with read_conn(store.engine) as conn:
-        return conn.execute(query.select_from(m.MetricPointRow)).scalar_one()
+        sealed = (
+            conn.execute(
+                sa.select(m.MetricChunkRow.key_id).where(m.MetricChunkRow.run_id == run_id)
+                .distinct()
+            ).scalars().all()
+            if _has_chunks(conn, run_id)
+            else []
+        )  # fmt: skip
+        query = sa.select(sa.func.count()).select_from(p).where(p.run_id == run_id)
+        if sealed:
+            query = query.where(p.key_id.not_in(sealed))
+        head = conn.execute(query).scalar_one()
+        if not sealed:
+            return head
+        from tracker.store import chunks  # numpy: only where a series is sealed
+
+        return head + sum(len(chunks.read_points_in(conn, run_id, k, None, None)) for k in sealed)
 
 
 def last_metrics(store: Store, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:

@@ -146,6 +146,32 @@ class MetricSummaryRow(Base):
     __table_args__ = (sa.Index("ix_metric_summaries_key_value", "key_id", "last_value"),)
 
 
+class MetricChunkRow(Base):
+    """Sealed points of one metric series (``tracker.rules.chunk_codec``,
+    docs/CHUNK_FORMAT.md), keyed by the first step they hold; the other columns are the
+    chunk's header (the bucket rule over its points, as ``metric_rollups`` keeps it), so a
+    chart at coarse zoom need not decode it. Chunks of one series never share a step; a
+    newer row of ``metric_points`` at a sealed (step, seq) wins over the chunk's
+    (``tracker.store.chunks``). No foreign keys, like ``metric_points``.
+    """
+
+    __tablename__ = "metric_chunks"
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 - read once by SQLAlchemy
+    run_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    key_id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    first_step: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    last_step: Mapped[int] = mapped_column(sa.BigInteger)
+    count: Mapped[int] = mapped_column(sa.BigInteger)
+    min_value: Mapped[float | None] = mapped_column(SignedDouble(precision=53), nullable=True)
+    max_value: Mapped[float | None] = mapped_column(SignedDouble(precision=53), nullable=True)
+    last_value: Mapped[float] = mapped_column(MetricValue, nullable=True)
+    last_wall_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    nan_count: Mapped[int] = mapped_column(sa.BigInteger)
+    posinf_count: Mapped[int] = mapped_column(sa.BigInteger)
+    neginf_count: Mapped[int] = mapped_column(sa.BigInteger)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
+
+
 class MetricRollupRow(Base):
     """Pre-aggregated buckets of one metric series, kept up to date on ingest.
 

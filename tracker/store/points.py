@@ -189,6 +189,37 @@ _INSERT_SEQ = (
 )
 
 
+_HAS_CHUNKS = "SELECT 1 FROM metric_chunks WHERE run_id = {p} LIMIT 1"
+_CHUNK_AT = (
+    "SELECT last_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+    "AND first_step <= {p} ORDER BY first_step DESC LIMIT 1"
+)
+
+
+def _sealed_at(cur: Any, p: str, at: tuple[int, int, int]) -> list[tuple[int, int, Any]]:
+    """(seq, wall_ms, value) of the values of step ``at`` sealed in a chunk (NaN as None,
+    as rows are compared), so an append counts them (``tracker.store.chunks``)."""
+    cur.execute(_CHUNK_AT.format(p=p), at)
+    row = cur.fetchone()
+    if row is None or row[0] < at[2]:
+        return []
+    import numpy as np  # only where a series is sealed: numpy stays out of the store's import
+
+    from tracker.rules import chunk_codec
+
+    pts = chunk_codec.decode(bytes(row[1]))
+    lo, hi = np.searchsorted(pts.steps, at[2], "left"), np.searchsorted(pts.steps, at[2], "right")
+    return [
+        (q, w, None if v != v else v)
+        for q, w, v in zip(
+            pts.seqs[lo:hi].tolist(),
+            pts.walls[lo:hi].tolist(),
+            pts.values[lo:hi].tolist(),
+            strict=True,
+        )
+    ]
+
+
 def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
     sqlite = _is_sqlite(raw)
     p = "?" if sqlite else "%s"
@@ -203,14 +234,23 @@ def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
     Seen = tuple[list[int], set[tuple[int, float | None]], bool, int]
     seen: dict[tuple[int, int, int], Seen] = {}
     out: list[tuple[int, int, int, int, int, float | None]] = []
+    sealed_runs = set()  # runs with chunks: only their steps may be sealed
+    for run_id in sorted({r[0] for r in rows}):
+        cur.execute(_HAS_CHUNKS.format(p=p), (run_id,))
+        if cur.fetchone() is not None:
+            sealed_runs.add(run_id)
     for run_id, key_id, step, wall_ms, value in rows:
         at = (run_id, key_id, step)
         known = seen.get(at)
         if known is None:
             cur.execute(_SEQ_AT.format(p=p), at)
             top = cur.fetchone()[0]
+            sealed = _sealed_at(cur, p, at) if run_id in sealed_runs else []
+            if sealed:
+                top = max(-1 if top is None else top, max(q for q, _, _ in sealed))
             first = 0 if top is None else top + 1
             known = seen[at] = ([first], set(), top is not None, max(0, first - RETRY_WINDOW))
+            known[1].update((w, v) for q, w, v in sealed if q >= known[3])
         pairs = known[1]
         if (wall_ms, value) in pairs:
             continue

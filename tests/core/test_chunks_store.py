@@ -1,0 +1,148 @@
+"""Sealed chunks in the store (tracker.store.chunks, migration 0025): a series read through
+``metric_history`` and ``count_points`` answers the same before and after it is sealed, on
+SQLite and PostgreSQL, through overwrites of sealed steps, MLflow's every-value appends,
+NaN, +-Inf and -0.0; and a seal deletes only the head rows it sealed."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracker.store import Store, chunks
+from tracker.store import models as m
+from tracker.store.engine import read_conn
+from tracker.store.metrics import (
+    append_points,
+    count_points,
+    intern_keys,
+    metric_history,
+    write_points,
+)
+from tracker.store.runs import create_run
+
+SPECIAL = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.5, -2.25, 1e300]
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x) if not math.isnan(x) else b"nan"
+
+
+def _history(store: Store, run: int, key: str, **kw: Any) -> list[tuple[int, float, bytes]]:
+    return [(p.step, p.wall_time, _bits(p.value)) for p in metric_history(store, run, key, **kw)]
+
+
+READS: list[dict[str, Any]] = [
+    {}, {"lo": 5}, {"hi": 17}, {"lo": 3, "hi": 9}, {"limit": 4}, {"limit": 1},
+    {"lo": 8, "limit": 5}, {"lo": 1000}, {"hi": -1},
+]  # fmt: skip
+
+
+def _answers(store: Store, run: int, key: str) -> list[Any]:
+    return [_history(store, run, key, **kw) for kw in READS] + [count_points(store, run)]
+
+
+def _head_rows(store: Store, run: int) -> int:
+    p = m.MetricPointRow
+    with read_conn(store.engine) as conn:
+        return conn.execute(
+            m.sa.select(m.sa.func.count()).select_from(p).where(p.run_id == run)
+        ).scalar_one()
+
+
+def test_a_sealed_series_reads_as_it_did(store: Store) -> None:
+    run = create_run(store, "chunks").id
+    keys = intern_keys(store, ["loss", "other"])
+    k = keys["loss"]
+    write_points(store, [(run, k, s, 1000 + s, SPECIAL[s % len(SPECIAL)]) for s in range(20)])
+    write_points(store, [(run, keys["other"], s, 5, float(s)) for s in range(3)])
+    append_points(store, [(run, k, 7, 3000, 70.0), (run, k, 7, 3001, 71.0)])  # MLflow, step 7
+    before = _answers(store, run, "loss")
+    assert chunks.seal(store, run, k, chunk_points=6) == 22
+    assert chunks.sealed_series(store, run) == [k]
+    assert _head_rows(store, run) == 3  # only "other" is left in the head
+    assert _answers(store, run, "loss") == before
+    assert _history(store, run, "other") == [(s, 0.005, _bits(float(s))) for s in range(3)]
+
+
+def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
+    run = create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run, k, s, 1000, float(s)) for s in range(30)])
+    chunks.seal(store, run, k, chunk_points=8)
+    write_points(store, [(run, k, 3, 2000, -3.0), (run, k, 30, 2000, 30.0)])  # overwrite, new
+    append_points(store, [(run, k, 12, 2100, 120.0)])  # a second MLflow value at a sealed step
+    expected = [(s, 1.0, _bits(float(s))) for s in range(31)]
+    expected[3] = (3, 2.0, _bits(-3.0))
+    expected[30] = (30, 2.0, _bits(30.0))
+    expected.insert(13, (12, 2.1, _bits(120.0)))
+    assert _history(store, run, "loss") == expected
+    assert count_points(store, run) == 32
+    assert chunks.seal(store, run, k, chunk_points=8) == 3
+    assert _head_rows(store, run) == 0
+    assert _history(store, run, "loss") == expected
+    assert count_points(store, run) == 32
+
+
+def test_a_row_replaced_during_a_seal_is_kept(store: Store) -> None:
+    # the seal deletes the rows it read, matched on wall time and value: a row another
+    # writer replaced after the seal read it stays in the head and wins
+    run = create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run, k, s, 1000, float(s)) for s in range(5)])
+    head = chunks.read_points(store, run, k)
+    write_points(store, [(run, k, 2, 9000, 99.0)])  # the later write, before the delete
+    with store.engine.begin() as conn:  # what seal's guarded delete does with what it read
+        conn.execute(
+            m.sa.delete(m.MetricPointRow).where(
+                m.MetricPointRow.run_id == run, m.MetricPointRow.key_id == k,
+                m.MetricPointRow.step.in_(head.steps.tolist()),
+                m.MetricPointRow.wall_ms == 1000,
+            )
+        )  # fmt: skip
+    assert _history(store, run, "loss") == [(2, 9.0, _bits(99.0))]
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 40), st.sampled_from(SPECIAL)),
+        st.tuples(st.just("append"), st.integers(0, 40), st.sampled_from(SPECIAL)),
+        st.tuples(st.just("seal"), st.integers(1, 9), st.just(0.0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_any_writes_and_seals_read_like_the_rows_alone(store: Store, ops: list[Any]) -> None:
+    # the same operations on two runs, one never sealed: every read answers the same
+    sealed, plain = create_run(store, "chunks").id, create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    for i, (op, step, value) in enumerate(ops):
+        for run in (sealed, plain):
+            if op == "write":
+                write_points(store, [(run, k, step, 1000 + i, value)])
+            elif op == "append":
+                append_points(store, [(run, k, step, 1000 + i, value)])
+        if op == "seal":
+            chunks.seal(store, sealed, k, chunk_points=step)
+    a, b = _answers(store, sealed, "loss"), _answers(store, plain, "loss")
+    assert a == b
+
+
+def test_an_unknown_key_has_no_history(store: Store) -> None:
+    run = create_run(store, "chunks").id
+    assert metric_history(store, run, "never logged") == []
+
+
+def test_the_chunk_size_must_be_positive(store: Store) -> None:
+    with pytest.raises(ValueError, match="chunk_points"):
+        chunks.seal(store, 1, 1, chunk_points=0)

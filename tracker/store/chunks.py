@@ -1,0 +1,215 @@
+"""A metric series as a head of rows and sealed chunks (issue 30; docs/CHUNK_FORMAT.md).
+
+Points land in ``metric_points`` (the head: last-wins upserts, MLflow's every-value ``seq``,
+idempotent retries, as before). :func:`seal` moves a series' head rows into
+``metric_chunks`` rows of up to :data:`CHUNK_POINTS` points (never splitting a step's
+values), re-encoding the chunks the head rows fall into, and deletes the rows it sealed, in
+one transaction. :func:`read_points` merges the chunks and the head of a step range: at an
+equal (step, seq) the head's row wins, so a write to a sealed step is read at once and
+sealed into its chunk by the next :func:`seal`. A seal re-encodes every chunk over the span
+of the head's steps, so an overwrite far behind new points reseals what lies between.
+
+Status: what reads through :func:`read_points` (``metrics.metric_history``,
+``metrics.count_points``) answers the same on both layouts; the chart reads
+(``store.series``, ``store.rollups``), the doctor's, the sweeps' and purge still read the
+head alone, so nothing in the product calls :func:`seal` yet.
+
+Concurrency: a row written while a seal runs is never lost. The seal deletes only the head
+rows it read, each matched on its (step, seq), wall time and value; a row another writer
+replaced meanwhile no longer matches, stays in the head and wins over the sealed copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import sqlalchemy as sa
+
+from tracker.rules import chunk_codec
+from tracker.rules.chunk_codec import Points
+from tracker.store import models as m
+from tracker.store.engine import read_conn, write_begin
+from tracker.store.store import Store
+
+__all__ = ["CHUNK_POINTS", "read_points", "read_points_in", "seal", "sealed_series"]
+
+CHUNK_POINTS = 4096  # points per chunk, at most (a step's values are never split)
+
+_P = m.MetricPointRow
+_C = m.MetricChunkRow
+_EMPTY = Points.of([], [])
+
+
+def seal(store: Store, run_id: int, key_id: int, *, chunk_points: int = CHUNK_POINTS) -> int:
+    """Move every head row of (``run_id``, ``key_id``) into chunks; returns how many rows
+    were sealed (0: none in the head). The chunks a head row's step falls in, and the last
+    chunk when it is not full, are decoded, merged with the head (the head winning) and
+    written again."""
+    if chunk_points < 1:
+        raise ValueError("chunk_points must be >= 1")
+    with write_begin(store.engine) as conn:
+        head = _head(conn, run_id, key_id, None, None)
+        if not len(head):
+            return 0
+        chunks = conn.execute(
+            sa.select(_C.first_step, _C.last_step, _C.count.label("points"), _C.data)
+            .where(_C.run_id == run_id, _C.key_id == key_id)
+            .order_by(_C.first_step)
+        ).all()
+        # the chunks over the head's span (a run of them, so the new ones never overlap one
+        # left alone), and the last one when it is not full (appends fill it up)
+        lo, hi = int(head.steps[0]), int(head.steps[-1])
+        redo = [
+            c
+            for i, c in enumerate(chunks)
+            if (c.last_step >= lo and c.first_step <= hi)
+            or (i == len(chunks) - 1 and c.points < chunk_points and c.last_step < hi)
+        ]
+        old = _concat([chunk_codec.decode(c.data) for c in redo])
+        merged = chunk_codec.merge(old, head)
+        if redo:
+            conn.execute(
+                sa.delete(_C).where(
+                    _C.run_id == run_id,
+                    _C.key_id == key_id,
+                    _C.first_step.in_([c.first_step for c in redo]),
+                )
+            )
+        rows = [_chunk_row(run_id, key_id, part) for part in _cut(merged, chunk_points)]
+        conn.execute(sa.insert(_C), rows)
+        conn.execute(
+            sa.delete(_P).where(
+                _P.run_id == run_id,
+                _P.key_id == key_id,
+                _P.step == sa.bindparam("s"),
+                _P.seq == sa.bindparam("q"),
+                _P.wall_ms == sa.bindparam("w"),
+                sa.or_(
+                    _P.value == sa.bindparam("v", type_=m.SignedDouble(precision=53)),
+                    sa.and_(_P.value.is_(None), sa.bindparam("nan", type_=sa.Boolean)),
+                ),
+            ),
+            [
+                {"s": s, "q": q, "w": w, "v": None if math.isnan(v) else v, "nan": math.isnan(v)}
+                for s, q, w, v in zip(
+                    head.steps.tolist(),
+                    head.seqs.tolist(),
+                    head.walls.tolist(),
+                    head.values.tolist(),
+                    strict=True,
+                )
+            ],
+        )
+    return len(head)
+
+
+def sealed_series(store: Store, run_id: int) -> list[int]:
+    """The key ids of ``run_id`` that have chunks."""
+    with read_conn(store.engine) as conn:
+        return list(
+            conn.execute(
+                sa.select(_C.key_id).where(_C.run_id == run_id).distinct().order_by(_C.key_id)
+            ).scalars()
+        )
+
+
+def read_points(
+    store: Store, run_id: int, key_id: int, lo: int | None = None, hi: int | None = None
+) -> Points:
+    """Every point of (``run_id``, ``key_id``) with a step in [``lo``, ``hi``] (either
+    open), chunks and head merged, in (step, seq) order."""
+    with read_conn(store.engine) as conn:
+        return read_points_in(conn, run_id, key_id, lo, hi)
+
+
+def read_points_in(
+    conn: sa.Connection, run_id: int, key_id: int, lo: int | None, hi: int | None
+) -> Points:
+    """:func:`read_points` on an open connection."""
+    query = sa.select(_C.data).where(_C.run_id == run_id, _C.key_id == key_id)
+    if lo is not None:
+        query = query.where(_C.last_step >= lo)
+    if hi is not None:
+        query = query.where(_C.first_step <= hi)
+    sealed = [
+        chunk_codec.decode(data) for data in conn.execute(query.order_by(_C.first_step)).scalars()
+    ]
+    head = _head(conn, run_id, key_id, lo, hi)
+    if not sealed:
+        return head
+    merged = chunk_codec.merge(_concat(sealed), head)
+    if lo is None and hi is None:
+        return merged
+    keep = np.ones(len(merged), bool)
+    if lo is not None:
+        keep &= merged.steps >= lo
+    if hi is not None:
+        keep &= merged.steps <= hi
+    return _take(merged, keep)
+
+
+def _head(conn: sa.Connection, run_id: int, key_id: int, lo: int | None, hi: int | None) -> Points:
+    query = sa.select(_P.step, _P.seq, _P.wall_ms, _P.value).where(
+        _P.run_id == run_id, _P.key_id == key_id
+    )
+    if lo is not None:
+        query = query.where(_P.step >= lo)
+    if hi is not None:
+        query = query.where(_P.step <= hi)
+    rows = conn.execute(query.order_by(_P.step, _P.seq)).all()
+    if not rows:
+        return _EMPTY
+    steps, seqs, walls, values = zip(*rows, strict=True)
+    return Points.of(steps, values, walls, seqs)
+
+
+def _concat(parts: Sequence[Points]) -> Points:
+    if not parts:
+        return _EMPTY
+    if len(parts) == 1:
+        return parts[0]
+    return Points(
+        np.concatenate([p.steps for p in parts]),
+        np.concatenate([p.seqs for p in parts]),
+        np.concatenate([p.walls for p in parts]),
+        np.concatenate([p.values for p in parts]),
+    )
+
+
+def _take(p: Points, index: np.ndarray) -> Points:
+    return Points(p.steps[index], p.seqs[index], p.walls[index], p.values[index])
+
+
+def _cut(p: Points, size: int) -> list[Points]:
+    """``p`` in pieces of at most ``size`` points (more when one step has more values),
+    cut between steps only."""
+    out = []
+    start, n = 0, len(p)
+    while start < n:
+        end = min(start + size, n)
+        while end < n and p.steps[end] == p.steps[end - 1]:
+            end += 1
+        out.append(_take(p, slice(start, end)))  # type: ignore[arg-type]
+        start = end
+    return out
+
+
+def _chunk_row(run_id: int, key_id: int, part: Points) -> dict[str, object]:
+    head = chunk_codec.summary(part)
+    return {
+        "run_id": run_id,
+        "key_id": key_id,
+        "first_step": head.first_step,
+        "last_step": head.last_step,
+        "count": head.count,
+        "min_value": head.min,
+        "max_value": head.max,
+        "last_value": head.last,
+        "last_wall_ms": int(part.walls[-1]),
+        "nan_count": head.nan_count,
+        "posinf_count": head.posinf_count,
+        "neginf_count": head.neginf_count,
+        "data": chunk_codec.encode(part),
+    }
