@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from tracker.store import Store, chunks
 from tracker.store import models as m
 from tracker.store.engine import read_conn
+from tracker.store.lifecycle import delete_runs
 from tracker.store.metrics import (
     append_points,
     count_points,
@@ -23,6 +25,7 @@ from tracker.store.metrics import (
     metric_history,
     write_points,
 )
+from tracker.store.purge import purge_deleted
 from tracker.store.runs import create_run
 
 SPECIAL = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1.5, -2.25, 1e300]
@@ -146,3 +149,18 @@ def test_an_unknown_key_has_no_history(store: Store) -> None:
 def test_the_chunk_size_must_be_positive(store: Store) -> None:
     with pytest.raises(ValueError, match="chunk_points"):
         chunks.seal(store, 1, 1, chunk_points=0)
+
+
+def test_purge_deletes_a_run_s_chunks(store: Store) -> None:
+    run, kept = create_run(store, "chunks").id, create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    for r in (run, kept):
+        write_points(store, [(r, k, s, 1000, float(s)) for s in range(10)])
+        chunks.seal(store, r, k, chunk_points=4)
+    write_points(store, [(run, k, 10, 1000, 10.0)])  # one head row beside the chunks
+    delete_runs(store, [run], now=time.time() - 40 * 86400)
+    dry = purge_deleted(store, older_than=time.time() - 30 * 86400)
+    assert [(r.id, r.points) for r in dry.runs] == [(run, 11)]
+    purge_deleted(store, older_than=time.time() - 30 * 86400, dry_run=False)
+    assert chunks.sealed_series(store, run) == []
+    assert chunks.sealed_series(store, kept) == [k] and count_points(store, kept) == 10

@@ -46,9 +46,15 @@ class PurgeReport:
 
 
 def _candidates(store: Store, cutoff: float) -> list[PurgedRun]:
-    points = (
+    head = (
         sa.select(sa.func.count()).where(m.MetricPointRow.run_id == m.RunRow.id).scalar_subquery()
     )
+    sealed = (
+        sa.select(sa.cast(sa.func.coalesce(sa.func.sum(m.MetricChunkRow.count), 0), sa.BigInteger))
+        .where(m.MetricChunkRow.run_id == m.RunRow.id)
+        .scalar_subquery()
+    )
+    points = head + sealed
     query = (
         sa.select(m.RunRow.id, m.ProjectRow.name, m.RunRow.name, m.RunRow.deleted_at, points)
         .join(m.ProjectRow, m.ProjectRow.id == m.RunRow.project_id)
@@ -82,6 +88,7 @@ def _purge_run(store: Store, run_id: int, cutoff: float) -> bool:
             return False
         conn.execute(sa.delete(m.MetricPointRow).where(m.MetricPointRow.run_id == run_id))
         conn.execute(sa.delete(m.MetricRollupRow).where(m.MetricRollupRow.run_id == run_id))
+        conn.execute(sa.delete(m.MetricChunkRow).where(m.MetricChunkRow.run_id == run_id))
         conn.execute(sa.delete(m.RunRow).where(m.RunRow.id == run_id))
     return True
 
