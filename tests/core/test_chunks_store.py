@@ -164,3 +164,36 @@ def test_purge_deletes_a_run_s_chunks(store: Store) -> None:
     purge_deleted(store, older_than=time.time() - 30 * 86400, dry_run=False)
     assert chunks.sealed_series(store, run) == []
     assert chunks.sealed_series(store, kept) == [k] and count_points(store, kept) == 10
+
+
+def test_the_doctor_and_the_sweeps_read_a_sealed_series_as_the_rows(store: Store) -> None:
+    from tracker.store import sweeps
+    from tracker.store.diagnoses import read_run_series
+
+    sealed, plain = create_run(store, "chunks").id, create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    rows = [(s, 1000 + s, SPECIAL[s % len(SPECIAL)] if s % 5 else 10.0 - s) for s in range(40)]
+    for run in (sealed, plain):
+        write_points(store, [(run, k, s, w, v) for s, w, v in rows])
+        append_points(store, [(run, k, 7, 5000, -1.0)])
+    chunks.seal(store, sealed, k, chunk_points=9)
+    for run in (sealed, plain):
+        write_points(store, [(run, k, 3, 6000, 33.0), (run, k, 40, 6000, 4.0)])  # head rows
+
+    def doctor(run: int, **kw: Any) -> Any:
+        return {
+            key: [(s, _bits(v)) for s, v in points]
+            for key, points in read_run_series(store, run, **kw).items()
+        }
+
+    for kw in ({}, {"max_points": 5}, {"until_step": 20}, {"max_points": 3, "until_step": 7}):
+        assert doctor(sealed, **kw) == doctor(plain, **kw), kw
+    for goal in ("minimize", "maximize"):
+        assert sweeps._objective(store, sealed, k, "best", goal) == sweeps._objective(
+            store, plain, k, "best", goal
+        )
+    with read_conn(store.engine) as conn:
+        for after in (None, 6, 39):
+            a = sweeps._series(conn, {sealed: after}, k)[sealed]
+            b = sweeps._series(conn, {plain: after}, k)[plain]
+            assert {s: _bits(v) for s, v in a.items()} == {s: _bits(v) for s, v in b.items()}

@@ -10,9 +10,11 @@ sealed into its chunk by the next :func:`seal`. A seal re-encodes every chunk ov
 of the head's steps, so an overwrite far behind new points reseals what lies between.
 
 Status: what reads through :func:`read_points` (``metrics.metric_history``,
-``metrics.count_points``) answers the same on both layouts, and purge deletes chunks; the
-chart reads (``store.series``, ``store.rollups``), the doctor's and the sweeps' still read
-the head alone, so nothing in the product calls :func:`seal` yet.
+``metrics.count_points``, the doctor's ``diagnoses.read_run_series``, the sweeps' objective
+and curves, through ``metrics.sealed_points``) answers the same on both layouts, and purge
+deletes chunks; the chart reads (``store.series``, ``store.rollups``: the rollups' level 0
+is computed from the head's rows) still read the head alone, so nothing in the product
+calls :func:`seal` yet.
 
 Concurrency: a row written while a seal runs is never lost. The seal deletes only the head
 rows it read, each matched on its (step, seq), wall time and value; a row another writer

@@ -121,10 +121,9 @@ def metric_history(
         key_id = conn.execute(key_id_of).scalar_one_or_none()
         if key_id is None:
             return []
-        if _has_chunks(conn, run_id, key_id):
-            from tracker.store import chunks  # numpy: only where a series is sealed
-
-            return _history_of(chunks.read_points_in(conn, run_id, key_id, lo, hi), limit)
+        sealed = sealed_points(conn, run_id, key_id, lo, hi)
+        if sealed is not None:
+            return _history_of(sealed, limit)
         query = (
             sa.select(p.step, p.seq, p.wall_ms, p.value)
             .where(p.run_id == run_id, p.key_id == key_id)
@@ -139,6 +138,19 @@ def metric_history(
             step, seq = rows[-1][0], rows[-1][1]
             rows += conn.execute(query.where(p.step == step, p.seq > seq)).all()
     return [MetricPoint(s, w / 1000.0, v) for s, _, w, v in rows]
+
+
+def sealed_points(
+    conn: sa.Connection, run_id: int, key_id: int, lo: int | None = None, hi: int | None = None
+) -> Points | None:
+    """The points of a series that has sealed chunks, chunks and head merged
+    (:func:`tracker.store.chunks.read_points_in`); None when it has none, so a reader keeps
+    its own SQL over the head (and numpy is not imported)."""
+    if not _has_chunks(conn, run_id, key_id):
+        return None
+    from tracker.store import chunks
+
+    return chunks.read_points_in(conn, run_id, key_id, lo, hi)
 
 
 def _has_chunks(conn: sa.Connection, run_id: int, key_id: int | None = None) -> bool:

@@ -49,6 +49,7 @@ from tracker.rules.sweep_search import (
 from tracker.store import models as m
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.jobs import cancel, check_snapshot, check_spec, insert_job
+from tracker.store.metrics import sealed_points
 from tracker.store.schedules import spec_from_dict, spec_to_dict
 
 if TYPE_CHECKING:
@@ -541,6 +542,11 @@ def _series(
     p = m.MetricPointRow
     out: dict[int, dict[int, float]] = {}
     for run_id, last in after.items():
+        sealed = sealed_points(conn, run_id, key_id, None if last is None else int(last) + 1)
+        if sealed is not None:
+            for step, value in zip(sealed.steps.tolist(), sealed.values.tolist(), strict=True):
+                out.setdefault(run_id, {})[step] = value
+            continue
         query = sa.select(p.step, p.value).where(p.run_id == run_id, p.key_id == key_id)
         if last is not None:
             query = query.where(p.step > int(last))
@@ -586,6 +592,10 @@ def _objective(
             if row is None:
                 return None
             return float(row[0])
+        sealed = sealed_points(conn, run_id, key_id)
+        if sealed is not None:  # as SQL's min/max: NaN (NULL) left out, +-Inf counted
+            kept = [v for v in sealed.values.tolist() if v == v]
+            return (min if goal == "minimize" else max)(kept) if kept else None
         p = m.MetricPointRow
         agg = sa.func.min if goal == "minimize" else sa.func.max
         return conn.execute(
