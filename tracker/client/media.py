@@ -267,20 +267,26 @@ def image_grid(batch: Any, padding: int = GRID_PADDING) -> Any:
 def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
     """In the encoder thread: to the CPU, floats as float32 (bfloat16 has no numpy type).
 
-    A CPU tensor is read through :func:`_numpy_view`, which makes no torch object; others
-    by torch, inside :func:`torch_op`. ``version``: the tensor's ``_version`` when it was
-    logged; an in-place change since (read after the copy, so a change during it counts
-    too) fails the entry rather than storing what the tensor holds now. What is returned
-    may be a view of ``tensor``'s memory: use it while ``tensor`` is held."""
+    Every call of a tensor's method is inside :func:`torch_op`: torch releases the GIL in
+    most of them, even ``is_neg()``, and a daemon thread that takes it back while the
+    interpreter exits aborts the process. A CPU tensor is then read outside the gate, as
+    raw memory (:func:`_numpy_view`: no torch object); others are copied by torch inside
+    it. ``version``: the tensor's ``_version`` when it was logged; an in-place change since
+    (read after the copy, so a change during it counts too) fails the entry rather than
+    storing what the tensor holds now. What is returned may be a view of ``tensor``'s
+    memory: use it while ``tensor`` is held."""
     import numpy as np
 
-    floating = tensor.dtype.is_floating_point
-    array = _numpy_view(tensor)
-    if array is not None:
-        if floating and array.dtype != np.float32:
-            array = array.astype(np.float32)
+    with torch_op():
+        floating = tensor.dtype.is_floating_point
+        view = _numpy_view(tensor)
+    if view is not None:
+        if floating and view.dtype != np.float32:
+            array = view.astype(np.float32)
         elif version is not None:
-            array = array.copy()
+            array = view.copy()
+        else:
+            array = view
     else:
         import torch
 
@@ -288,11 +294,14 @@ def _tensor_to_numpy(tensor: Any, version: int | None = None) -> Any:
             cpu = tensor.to("cpu", torch.float32) if floating else tensor.cpu()
             array = cpu.resolve_neg().numpy().copy()
             del cpu
-    if version is not None and tensor._version != version:
-        raise InvalidInput(
-            "the tensor was changed in place after it was logged, before it was encoded: "
-            "log a copy (tensor.clone()) or call tracker.flush() before changing it"
-        )
+    if version is not None:
+        with torch_op():
+            changed = tensor._version != version
+        if changed:
+            raise InvalidInput(
+                "the tensor was changed in place after it was logged, before it was encoded: "
+                "log a copy (tensor.clone()) or call tracker.flush() before changing it"
+            )
     return array
 
 
@@ -307,13 +316,14 @@ _NUMPY_DTYPES = {
 def _numpy_view(tensor: Any) -> Any:
     """A CPU tensor's memory as a read-only numpy array that holds no torch object; None on
     a device, for a type numpy lacks (bfloat16, float8), a lazily negated or conjugated
-    view, or a layout other than strided.
+    view, or a layout other than strided. Called inside :func:`torch_op` (it calls the
+    tensor's methods); the array is then used outside it.
 
     Not ``tensor.numpy()``: that makes a second Python tensor, the array's base, and
     freeing it releases the GIL inside torch (``THPVariable_clear``). In the encoder thread
-    that free came after the gate (:func:`torch_op`), when the array was dropped, and a
-    process whose interpreter began to exit meanwhile aborted ("terminate called without
-    an active exception"). Valid while ``tensor`` is: the array does not keep it alive."""
+    that free came after the gate, when the array was dropped, and a process whose
+    interpreter began to exit meanwhile aborted ("terminate called without an active
+    exception"). Valid while ``tensor`` is: the array does not keep it alive."""
     import ctypes
 
     import numpy as np
