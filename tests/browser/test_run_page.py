@@ -176,7 +176,13 @@ def test_config_tree_checkpoints_and_events_tabs(page: Any, dashboard: Dashboard
     model = tree.locator("details", has_text="model").first
     assert "width: 64" in model.inner_text().replace("\n", " ")
     model.locator("summary").first.click()  # collapsible
-    assert model.get_attribute("open") is None
+    # the same details the locator clicked (the first holding "model"), read again until
+    # closed: a CI run read the attribute before the toggle showed
+    page.wait_for_function(
+        "() => { const d = [...document.querySelectorAll('#config-tree details')]"
+        ".find(e => e.textContent.toLowerCase().includes('model')); return d && !d.open; }",
+        timeout=10_000,
+    )
     page.click('.tab[data-tab="checkpoints"]')
     rows = page.locator("#checkpoints-table tbody tr")
     rows.first.wait_for()
