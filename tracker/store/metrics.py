@@ -153,9 +153,9 @@ def sealed_points(
     return chunks.read_points_in(conn, run_id, key_id, lo, hi)
 
 
-def _has_chunks(conn: sa.Connection, run_id: int, key_id: int | None = None) -> bool:
+def _has_chunks(conn: sa.Connection, run_id: int, key_id: int) -> bool:
     c = m.MetricChunkRow
-    where = [c.run_id == run_id] + ([c.key_id == key_id] if key_id is not None else [])
+    where = (c.run_id == run_id, c.key_id == key_id)
     return conn.execute(sa.select(sa.exists().where(*where))).scalar_one()
 
 
@@ -180,14 +180,10 @@ def count_points(store: Store, run_id: int) -> int:
     """How many points ``run_id`` has, head rows and sealed chunks merged."""
     p = m.MetricPointRow
     with read_conn(store.engine) as conn:
-        sealed = (
-            conn.execute(
-                sa.select(m.MetricChunkRow.key_id).where(m.MetricChunkRow.run_id == run_id)
-                .distinct()
-            ).scalars().all()
-            if _has_chunks(conn, run_id)
-            else []
-        )  # fmt: skip
+        c = m.MetricChunkRow
+        sealed = conn.execute(
+            sa.select(c.key_id).where(c.run_id == run_id).distinct()
+        ).scalars().all()  # fmt: skip
         query = sa.select(sa.func.count()).select_from(p).where(p.run_id == run_id)
         if sealed:
             query = query.where(p.key_id.not_in(sealed))
