@@ -394,6 +394,9 @@ def _stop_on_signals(server: Any) -> None:
         signal.signal(sig, stop)
 
 
+KEEPALIVE_S = 75
+
+
 def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, threads: int,
               on_ready: Callable[[], None]) -> None:  # fmt: skip
     from gunicorn.app.base import BaseApplication
@@ -411,6 +414,11 @@ def _gunicorn(config: dict[str, Any], host: str, port: int, workers: int, thread
                 "threads": threads,
                 "timeout": 120,
                 "graceful_timeout": 10,
+                # An idle keep-alive connection is closed after this long. gunicorn's 2 s
+                # reset a client that sent its next request just as the server closed (one
+                # in ~50 requests of a client pausing ~2 s; an MLflow script's call failed
+                # so); past the 60 s idle timeout of common load balancers.
+                "keepalive": KEEPALIVE_S,
                 "errorlog": "-",
                 "loglevel": "warning",
                 "proc_name": "tracker-ui",
