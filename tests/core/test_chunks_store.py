@@ -72,6 +72,18 @@ def test_a_sealed_series_reads_as_it_did(store: Store) -> None:
     assert _history(store, run, "other") == [(s, 0.005, _bits(float(s))) for s in range(3)]
 
 
+def test_a_write_far_from_the_sealed_steps_leaves_their_chunks(store: Store) -> None:
+    run = create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run, k, s, 1000, float(s)) for s in range(300)])
+    chunks.seal(store, run, k, chunk_points=100)
+    write_points(store, [(run, k, 600, 2000, 6.0)])  # rollup bucket 2: no chunk there
+    assert _head_rows(store, run) == 1
+    write_points(store, [(run, k, 299, 2000, -1.0)])  # bucket 1: the chunk of 200-299
+    assert _head_rows(store, run) == 101
+    assert count_points(store, run) == 301
+
+
 def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
     run = create_run(store, "chunks").id
     k = intern_keys(store, ["loss"])["loss"]
@@ -85,7 +97,10 @@ def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
     expected.insert(13, (12, 2.1, _bits(120.0)))
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32
-    assert chunks.seal(store, run, k, chunk_points=8) == 3
+    # the writes' rollup bucket (steps 0-255) was recomputed from the head: every chunk
+    # holding one of its steps went back into the head first
+    assert chunks.sealed_series(store, run) == [] and _head_rows(store, run) == 32
+    assert chunks.seal(store, run, k, chunk_points=8) == 32
     assert _head_rows(store, run) == 0
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32
@@ -115,6 +130,7 @@ OPS = st.lists(
         st.tuples(st.just("write"), st.integers(0, 40), st.sampled_from(SPECIAL)),
         st.tuples(st.just("append"), st.integers(0, 40), st.sampled_from(SPECIAL)),
         st.tuples(st.just("seal"), st.integers(1, 9), st.just(0.0)),
+        st.tuples(st.just("seal some"), st.integers(1, 9), st.just(0.0)),
     ),
     min_size=1,
     max_size=25,
@@ -137,8 +153,26 @@ def test_any_writes_and_seals_read_like_the_rows_alone(store: Store, ops: list[A
                 append_points(store, [(run, k, step, 1000 + i, value)])
         if op == "seal":
             chunks.seal(store, sealed, k, chunk_points=step)
+        elif op == "seal some":  # the lowest steps only, as seal_run's batches
+            chunks.seal(store, sealed, k, chunk_points=4, max_points=step)
     a, b = _answers(store, sealed, "loss"), _answers(store, plain, "loss")
     assert a == b
+    assert _rollups(store, sealed) == _rollups(store, plain)
+
+
+def _rollups(store: Store, run: int) -> list[tuple[Any, ...]]:
+    """The chart rollup rows of ``run``: min and max as numbers (PostgreSQL's min of -0.0
+    and 0.0 is either), the last value to the bit."""
+    r = m.MetricRollupRow
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(
+            m.sa.select(
+                r.key_id, r.width, r.bucket, r.first_step, r.last_step, r.last_wall_ms,
+                r.min_value, r.max_value, r.last_value, r.count, r.nan_count,
+                r.posinf_count, r.neginf_count,
+            ).where(r.run_id == run).order_by(r.key_id, r.width, r.bucket)
+        ).all()  # fmt: skip
+    return [(*row[:8], _bits(row[8]), *row[9:]) for row in rows]
 
 
 def test_an_unknown_key_has_no_history(store: Store) -> None:

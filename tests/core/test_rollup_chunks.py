@@ -21,7 +21,7 @@ import sqlalchemy as sa
 import tracker
 from tracker.store import Store
 from tracker.store import metrics as store_metrics
-from tracker.store.rollups import _PG_LOCK_CLASS, ChunkSizer
+from tracker.store.rollups import PG_LOCK_CLASS, ChunkSizer
 from tracker.store.runs import create_run, get_run
 
 Rows = list[tuple[object, ...]]
@@ -151,7 +151,7 @@ def other_writer(store_url: str, run_id: int) -> Callable[[], None]:
     def write_postgres() -> None:
         with psycopg.connect(url.render_as_string(hide_password=False)) as conn:
             conn.execute("SET lock_timeout = '500ms'")
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_PG_LOCK_CLASS, run_id))
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (PG_LOCK_CLASS, run_id))
             conn.execute("UPDATE runs SET heartbeat_at = 1 WHERE id = %s", (run_id,))
 
     return write_postgres

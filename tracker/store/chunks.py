@@ -24,7 +24,9 @@ replaced meanwhile no longer matches, stays in the head and wins over the sealed
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -32,79 +34,206 @@ import sqlalchemy as sa
 from tracker.rules import chunk_codec
 from tracker.rules.chunk_codec import Points
 from tracker.store import models as m
+from tracker.store import rollups
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.store import Store
 
-__all__ = ["CHUNK_POINTS", "read_points", "read_points_in", "seal", "sealed_series"]
+__all__ = [
+    "CHUNK_POINTS",
+    "SEAL_BATCH_POINTS",
+    "read_points",
+    "read_points_in",
+    "seal",
+    "seal_run",
+    "sealed_series",
+    "unseal_in",
+]
 
 CHUNK_POINTS = 4096  # points per chunk, at most (a step's values are never split)
+SEAL_BATCH_POINTS = 32_768  # head rows one seal transaction moves (seal_run)
 
 _P = m.MetricPointRow
 _C = m.MetricChunkRow
 _EMPTY = Points.of([], [])
 
 
-def seal(store: Store, run_id: int, key_id: int, *, chunk_points: int = CHUNK_POINTS) -> int:
-    """Move every head row of (``run_id``, ``key_id``) into chunks; returns how many rows
-    were sealed (0: none in the head). The chunks a head row's step falls in, and the last
-    chunk when it is not full, are decoded, merged with the head (the head winning) and
-    written again."""
+def seal(
+    store: Store,
+    run_id: int,
+    key_id: int,
+    *,
+    chunk_points: int = CHUNK_POINTS,
+    max_points: int | None = None,
+) -> int:
+    """Move head rows of (``run_id``, ``key_id``) into chunks, in one transaction; returns
+    how many rows were sealed (0: none in the head). With ``max_points`` only the lowest
+    steps holding about that many rows go (a step's values are never split), so a caller
+    seals a long series in short transactions (:func:`seal_run`). The chunks a sealed
+    row's step falls in, and the last chunk when it is not full, are decoded, merged with
+    the head (the head winning) and written again.
+
+    On PostgreSQL it takes the run's rollup lock (``tracker.store.rollups``), so a seal
+    and a writer's rollup refresh of one run, which unseals what it refreshes, never
+    interleave; SQLite's write lock does that there."""
     if chunk_points < 1:
         raise ValueError("chunk_points must be >= 1")
+    if max_points is not None and max_points < 1:
+        raise ValueError("max_points must be >= 1")
     with write_begin(store.engine) as conn:
-        head = _head(conn, run_id, key_id, None, None)
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:c, :r)"),
+                {"c": rollups.PG_LOCK_CLASS, "r": run_id},
+            )
+        head = _head(conn, run_id, key_id, None, None, max_points)
         if not len(head):
             return 0
-        chunks = conn.execute(
-            sa.select(_C.first_step, _C.last_step, _C.count.label("points"), _C.data)
-            .where(_C.run_id == run_id, _C.key_id == key_id)
-            .order_by(_C.first_step)
-        ).all()
-        # the chunks over the head's span (a run of them, so the new ones never overlap one
-        # left alone), and the last one when it is not full (appends fill it up)
-        lo, hi = int(head.steps[0]), int(head.steps[-1])
-        redo = [
-            c
-            for i, c in enumerate(chunks)
-            if (c.last_step >= lo and c.first_step <= hi)
-            or (i == len(chunks) - 1 and c.points < chunk_points and c.last_step < hi)
-        ]
-        old = _concat([chunk_codec.decode(c.data) for c in redo])
-        merged = chunk_codec.merge(old, head)
-        if redo:
-            conn.execute(
-                sa.delete(_C).where(
-                    _C.run_id == run_id,
-                    _C.key_id == key_id,
-                    _C.first_step.in_([c.first_step for c in redo]),
-                )
-            )
-        rows = [_chunk_row(run_id, key_id, part) for part in _cut(merged, chunk_points)]
-        conn.execute(sa.insert(_C), rows)
+        if max_points is not None and len(head) == max_points:
+            last = int(head.steps[-1])
+            whole = head.steps < last  # the last step may have more values than were read
+            head = _take(head, whole) if whole.any() else _head(conn, run_id, key_id, last, last)
+        _seal_head(conn, run_id, key_id, head, chunk_points)
+    return len(head)
+
+
+def _seal_head(
+    conn: sa.Connection, run_id: int, key_id: int, head: Points, chunk_points: int
+) -> None:
+    chunks = conn.execute(
+        sa.select(_C.first_step, _C.last_step, _C.count.label("points"), _C.data)
+        .where(_C.run_id == run_id, _C.key_id == key_id)
+        .order_by(_C.first_step)
+    ).all()
+    # the chunks over the head's span (a run of them, so the new ones never overlap one
+    # left alone), and the last one when it is not full (appends fill it up)
+    lo, hi = int(head.steps[0]), int(head.steps[-1])
+    redo = [
+        c
+        for i, c in enumerate(chunks)
+        if (c.last_step >= lo and c.first_step <= hi)
+        or (i == len(chunks) - 1 and c.points < chunk_points and c.last_step < hi)
+    ]
+    old = _concat([chunk_codec.decode(c.data) for c in redo])
+    merged = chunk_codec.merge(old, head)
+    if redo:
         conn.execute(
-            sa.delete(_P).where(
-                _P.run_id == run_id,
-                _P.key_id == key_id,
-                _P.step == sa.bindparam("s"),
-                _P.seq == sa.bindparam("q"),
-                _P.wall_ms == sa.bindparam("w"),
-                sa.or_(
-                    _P.value == sa.bindparam("v", type_=m.SignedDouble(precision=53)),
-                    sa.and_(_P.value.is_(None), sa.bindparam("nan", type_=sa.Boolean)),
-                ),
+            sa.delete(_C).where(
+                _C.run_id == run_id,
+                _C.key_id == key_id,
+                _C.first_step.in_([c.first_step for c in redo]),
+            )
+        )
+    rows = [_chunk_row(run_id, key_id, part) for part in _cut(merged, chunk_points)]
+    conn.execute(sa.insert(_C), rows)
+    conn.execute(
+        sa.delete(_P).where(
+            _P.run_id == run_id,
+            _P.key_id == key_id,
+            _P.step == sa.bindparam("s"),
+            _P.seq == sa.bindparam("q"),
+            _P.wall_ms == sa.bindparam("w"),
+            sa.or_(
+                _P.value == sa.bindparam("v", type_=m.SignedDouble(precision=53)),
+                sa.and_(_P.value.is_(None), sa.bindparam("nan", type_=sa.Boolean)),
             ),
+        ),
+        [
+            {"s": s, "q": q, "w": w, "v": None if math.isnan(v) else v, "nan": math.isnan(v)}
+            for s, q, w, v in zip(
+                head.steps.tolist(),
+                head.seqs.tolist(),
+                head.walls.tolist(),
+                head.values.tolist(),
+                strict=True,
+            )
+        ],
+    )
+
+
+def seal_run(
+    store: Store,
+    run_id: int,
+    *,
+    batch_points: int = SEAL_BATCH_POINTS,
+    budget_s: float | None = None,
+    chunk_points: int = CHUNK_POINTS,
+) -> tuple[int, bool]:
+    """Seal every series of ``run_id``, ``batch_points`` rows per transaction; returns the
+    rows sealed and whether the run's head is empty now. With ``budget_s`` it stops after
+    the first batch that ends past that many seconds (call again to go on: each batch is
+    committed, so a stop or a crash at any point loses nothing and redoes nothing)."""
+    started = time.monotonic()
+    total = 0
+    with read_conn(store.engine) as conn:
+        keys = (
+            conn.execute(
+                sa.select(m.MetricSummaryRow.key_id)
+                .where(m.MetricSummaryRow.run_id == run_id)
+                .order_by(m.MetricSummaryRow.key_id)
+            )
+            .scalars()
+            .all()
+        )
+    for key_id in keys:
+        while True:
+            sealed = seal(store, run_id, key_id, chunk_points=chunk_points, max_points=batch_points)
+            total += sealed
+            if not sealed:
+                break
+            if budget_s is not None and time.monotonic() - started >= budget_s:
+                return total, False
+    return total, True
+
+
+def unseal_in(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi: int) -> int:
+    """Move the chunks of (``run_id``, ``key_id``) that hold a step in [``lo``, ``hi``]
+    back into head rows (a head row at the same (step, seq) is kept: it is the newer),
+    on a raw DBAPI cursor in the caller's transaction; returns how many chunks. A writer
+    refreshing the chart rollups of those steps calls it first (``tracker.store.rollups``),
+    so the rollups, computed from the head in SQL, see every point; the next seal packs
+    them again."""
+    p = "%s" if dialect == "postgresql" else "?"
+    cur.execute(
+        f"SELECT first_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
+        (run_id, key_id, hi),
+    )
+    top = cur.fetchone()
+    if top is None:
+        return 0
+    cur.execute(
+        f"SELECT first_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} AND last_step >= {p}",
+        (run_id, key_id, hi, lo),
+    )
+    found = cur.fetchall()
+    if not found:
+        return 0
+    insert = (
+        "INSERT INTO metric_points (run_id, key_id, step, seq, wall_ms, value) "
+        f"VALUES ({p}, {p}, {p}, {p}, {p}, CAST({p} AS DOUBLE PRECISION)) "
+        "ON CONFLICT (run_id, key_id, step, seq) DO NOTHING"
+    )
+    for first_step, data in found:
+        pts = chunk_codec.decode(bytes(data))
+        cur.executemany(
+            insert,
             [
-                {"s": s, "q": q, "w": w, "v": None if math.isnan(v) else v, "nan": math.isnan(v)}
+                (run_id, key_id, s, q, w, None if v != v else v)
                 for s, q, w, v in zip(
-                    head.steps.tolist(),
-                    head.seqs.tolist(),
-                    head.walls.tolist(),
-                    head.values.tolist(),
+                    pts.steps.tolist(),
+                    pts.seqs.tolist(),
+                    pts.walls.tolist(),
+                    pts.values.tolist(),
                     strict=True,
                 )
             ],
         )
-    return len(head)
+        cur.execute(
+            f"DELETE FROM metric_chunks WHERE run_id = {p} AND key_id = {p} AND first_step = {p}",
+            (run_id, key_id, first_step),
+        )
+    return len(found)
 
 
 def sealed_series(store: Store, run_id: int) -> list[int]:
@@ -152,7 +281,14 @@ def read_points_in(
     return _take(merged, keep)
 
 
-def _head(conn: sa.Connection, run_id: int, key_id: int, lo: int | None, hi: int | None) -> Points:
+def _head(
+    conn: sa.Connection,
+    run_id: int,
+    key_id: int,
+    lo: int | None,
+    hi: int | None,
+    limit: int | None = None,
+) -> Points:
     query = sa.select(_P.step, _P.seq, _P.wall_ms, _P.value).where(
         _P.run_id == run_id, _P.key_id == key_id
     )
@@ -160,7 +296,7 @@ def _head(conn: sa.Connection, run_id: int, key_id: int, lo: int | None, hi: int
         query = query.where(_P.step >= lo)
     if hi is not None:
         query = query.where(_P.step <= hi)
-    rows = conn.execute(query.order_by(_P.step, _P.seq)).all()
+    rows = conn.execute(query.order_by(_P.step, _P.seq).limit(limit)).all()
     if not rows:
         return _EMPTY
     steps, seqs, walls, values = zip(*rows, strict=True)

@@ -37,7 +37,8 @@ from tracker.rules.downsample import level_buckets, level_steps
 
 # Bucket widths in steps, finest first; each divides the next (ratio 32).
 LEVELS = (256, 8192, 262144)
-_PG_LOCK_CLASS = 7242002  # advisory lock namespace: one writer per run refreshes rollups
+PG_LOCK_CLASS = 7242002  # advisory lock namespace: one writer per run refreshes rollups
+# (or seals its chunks: tracker.store.chunks)
 
 Bounds = dict[tuple[int, int], tuple[int, int]]  # (run_id, key_id) -> (min step, max step)
 
@@ -202,15 +203,18 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
 
     Runs in the caller's transaction; on PostgreSQL it first takes a transaction-level
     advisory lock per run, so two concurrent writers of one run cannot each publish a
-    bucket computed without the other's points.
+    bucket computed without the other's points. Sealed chunks that hold a step of the
+    level-0 buckets to recompute go back into the head first (``tracker.store.chunks``):
+    level 0 is computed from head rows. A run without chunks costs one index probe.
     """
     if not bounds:
         return
     statements = _SQL[dialect]
     if dialect == "postgresql":
         for run_id in sorted({r for r, _ in bounds}):
-            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_PG_LOCK_CLASS, run_id))
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (PG_LOCK_CLASS, run_id))
     dirty = sorted(bounds.items())
+    _unseal(cur, dialect, dirty)
     # Level 0: every point of the level-0 buckets that hold a dirty step.
     params = [(r, k, *level_steps(lo, hi, LEVELS[0])) for (r, k), (lo, hi) in dirty]
     cur.executemany(statements[0], params)
@@ -220,3 +224,24 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
             (r, k, *level_buckets(*level_steps(lo, hi, width), src)) for (r, k), (lo, hi) in dirty
         ]
         cur.executemany(statements[i], level_params)
+
+
+_HAS_CHUNKS = {
+    dialect: f"SELECT 1 FROM metric_chunks WHERE run_id = {p} LIMIT 1"
+    for dialect, p in _PARAM.items()
+}
+
+
+def _unseal(cur: Any, dialect: str, dirty: list[tuple[tuple[int, int], tuple[int, int]]]) -> None:
+    sealed = set()
+    for run_id in sorted({r for (r, _k), _b in dirty}):
+        cur.execute(_HAS_CHUNKS[dialect], (run_id,))
+        if cur.fetchone() is not None:
+            sealed.add(run_id)
+    if not sealed:
+        return
+    from tracker.store.chunks import unseal_in  # numpy: only where a series is sealed
+
+    for (run_id, key_id), (lo, hi) in dirty:
+        if run_id in sealed:
+            unseal_in(cur, dialect, run_id, key_id, *level_steps(lo, hi, LEVELS[0]))
