@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracker.store import Store, chunks
+from tracker.store import Store, chunks, series
 from tracker.store import models as m
 from tracker.store.engine import read_conn
 from tracker.store.lifecycle import delete_runs
@@ -158,6 +158,30 @@ def test_any_writes_and_seals_read_like_the_rows_alone(store: Store, ops: list[A
     a, b = _answers(store, sealed, "loss"), _answers(store, plain, "loss")
     assert a == b
     assert _rollups(store, sealed) == _rollups(store, plain)
+    assert _charts(store, sealed) == _charts(store, plain)
+
+
+CHARTS: list[dict[str, Any]] = [
+    {}, {"max_buckets": 3}, {"max_buckets": 1}, {"lo": 5, "hi": 30, "max_buckets": 4},
+    {"lo": 12, "hi": 12}, {"lo": 41, "hi": 99},
+]  # fmt: skip
+
+
+def _charts(store: Store, run: int) -> list[Any]:
+    """What the chart reads answer (store.series): every bucket to the bit, its wall time."""
+    out = []
+    for kw in CHARTS:
+        read = series.read_series(store, run, "loss", **kw)
+        out.append(
+            (
+                read.series.lo,
+                read.series.hi,
+                read.wall_ms,
+                [(b.first_step, b.last_step, b.min, b.max, _bits(b.last), b.count,
+                  b.nan_count, b.posinf_count, b.neginf_count) for b in read.series.buckets],
+            )
+        )  # fmt: skip
+    return out
 
 
 def _rollups(store: Store, run: int) -> list[tuple[Any, ...]]:
@@ -231,3 +255,44 @@ def test_the_doctor_and_the_sweeps_read_a_sealed_series_as_the_rows(store: Store
             a = sweeps._series(conn, {sealed: after}, k)[sealed]
             b = sweeps._series(conn, {plain: after}, k)[plain]
             assert {s: _bits(v) for s, v in a.items()} == {s: _bits(v) for s, v in b.items()}
+
+
+def test_a_chart_reads_a_sealed_series_at_every_zoom(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a row budget of 2,000 makes a 12,000-point series take every path of store.series:
+    # the rollup levels at coarse zoom, grouped points and full resolution closer in
+    monkeypatch.setattr(series, "ROW_BUDGET", 2_000)
+    sealed, plain = create_run(store, "chunks").id, create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    rows = [(s, 1000 + s, math.sin(s / 50) if s % 997 else SPECIAL[s % 3]) for s in range(12_000)]
+    for run in (sealed, plain):
+        write_points(store, [(run, k, s, w, v) for s, w, v in rows])
+        append_points(store, [(run, k, 5010, 9000, 4.0)])
+    assert chunks.seal_run(store, sealed, batch_points=5_000) == (12_001, True)
+    assert _head_rows(store, sealed) == 0
+    windows = [
+        {"max_buckets": 100},  # rollup-256
+        {"lo": 4_100, "hi": 5_500, "max_buckets": 300},  # grouped points
+        {"lo": 5_000, "hi": 5_040, "max_buckets": 300},  # full resolution
+        {"lo": 11_990, "hi": 20_000},
+    ]
+    sources = []
+    for kw in windows:
+        a = series.read_series(store, sealed, "loss", **kw)
+        b = series.read_series(store, plain, "loss", **kw)
+        assert (a.source, a.wall_ms, a.series.lo, a.series.hi) == (
+            b.source, b.wall_ms, b.series.lo, b.series.hi
+        ), kw  # fmt: skip
+        assert [_bucket(x) for x in a.series.buckets] == [_bucket(x) for x in b.series.buckets]
+        sources.append(a.source)
+    assert sources == ["rollup-256", "points", "points", "points"]
+    aligned = series.read_aligned(store, [sealed, plain], ["loss"], max_buckets=50)[0][0]
+    assert [_bucket(x) for x in aligned.reads[sealed].series.buckets] == [
+        _bucket(x) for x in aligned.reads[plain].series.buckets
+    ]
+
+
+def _bucket(b: Any) -> tuple[Any, ...]:
+    return (b.first_step, b.last_step, b.min, b.max, _bits(b.last), b.count, b.nan_count,
+            b.posinf_count, b.neginf_count)  # fmt: skip

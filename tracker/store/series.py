@@ -18,6 +18,10 @@ Sources, finest first: the points themselves, then the rollup levels of
    so a run with an infinite min or max is read again with the exact shape.
    ``tests/core/test_series_rule.py`` holds the two equal.
 
+A run whose series has sealed chunks in the window (``tracker.store.chunks``) is read at
+steps 1 and 2 from its chunks and head merged, bucketed by the same rule in numpy
+(``tracker.rules.point_buckets``); the rollup levels hold every point, sealed or not.
+
 Every read goes through the primary keys ``(run_id, key_id, step, seq)`` and
 ``(run_id, key_id, width, bucket)``, so only the requested range is touched. A 1,000,000
 point series is answered from ~4,000 rollup rows instead of a million points.
@@ -75,6 +79,7 @@ _POINTS = sa.text(
     "AND key_id = :key AND step >= :lo AND step <= :hi ORDER BY run_id, step, seq"
 ).bindparams(sa.bindparam("runs", expanding=True))
 _R = m.MetricRollupRow
+_C = m.MetricChunkRow
 # Grid.index in SQL: (step - lo) * count / span, in 64-bit integers (MAX_SPAN keeps the
 # product in range); the parameters come from _grid_params.
 _GRID_INDEX = "({step} - CAST(:lo AS BIGINT)) * CAST(:n AS BIGINT) / CAST(:span AS BIGINT)"
@@ -240,6 +245,11 @@ def _read_window(
             )
             levels.setdefault(width, []).append(run_id)
     out: dict[int, SeriesRead] = {}
+    sealed = _sealed_in(conn, full + grouped, kid, grid)
+    if sealed:
+        out.update(_from_chunks(conn, sealed, kid, key, grid))
+        full = [r for r in full if r not in sealed]
+        grouped = [r for r in grouped if r not in sealed]
     fits = _group_points(conn, grouped, kid, key, grid, out)
     out.update(_full_resolution(conn, full + fits, kid, key, grid))
     for width, runs in levels.items():
@@ -306,6 +316,41 @@ def _full_resolution(
         out[run_id] = SeriesRead(
             key, series, [wall.get(b.last_step) for b in series.buckets], "points"
         )
+    return out
+
+
+def _sealed_in(conn: sa.Connection, run_ids: list[int], kid: int, grid: Grid) -> set[int]:
+    """The runs of ``run_ids`` with a sealed chunk of ``kid`` in the grid's window."""
+    out: set[int] = set()
+    for runs in _chunks(run_ids):
+        out.update(
+            conn.execute(
+                sa.select(_C.run_id)
+                .where(
+                    _C.run_id.in_(runs),
+                    _C.key_id == kid,
+                    _C.first_step <= grid.hi,
+                    _C.last_step >= grid.lo,
+                )
+                .distinct()
+            ).scalars()
+        )
+    return out
+
+
+def _from_chunks(
+    conn: sa.Connection, run_ids: set[int], kid: int, key: str, grid: Grid
+) -> dict[int, SeriesRead]:
+    """The window of runs with sealed points: chunks and head merged, bucketed in numpy by
+    the same rule (``tracker.rules.point_buckets``)."""
+    from tracker.rules.point_buckets import downsample_points  # numpy: where chunks are
+    from tracker.store.chunks import read_points_in
+
+    out = {}
+    for run_id in sorted(run_ids):
+        points = read_points_in(conn, run_id, kid, grid.lo, grid.hi)
+        series, walls = downsample_points(points, grid)
+        out[run_id] = SeriesRead(key, series, list(walls), "points")
     return out
 
 

@@ -1,0 +1,64 @@
+"""The bucket rule over packed points (tracker.rules.point_buckets) is downsample's: for any
+points -- NaN, +-Inf, -0.0, several MLflow values at a step, steps outside the window --
+and any window and bucket count, the buckets equal ``downsample``'s and each bucket's wall
+time is its last point's (what the SQL read of the head rows answers)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker.rules.chunk_codec import Points
+from tracker.rules.downsample import Bucket, Grid, downsample
+from tracker.rules.point_buckets import downsample_points
+
+VALUES = st.sampled_from([0.0, -0.0, 1.5, -2.0, 7.0, math.nan, math.inf, -math.inf, 1e300])
+
+
+@st.composite
+def series(draw: st.DrawFn) -> Points:
+    n = draw(st.integers(0, 60))
+    steps, seqs = [], []
+    step = draw(st.integers(0, 50))
+    for _ in range(n):
+        if steps and draw(st.integers(0, 4)) == 0:  # another MLflow value at this step
+            seqs.append(seqs[-1] + 1)
+        else:
+            step += draw(st.integers(1, 40)) if steps else 0
+            seqs.append(0)
+        steps.append(step)
+    values = draw(st.lists(VALUES, min_size=n, max_size=n))
+    walls = draw(st.lists(st.integers(0, 10**12), min_size=n, max_size=n))
+    return Points.of(steps, values, walls, seqs)
+
+
+def _key(b: Bucket) -> tuple[Any, ...]:
+    last = "nan" if math.isnan(b.last) else (b.last, math.copysign(1, b.last))
+    return (b.first_step, b.last_step, b.min, b.max, last, b.count, b.nan_count,
+            b.posinf_count, b.neginf_count)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(p=series(), lo=st.integers(0, 900), width=st.integers(0, 1500), count=st.integers(1, 40))
+def test_the_buckets_are_downsamples(p: Points, lo: int, width: int, count: int) -> None:
+    grid = Grid.over(lo, lo + width, count)
+    got, walls = downsample_points(p, grid)
+    values = [None if math.isnan(v) else v for v in p.values.tolist()]
+    want = downsample(p.steps.tolist(), values, count, grid.lo, grid.hi)
+    assert (got.lo, got.hi) == (want.lo, want.hi)
+    assert [_key(b) for b in got.buckets] == [_key(b) for b in want.buckets]
+    # the wall time of each bucket's last point: at its last step, the last value's
+    last_wall = {s: w for s, w in zip(p.steps.tolist(), p.walls.tolist(), strict=True)}
+    assert walls == [last_wall[b.last_step] for b in want.buckets]
+
+
+def test_a_hundred_thousand_points_group_into_a_thousand_buckets() -> None:
+    steps = np.arange(100_000, dtype=np.int64)
+    p = Points.of(steps, np.sin(steps / 1000.0), steps * 10)
+    got, walls = downsample_points(p, Grid.over(0, 99_999, 1000))
+    assert len(got.buckets) == 1000 and got.point_count == 100_000
+    assert got.buckets[0].count == 100 and walls[-1] == 999_990
