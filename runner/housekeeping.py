@@ -22,7 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from tracker import periodic
 from tracker.errors import StoreUnavailable
-from tracker.rules.liveness import RUN_STALE_S
+from tracker.rules.liveness import RUN_STALE_S, SEAL_S
 from tracker.runner.pending import explain_pending
 from tracker.runner.retry import RetryPolicy
 from tracker.store import Store
@@ -38,6 +38,7 @@ class HousekeepingOptions:
     run_stale_s: float = RUN_STALE_S  # a run without heartbeats this long is marked crashed
     schedules: bool = True
     doctor_s: float = 5.0  # between live doctor passes over running runs (0: off)
+    seal_s: float = SEAL_S  # between passes sealing ended runs' points into chunks (0: off)
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     # Write why queued jobs wait, judged against the live workers. Off in a Slurm dispatcher:
     # there the scheduler decides, and "no live worker" would be wrong.
@@ -71,7 +72,8 @@ def housekeeping_once(
 
 def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[periodic.Task]:
     """The runner's periodic tasks: the reaper, the crash watch, pending reasons every
-    ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); due cron
+    ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); ended
+    runs' points sealed into chunks every ``options.seal_s`` (0: off); due cron
     schedules every second and the sweep controller every 2 s (unless ``options.schedules``
     is off)."""
     every = options.interval_s
@@ -89,6 +91,8 @@ def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[perio
         )
     if options.doctor_s > 0:
         tasks.append(periodic.live_doctor(store, options.doctor_s))
+    if options.seal_s > 0:
+        tasks.append(periodic.seal_series(store, options.seal_s))
     if options.schedules:  # the processes that fire schedules also drive the sweeps
         tasks.append(periodic.fire_schedules(store))
         tasks.append(periodic.sweep_controller(store))

@@ -22,6 +22,9 @@ task                   what one pass does                                    run
 ``sweeps``             the sweep controller: ended trials read, running       all
                        trials shown to the pruner, new trials queued
                        (:func:`tracker.store.sweeps.control_once`)
+``seal series``        the points of runs that ended over a minute ago        all
+                       packed into chunks, a second's worth per pass
+                       (:func:`seal_series_once`, ``tracker.store.chunks``)
 =====================  ====================================================  ==============
 
 Never inside a request: a view only writes rows; this loop reads them later.
@@ -248,6 +251,42 @@ def sweep_controller(store: Store, every_s: float = 2.0) -> Task:
     return Task("sweeps", every_s, run)
 
 
+SEAL_SETTLE_S = 60.0  # a run is sealed this long after it ended (its writer's last refresh)
+SEAL_BUDGET_S = 1.0  # sealing one pass does, at most (then the next batch waits a period)
+SEAL_BATCH_POINTS = 8_192  # head rows per seal transaction (~70 ms of SQLite's write lock)
+
+
+def seal_series_once(
+    store: Store,
+    *,
+    now: float | None = None,
+    settle_s: float = SEAL_SETTLE_S,
+    budget_s: float = SEAL_BUDGET_S,
+    batch_points: int = SEAL_BATCH_POINTS,
+) -> list[tuple[int, int]]:
+    """Seal the head rows of runs that ended ``settle_s`` ago, oldest first, for about
+    ``budget_s`` seconds; (run id, rows sealed) of the runs it worked on. A run cut off by
+    the budget goes on at the next pass (each batch is committed)."""
+    from tracker.store import chunks  # numpy: loaded by the first pass, not by the import
+
+    now = store.now() if now is None else now
+    started = time.monotonic()
+    done: list[tuple[int, int]] = []
+    for run_id in chunks.sealable_runs(store, now - settle_s, limit=50):
+        left = max(0.0, budget_s - (time.monotonic() - started))  # 0: one batch
+        sealed, _whole = chunks.seal_run(store, run_id, batch_points=batch_points, budget_s=left)
+        log.debug("run %s: %d points sealed into chunks", run_id, sealed)
+        done.append((run_id, sealed))
+        if time.monotonic() - started >= budget_s:
+            break
+    return done
+
+
+def seal_series(store: Store, every_s: float = 10.0) -> Task:
+    """The ``seal series`` task (:func:`seal_series_once`)."""
+    return Task("seal series", every_s, lambda: seal_series_once(store))
+
+
 def live_doctor(store: Store, every_s: float = 5.0) -> Task:
     """Diagnoses of running runs whose points moved since the previous pass."""
     return Task("live doctor", every_s, LiveSweep(store).once)
@@ -264,5 +303,7 @@ __all__ = [
     "fire_schedules_once",
     "live_doctor",
     "reap_leases",
+    "seal_series",
+    "seal_series_once",
     "sweep_controller",
 ]

@@ -34,6 +34,10 @@ Config keys (all optional):
 ``SWEEPS_S``         seconds between the sweep controller's passes (sweeps that learn:
                      ``tracker.store.sweeps.control_once``). Default ``None``: off for a bare
                      ``create_app``; ``tracker ui`` runs it every 2 s
+``SEAL_S``           seconds between passes that pack the points of runs that ended over a
+                     minute ago into chunks (``tracker.periodic.seal_series_once``).
+                     Default ``None``: off for a bare ``create_app``; ``tracker ui`` runs it
+                     every 10 s
 ``MLFLOW_IDLE_S``    mark a ``running`` run created through the MLflow API (no heartbeats)
                      with no writes this long ``crashed`` (failure class ``idle``; a later
                      write sets it running again), by the periodic loop. Default ``None``:
@@ -104,6 +108,7 @@ DEFAULTS: dict[str, Any] = {
     "CRASH_SWEEP_S": SWEEP_S,
     "LIVE_DOCTOR_S": None,  # the live doctor: off unless set (``tracker ui`` sets it)
     "SWEEPS_S": None,  # the sweep controller: off unless set (``tracker ui`` sets it)
+    "SEAL_S": None,  # ended runs' points packed into chunks: off unless set (``tracker ui``)
     # Reverse proxies whose X-Forwarded-* headers are trusted (``tracker ui --proxy-hops``);
     # 0: ignored, so the client address (login limit) and scheme cannot be faked.
     "PROXY_HOPS": 0,
@@ -244,7 +249,7 @@ def _periodic_tasks(
 ) -> list[periodic.Task]:
     """The dashboard's periodic tasks (:mod:`tracker.periodic`), as its config asks."""
     every = cfg["CRASH_SWEEP_S"]
-    for key in ("RUN_STALE_S", "CRASH_SWEEP_S", "LIVE_DOCTOR_S", "SWEEPS_S"):  # None/0: off
+    for key in ("RUN_STALE_S", "CRASH_SWEEP_S", "LIVE_DOCTOR_S", "SWEEPS_S", "SEAL_S"):
         value = cfg[key]
         off = not value and key != "CRASH_SWEEP_S"
         if not off and (
@@ -261,4 +266,6 @@ def _periodic_tasks(
         tasks.append(periodic.profile_summaries(store))  # none pending: one small read
     if cfg["SWEEPS_S"]:  # no sweep running: one small read
         tasks.append(periodic.sweep_controller(store, cfg["SWEEPS_S"]))
+    if cfg["SEAL_S"]:  # nothing to seal: one small read
+        tasks.append(periodic.seal_series(store, cfg["SEAL_S"]))
     return tasks

@@ -7,8 +7,13 @@ Create Date: 2026-12-05 16:30:00.000000
 One row per chunk of one (run, key): the chunk's bytes (docs/CHUNK_FORMAT.md) and its
 header, keyed by its first step. A new, empty table: the points already stored stay in
 ``metric_points`` (the head), which every read merges with the chunks
-(``tracker.store.chunks``). The downgrade drops the table; run it only on a store whose
-chunks were never written (nothing seals yet), or the sealed points go with it.
+(``tracker.store.chunks``); ``tracker ui`` and the workers seal ended runs, ``tracker db
+seal`` a whole store's backlog (resumable, with progress). On PostgreSQL the chunk bytes
+are stored out of line without TOAST's compression (``STORAGE EXTERNAL``): they are
+compressed already.
+
+The downgrade drops the table, so it refuses while any chunk is stored: run ``tracker db
+unseal`` first (every chunk back to rows).
 """
 
 from __future__ import annotations
@@ -45,7 +50,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("run_id", "key_id", "first_step", name=op.f("pk_metric_chunks")),
         sqlite_with_rowid=False,
     )
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("ALTER TABLE metric_chunks ALTER COLUMN data SET STORAGE EXTERNAL")
 
 
 def downgrade() -> None:
+    stored = op.get_bind().execute(sa.text("SELECT count(*) FROM metric_chunks")).scalar()
+    if stored:
+        raise RuntimeError(
+            f"metric_chunks holds {stored} sealed chunks: dropping the table would lose their "
+            "points; run `tracker db unseal` first, then downgrade again"
+        )
     op.drop_table("metric_chunks")

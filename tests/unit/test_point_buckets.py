@@ -22,7 +22,8 @@ VALUES = st.sampled_from([0.0, -0.0, 1.5, -2.0, 7.0, math.nan, math.inf, -math.i
 @st.composite
 def series(draw: st.DrawFn) -> Points:
     n = draw(st.integers(0, 60))
-    steps, seqs = [], []
+    steps: list[int] = []
+    seqs: list[int] = []
     step = draw(st.integers(0, 50))
     for _ in range(n):
         if steps and draw(st.integers(0, 4)) == 0:  # another MLflow value at this step

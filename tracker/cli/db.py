@@ -185,3 +185,101 @@ def permissions(uri: str | None, fix: bool) -> None:
     elif not all(e.private for e in entries):
         click.echo("other accounts on this host can reach the store: run with --fix", err=True)
         raise SystemExit(1)
+
+
+@db.command()
+@uri_option
+@click.option(
+    "--settle",
+    "settle_s",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seal runs that ended at least this many seconds ago.",
+)
+@click.option(
+    "--run",
+    "run_ids",
+    type=int,
+    multiple=True,
+    help="Seal only these runs (repeatable); each must have ended.",
+)
+def seal(uri: str | None, settle_s: float, run_ids: tuple[int, ...]) -> None:  # fmt: skip
+    """Pack the points of ended runs into compressed chunks now (docs/CHUNK_FORMAT.md).
+
+    `tracker ui` and `tracker worker` do this by themselves, a second's worth every 10 s;
+    this command does a store's backlog at once (a store from before chunks, a bulk
+    import) and prints its progress. Every batch is committed, so it may be stopped at
+    any point (Ctrl-C) and run again: it goes on where it stopped. Reads answer the same
+    during and after; a later write to a sealed step moves that chunk back to rows.
+    """
+    import time
+
+    from tracker.errors import InvalidInput
+    from tracker.store import Store, chunks, resolve_uri
+    from tracker.store.runs import get_run
+
+    refuse_http(uri)
+    say_store(resolve_uri(uri))
+    store = Store(uri)
+    if run_ids:
+        for run_id in run_ids:
+            if get_run(store, run_id).status in ("queued", "running"):
+                raise InvalidInput(
+                    f"--run {run_id}: the run has not ended; a running run is sealed after "
+                    "it ends", field="run",
+                )  # fmt: skip
+        todo = list(dict.fromkeys(run_ids))
+    else:
+        todo = chunks.sealable_runs(store, time.time() - settle_s)
+    if not todo:
+        click.echo("nothing to seal: every ended run's points are in chunks")
+        return
+    started = time.monotonic()
+    total = 0
+    for i, run_id in enumerate(todo, start=1):
+        sealed, _whole = chunks.seal_run(store, run_id)
+        total += sealed
+        rate = total / max(time.monotonic() - started, 1e-9)
+        click.echo(f"[{i}/{len(todo)}] run {run_id}: {sealed:,} points sealed ({rate:,.0f}/s)")
+    click.echo(f"sealed {total:,} points of {len(todo)} runs in {time.monotonic() - started:.1f} s")
+
+
+@db.command()
+@uri_option
+@click.option(
+    "--run",
+    "run_ids",
+    type=int,
+    multiple=True,
+    help="Unseal only these runs (repeatable); default: every run.",
+)
+def unseal(uri: str | None, run_ids: tuple[int, ...]) -> None:  # fmt: skip
+    """Move sealed chunks back into one row per point: what a downgrade of the schema
+    below revision 0025 (`tracker db upgrade --revision 0024_sweeps`) needs first, or that
+    revision drops the chunks table with the points in it. Resumable like `seal`; stop
+    `tracker ui` and the workers first, or they seal ended runs again."""
+    import sqlalchemy as sa
+
+    from tracker.store import Store, chunks, resolve_uri
+    from tracker.store import models as m
+    from tracker.store.engine import read_conn
+
+    refuse_http(uri)
+    say_store(resolve_uri(uri))
+    store = Store(uri)
+    if run_ids:
+        todo = list(dict.fromkeys(run_ids))
+    else:
+        with read_conn(store.engine) as conn:
+            todo = list(
+                conn.execute(
+                    sa.select(m.MetricChunkRow.run_id).distinct().order_by(m.MetricChunkRow.run_id)
+                ).scalars()
+            )
+    if not todo:
+        click.echo("nothing to unseal: no run has chunks")
+        return
+    for i, run_id in enumerate(todo, start=1):
+        moved = chunks.unseal_run(store, run_id)
+        click.echo(f"[{i}/{len(todo)}] run {run_id}: {moved:,} chunks back to rows")

@@ -37,7 +37,7 @@ import click
 
 from tracker.cli.common import Duration, say_store, uri_option
 from tracker.errors import InvalidInput
-from tracker.rules.liveness import LIVE_DOCTOR_S, RUN_STALE_S, SWEEPS_S
+from tracker.rules.liveness import LIVE_DOCTOR_S, RUN_STALE_S, SEAL_S, SWEEPS_S
 from tracker.rules.units import parse_size
 
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ def app_config(
         "RUN_STALE_S": run_stale_s,
         "LIVE_DOCTOR_S": LIVE_DOCTOR_S,
         "SWEEPS_S": SWEEPS_S,
+        "SEAL_S": SEAL_S,
         "ARTIFACT_ROOT": artifact_root,
         "MAX_ARTIFACT_BYTES": parse_size(max_artifact_bytes, field="max_artifact_bytes"),
         "MAX_RUN_ARTIFACT_BYTES": (

@@ -9,12 +9,13 @@ equal (step, seq) the head's row wins, so a write to a sealed step is read at on
 sealed into its chunk by the next :func:`seal`. A seal re-encodes every chunk over the span
 of the head's steps, so an overwrite far behind new points reseals what lies between.
 
-Status: what reads through :func:`read_points` (``metrics.metric_history``,
-``metrics.count_points``, the doctor's ``diagnoses.read_run_series``, the sweeps' objective
-and curves, through ``metrics.sealed_points``) answers the same on both layouts, and purge
-deletes chunks; the chart reads (``store.series``, ``store.rollups``: the rollups' level 0
-is computed from the head's rows) still read the head alone, so nothing in the product
-calls :func:`seal` yet.
+Every read merges chunks and head: ``metrics.metric_history`` and ``count_points``, the
+doctor's ``diagnoses.read_run_series``, the sweeps' objective and curves (through
+``metrics.sealed_points``) and the charts (``store.series``); purge deletes chunks. The chart
+rollups are computed from head rows, so a rollup refresh first moves the chunks of the
+level-0 buckets it recomputes back into the head (:func:`unseal_in`, called by
+``store.rollups.refresh``). What seals: the periodic work (``tracker.periodic``,
+:func:`sealable_runs`: runs that ended a minute ago) and ``tracker db seal``.
 
 Concurrency: a row written while a seal runs is never lost. The seal deletes only the head
 rows it read, each matched on its (step, seq), wall time and value; a row another writer
@@ -45,8 +46,10 @@ __all__ = [
     "read_points_in",
     "seal",
     "seal_run",
+    "sealable_runs",
     "sealed_series",
     "unseal_in",
+    "unseal_run",
 ]
 
 CHUNK_POINTS = 4096  # points per chunk, at most (a step's values are never split)
@@ -183,6 +186,47 @@ def seal_run(
             if budget_s is not None and time.monotonic() - started >= budget_s:
                 return total, False
     return total, True
+
+
+def sealable_runs(store: Store, ended_before: float, limit: int | None = None) -> list[int]:
+    """Runs that ended (any final status) before ``ended_before`` and still have head
+    rows, oldest id first: what the periodic work and ``tracker db seal`` seal. A deleted
+    run is left to purge."""
+    r = m.RunRow
+    has_head = sa.exists().where(_P.run_id == r.id)
+    query = (
+        sa.select(r.id)
+        .where(
+            r.status.not_in(("queued", "running")),
+            r.ended_at < ended_before,
+            r.deleted_at.is_(None),
+            has_head,
+        )
+        .order_by(r.id)
+        .limit(limit)
+    )
+    with read_conn(store.engine) as conn:
+        return list(conn.execute(query).scalars())
+
+
+def unseal_run(store: Store, run_id: int) -> int:
+    """Move every chunk of ``run_id`` back into head rows, one series per transaction;
+    returns how many chunks (what ``tracker db unseal`` does before a downgrade below the
+    schema revision that added chunks)."""
+    total = 0
+    for key_id in sealed_series(store, run_id):
+        with write_begin(store.engine) as conn:
+            raw = conn.connection.driver_connection
+            cur = raw.cursor()  # type: ignore[union-attr]
+            try:
+                if conn.dialect.name == "postgresql":
+                    cur.execute(
+                        "SELECT pg_advisory_xact_lock(%s, %s)", (rollups.PG_LOCK_CLASS, run_id)
+                    )
+                total += unseal_in(cur, conn.dialect.name, run_id, key_id, -(2**63), 2**63 - 1)
+            finally:
+                cur.close()
+    return total
 
 
 def unseal_in(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi: int) -> int:
