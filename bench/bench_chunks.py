@@ -14,7 +14,17 @@ chunk):
   ``MetricPoint``) on each store, and ``chunks.read_points`` (numpy columns) on the sealed
   one. Both stores' histories are checked equal first.
 
+With ``--pg-url`` the same series go into two fresh PostgreSQL databases too: bytes per
+point are the tables' growth (``pg_total_relation_size``: heap, TOAST and indexes, after
+``VACUUM FULL``) and the seal's rate there.
+
+``--chart-points N`` (default 1,000,000) adds the chart reads (``store.series``) of one
+N-point series, sealed and not, side by side: the whole run (rollups), an N/20-step window
+(grouped points) and a 1,000-step window (full resolution), at 1,000 buckets; and the
+workspace's overlay of 100 runs of 60,000 points each (``read_aligned``, 500 buckets).
+
     python bench/bench_chunks.py [--points 100000] [--chunk 4096] [--repeat 5] [--quick]
+                                 [--pg-url URL] [--chart-points N]
 """
 
 from __future__ import annotations
@@ -30,7 +40,8 @@ import numpy as np
 
 from tracker.rules.chunk_codec import Points, decode, encode
 from tracker.store import Store
-from tracker.store.chunks import read_points, seal
+from tracker.store import series as chart
+from tracker.store.chunks import read_points, seal, seal_run
 from tracker.store.metrics import intern_keys, metric_history, write_points
 from tracker.store.runs import create_run
 
@@ -135,14 +146,107 @@ def measure(name: str, p: Points, index: int, chunk: int, repeat: int, work: Pat
         sealed_store.close()
 
 
+def _pg_bytes(store: Store) -> int:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(
+        store.engine.url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
+    )
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("VACUUM FULL metric_points")
+            conn.exec_driver_sql("VACUUM FULL metric_chunks")
+            return int(
+                conn.exec_driver_sql(
+                    "SELECT pg_total_relation_size('metric_points') "
+                    "+ pg_total_relation_size('metric_chunks')"
+                ).scalar_one()
+            )
+    finally:
+        engine.dispose()
+
+
+def measure_pg(name: str, p: Points, chunk: int, server: str) -> dict:
+    with common.fresh_pg_database(server) as rows_url, common.fresh_pg_database(server) as url:
+        rows_store, sealed_store = Store(rows_url), Store(url)
+        try:
+            empty = _pg_bytes(rows_store)
+            _write(rows_store, p)
+            sealed_run, key = _write(sealed_store, p)
+            t = time.perf_counter()
+            assert seal(sealed_store, sealed_run, key, chunk_points=chunk) == len(p)
+            seal_s = time.perf_counter() - t
+            assert read_points(sealed_store, sealed_run, key).same(p)
+            n = len(p)
+            return {
+                "series": name,
+                "pg_rows_bytes_per_point": (_pg_bytes(rows_store) - empty) / n,
+                "pg_chunks_bytes_per_point": (_pg_bytes(sealed_store) - empty) / n,
+                "pg_seal_points_per_s": n / seal_s,
+            }
+        finally:
+            rows_store.close()
+            sealed_store.close()
+
+
+def measure_charts(n: int, overlay: tuple[int, int], repeat: int, work: Path) -> list[dict]:
+    """Chart reads of one n-point series, rows and sealed, and an overlay of
+    ``overlay`` = (runs, points each)."""
+    runs_n, small_n = overlay
+    p = series(n)["smooth loss (float64 values)"]
+    stores = {}
+    for layout in ("rows", "chunks"):
+        store, _ = _store(work / f"chart-{layout}.db")
+        runs = [_write(store, p)[0]]
+        small = Points(p.steps[:small_n], p.seqs[:small_n], p.walls[:small_n], p.values[:small_n])
+        runs += [_write(store, small)[0] for _ in range(runs_n)]
+        if layout == "chunks":
+            for run in runs:
+                seal_run(store, run)
+        stores[layout] = (store, runs)
+    windows = {
+        f"whole run ({n:,} steps)": {},
+        f"{n // 20:,} steps": {"lo": 0, "hi": n // 20 - 1},
+        "1,000 steps": {"lo": n // 2, "hi": n // 2 + 999},
+    }
+    out = []
+    for label, kw in windows.items():
+        row: dict[str, Any] = {"read": label}
+        for layout, (store, runs) in stores.items():
+
+            def read(s: Store = store, r: int = runs[0], kw: dict = kw) -> Any:
+                return chart.read_series(s, r, "series", max_buckets=1000, **kw)
+
+            row[f"{layout}_source"] = read().source
+            row[f"{layout}_ms"] = 1000 * _median_s(read, repeat)
+        a = chart.read_series(stores["rows"][0], stores["rows"][1][0], "series", **kw)
+        b = chart.read_series(stores["chunks"][0], stores["chunks"][1][0], "series", **kw)
+        assert len(a.series.buckets) == len(b.series.buckets) and a.wall_ms == b.wall_ms
+        out.append(row)
+    row = {"read": f"{runs_n} runs x {small_n:,} points (workspace)"}
+    for layout, (store, runs) in stores.items():
+        row[f"{layout}_source"] = "aligned"
+        row[f"{layout}_ms"] = 1000 * _median_s(
+            lambda s=store, r=runs[1:]: chart.read_aligned(s, r, ["series"], max_buckets=500),
+            repeat,
+        )
+    out.append(row)
+    for store, _runs in stores.values():
+        store.close()
+    return out
+
+
 def main() -> None:
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--chunk", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--pg-url", help="a PostgreSQL server URL (databases are made on it)")
+    parser.add_argument("--chart-points", type=int, default=1_000_000)
     args = parser.parse_args()
     if args.quick:
-        args.points, args.repeat = 20_000, 3
+        args.points, args.repeat, args.chart_points = 20_000, 3, 100_000
+    overlay = (10, 5_000) if args.quick else (100, 60_000)
     common.print_header("chunk format vs row layout (SQLite)")
     results = []
     with common.workdir(args.workdir, args.keep) as work:
@@ -160,6 +264,28 @@ def main() -> None:
             for r in results
         ],
     )  # fmt: skip
+    pg = []
+    if args.pg_url:
+        for name, p in series(args.points).items():
+            common.progress(f"PostgreSQL: {name}")
+            pg.append(measure_pg(name, p, args.chunk, args.pg_url))
+        common.print_table(
+            f"PostgreSQL: {args.points:,} points per series",
+            ["series", "rows B/pt", "chunks B/pt", "seal pts/s"],
+            [[r["series"], r["pg_rows_bytes_per_point"], r["pg_chunks_bytes_per_point"],
+              r["pg_seal_points_per_s"]] for r in pg],
+        )  # fmt: skip
+    charts = []
+    if args.chart_points:
+        with common.workdir(args.workdir, args.keep) as work:
+            common.progress(f"chart reads: {args.chart_points:,} points; {overlay} overlay")
+            charts = measure_charts(args.chart_points, overlay, args.repeat, work)
+        common.print_table(
+            "chart reads (store.series, 1,000 buckets), SQLite",
+            ["read", "rows source", "rows ms", "chunks source", "chunks ms"],
+            [[r["read"], r["rows_source"], r["rows_ms"], r["chunks_source"], r["chunks_ms"]]
+             for r in charts],
+        )  # fmt: skip
     common.write_json(
         args.json,
         {
@@ -167,6 +293,8 @@ def main() -> None:
             "command": common.command_line(),
             "environment": common.environment(),
             "results": results,
+            "postgresql": pg,
+            "charts": charts,
             "params": {
                 "points": args.points,
                 "chunk": args.chunk,

@@ -308,3 +308,12 @@ def test_bench_chunks_quick_reports_every_field(tmp_path: Path) -> None:
         assert result["points"] == doc["params"]["points"]
         # the one claim of the layout: fewer bytes than a row per point, whatever the series
         assert result["chunks_bytes_per_point"] < result["rows_bytes_per_point"], result
+    reads = doc["charts"]
+    assert [r["read"] for r in reads] == [
+        "whole run (100,000 steps)", "5,000 steps", "1,000 steps",
+        "10 runs x 5,000 points (workspace)",
+    ]  # fmt: skip
+    for read in reads:
+        _positive(read, "rows_ms", "chunks_ms")
+        assert read["rows_source"] == read["chunks_source"], read
+    assert [r["rows_source"] for r in reads] == ["rollup-256", "points", "points", "aligned"]

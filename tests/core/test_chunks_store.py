@@ -25,6 +25,7 @@ from tracker.store.metrics import (
     metric_history,
     write_points,
 )
+from tracker.store.points import write_rows
 from tracker.store.purge import purge_deleted
 from tracker.store.runs import create_run
 
@@ -106,23 +107,37 @@ def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
     assert count_points(store, run) == 32
 
 
-def test_a_row_replaced_during_a_seal_is_kept(store: Store) -> None:
-    # the seal deletes the rows it read, matched on wall time and value: a row another
-    # writer replaced after the seal read it stays in the head and wins
+def test_rows_written_while_a_seal_deletes_are_kept(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL's point writers do not take the seal's lock: rows another connection
+    # writes between the seal's read of the head and its delete -- one replaced, one new
+    # in the sealed range -- stay in the head and win (SQLite's write lock keeps writers
+    # out of a seal's transaction altogether)
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's write lock excludes other writers during a seal")
     run = create_run(store, "chunks").id
     k = intern_keys(store, ["loss"])["loss"]
-    write_points(store, [(run, k, s, 1000, float(s)) for s in range(5)])
-    head = chunks.read_points(store, run, k)
-    write_points(store, [(run, k, 2, 9000, 99.0)])  # the later write, before the delete
-    with store.engine.begin() as conn:  # what seal's guarded delete does with what it read
-        conn.execute(
-            m.sa.delete(m.MetricPointRow).where(
-                m.MetricPointRow.run_id == run, m.MetricPointRow.key_id == k,
-                m.MetricPointRow.step.in_(head.steps.tolist()),
-                m.MetricPointRow.wall_ms == 1000,
-            )
-        )  # fmt: skip
-    assert _history(store, run, "loss") == [(2, 9.0, _bits(99.0))]
+    write_points(store, [(run, k, s, 1000, float(s)) for s in (0, 1, 2, 4, 5)])
+    fired = []
+    fetch = chunks._fetch
+
+    def other_writer_first(conn: Any, sql: str, params: Any) -> Any:
+        # the seal's own statement runs as it is, just after the other writer commits
+        if sql.startswith("DELETE FROM metric_points") and not fired:
+            fired.append(sql)
+            rows = [(run, k, 2, 9000, 99.0), (run, k, 3, 9000, 33.0)]
+            write_rows(store.engine, rows, refresh_rollups=False)  # its own connection
+        return fetch(conn, sql, params)
+
+    monkeypatch.setattr(chunks, "_fetch", other_writer_first)
+    assert chunks.seal(store, run, k, chunk_points=2) == 5
+    assert fired
+    assert _head_rows(store, run) == 2
+    assert _history(store, run, "loss") == [
+        (0, 1.0, _bits(0.0)), (1, 1.0, _bits(1.0)), (2, 9.0, _bits(99.0)),
+        (3, 9.0, _bits(33.0)), (4, 1.0, _bits(4.0)), (5, 1.0, _bits(5.0)),
+    ]  # fmt: skip
 
 
 OPS = st.lists(
