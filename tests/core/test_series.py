@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from tracker.rules.downsample import Bucket, downsample, level, merge_buckets
-from tracker.store import Store
+from tracker.store import Store, chunks
 from tracker.store.engine import create_engine, upgrade
 from tracker.store.metrics import intern_keys, write_points
 from tracker.store.rollups import LEVELS
@@ -62,18 +62,31 @@ def same(a: list[Bucket], b: list[Bucket]) -> bool:
     return [key(x) for x in a] == [key(x) for x in b]
 
 
-def test_rollups_stay_exact_through_shuffled_batches_and_rewrites(store: Store) -> None:
+@pytest.mark.parametrize("sealed", [False, True], ids=["rows", "sealed"])
+def test_rollups_stay_exact_through_shuffled_batches_and_rewrites(
+    store: Store, sealed: bool
+) -> None:
     rng = random.Random(7)
     run = create_run(store, "p")
     values = {s: rng.choice([rng.random(), rng.random(), *SPECIALS]) for s in range(0, 20000, 3)}
     shuffled = dict(rng.sample(sorted(values.items()), len(values)))
     write(store, run.id, shuffled)
+    if sealed:  # the rewrites below land on sealed steps
+        chunks.seal_run(store, run.id, batch_points=2_000)
     write(store, run.id, shuffled, batch=5000)  # a retried batch changes nothing
     rewrites = {s: -5.0 for s in range(300, 9000, 3)}  # a resumed run logs steps again
     values.update(rewrites)
     write(store, run.id, rewrites)
     for width in LEVELS:
         assert same(stored_level(store, run.id, width), expected_level(values, width)), width
+    if sealed:
+        assert chunks.seal_run(store, run.id)[1]
+    # every point at full resolution, then grouped: the pure rule's buckets
+    steps = sorted(values)
+    for buckets in (7_000, 500):
+        got = read_series(store, run.id, "m", lo=0, hi=19_999, max_buckets=buckets).series
+        want = downsample(steps, [values[s] for s in steps], buckets, 0, 19_999)
+        assert same(list(got.buckets), list(want.buckets)), buckets
 
 
 def test_points_read_equals_pure_downsample(store: Store) -> None:

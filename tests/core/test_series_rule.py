@@ -3,7 +3,9 @@ levels of ``tracker.store.rollups``) return exactly what the pure bucket rule
 (``tracker.rules.downsample``) gives for the same points, on real SQLite and PostgreSQL.
 
 Random series hold NaN, ±Inf, signed zeros and huge values, steps logged twice (the last value
-kept) and steps holding several values (MLflow's route keeps each, in order). The row budget
+kept) and steps holding several values (MLflow's route keeps each, in order), in rows or
+sealed into chunks (``tracker.store.chunks``: at the end, or after every batch so that later
+batches write over sealed steps). The row budget
 of a read is lowered so that small series also take the grouped paths: the points grouped in
 SQL and every rollup level.
 """
@@ -25,7 +27,7 @@ from tracker.rules.downsample import (
     level,
     merge_buckets,
 )
-from tracker.store import Store
+from tracker.store import Store, chunks
 from tracker.store import series as store_series
 from tracker.store.metrics import append_points, intern_keys, write_points
 from tracker.store.rollups import LEVELS
@@ -57,6 +59,10 @@ def series_cases(draw: st.DrawFn) -> dict[str, Any]:
         "half_open": draw(st.sampled_from([None, "lo", "hi"])),
         "max_buckets": draw(st.one_of(st.integers(1, 8), st.integers(1, 40))),
         "row_budget": draw(st.sampled_from([2, 5, 9, 30, 80, store_series.ROW_BUDGET])),
+        # both layouts: rows only, sealed into chunks at the end, or after every batch (the
+        # later batches then write over sealed steps)
+        "seal": draw(st.sampled_from([None, "end", "each batch"])),
+        "chunk_points": draw(st.integers(1, 12)),
     }
 
 
@@ -108,6 +114,8 @@ def test_sql_reads_equal_the_pure_rule(
             append_points(store, rows[i : i + size])
         else:
             write_points(store, rows[i : i + size])
+        if case["seal"] == "each batch" or (case["seal"] and i + size >= len(rows)):
+            chunks.seal(store, run.id, kid, chunk_points=case["chunk_points"])
     points = stored_points(case["rows"], case["mlflow"])
     lo = hi = None
     if case["window"] is not None:
