@@ -23,7 +23,12 @@ read, the grouping and the JSON cost without the network or the browser; once pl
 once grouped by ``config.lr`` (10 groups of 10, without the members' own series, as the
 page asks).
 
-    python bench/bench_workspace.py [--visits 5] [--runs 100] [--steps 1000] [--json out.json]
+With ``--sealed`` every run's points are first sealed into chunks (``tracker.store.chunks``,
+what the dashboard's periodic work does a minute after a run ends), so the reads are those
+of a finished sweep rather than of one that just ended.
+
+    python bench/bench_workspace.py [--visits 5] [--runs 100] [--steps 1000] [--sealed]
+                                    [--json out.json]
 """
 
 from __future__ import annotations
@@ -76,6 +81,20 @@ def seed(store_url: str, runs: int, steps: int) -> None:
     store.close()
 
 
+def seal_all(store_url: str) -> None:
+    import sqlalchemy as sa
+
+    from tracker.store import Store, chunks
+    from tracker.store import models as m
+
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        runs = conn.execute(sa.select(m.RunRow.id)).scalars().all()
+    for run_id in runs:
+        chunks.seal_run(store, run_id)
+    store.close()
+
+
 def visit(context: Any, url: str, runs: int) -> dict[str, Any]:
     page = context.new_page()
     page.goto(url, timeout=120_000)
@@ -115,6 +134,9 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     parser.add_argument("--quick", action="store_true", help="a few seconds, for smoke tests")
     parser.add_argument(
+        "--sealed", action="store_true", help="seal every run into chunks before the visits"
+    )
+    parser.add_argument(
         "--per-request",
         default="1",
         help="metrics per request of the page (ws_per_request), comma-separated to compare "
@@ -136,6 +158,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         store_url = f"sqlite:///{Path(tmp) / 'tracker.db'}"
         seed(store_url, args.runs, args.steps)
+        if args.sealed:
+            seal_all(store_url)
         app = create_app({"STORE_URI": store_url, "NO_AUTH": True})
         server = ServerThread(app)
         url = f"{server.url}/?project=sweep&ws=1&ws_limit={args.runs}"
@@ -171,7 +195,8 @@ def main() -> int:
         for variant in variants
     }
     med = meds[variants[0]]
-    print(f"workspace: {args.runs} runs x {PANELS} panels, {args.steps} steps", end=", ")
+    layout = "sealed into chunks" if args.sealed else "rows"
+    print(f"workspace: {args.runs} runs x {PANELS} panels, {args.steps} steps ({layout})", end=", ")
     print(f"{args.visits} cold visits per variant")
     print(f"batch (all metrics): {path}")
     print(

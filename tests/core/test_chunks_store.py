@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracker.store import Store, chunks, series
+from tracker.store import Store, chunks, rollups, series
 from tracker.store import models as m
 from tracker.store.engine import read_conn
 from tracker.store.lifecycle import delete_runs
@@ -311,3 +311,34 @@ def test_a_chart_reads_a_sealed_series_at_every_zoom(
 def _bucket(b: Any) -> tuple[Any, ...]:
     return (b.first_step, b.last_step, b.min, b.max, _bits(b.last), b.count, b.nan_count,
             b.posinf_count, b.neginf_count)  # fmt: skip
+
+
+def test_a_seal_never_deadlocks_with_a_writer_of_its_run(store: Store) -> None:
+    # a writer holds a sealed-range row locked and then takes the run's rollup lock (as
+    # write_rows does: points first, rollups after); the seal holds that lock and must not
+    # wait for the row: it skips it, commits, and the writer's newer value stays in the head
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's write lock serialises the seal and the writer")
+    import threading
+
+    run = create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run, k, s, 1000, float(s)) for s in range(6)])
+    sealed: list[Any] = []
+    with store.engine.connect() as writer:
+        writer.execute(
+            m.sa.text("UPDATE metric_points SET value = 77.0, wall_ms = 5000 WHERE run_id = :r "
+                      "AND key_id = :k AND step = 3"), {"r": run, "k": k},
+        )  # fmt: skip
+        seal = threading.Thread(target=lambda: sealed.append(chunks.seal(store, run, k)))
+        seal.start()
+        seal.join(timeout=5)  # the seal may not wait for the writer's row
+        assert not seal.is_alive(), "the seal waited for a row the writer holds"
+        writer.execute(
+            m.sa.text("SELECT pg_advisory_xact_lock(:c, :r)"),
+            {"c": rollups.PG_LOCK_CLASS, "r": run},
+        )
+        writer.commit()
+    assert sealed == [6]
+    assert _history(store, run, "loss")[3] == (3, 5.0, _bits(77.0))
+    assert _head_rows(store, run) == 1  # the writer's row, newer than its sealed copy

@@ -45,6 +45,7 @@ __all__ = [
     "SEAL_BATCH_POINTS",
     "read_points",
     "read_points_in",
+    "read_window_many",
     "seal",
     "seal_run",
     "sealable_runs",
@@ -142,7 +143,8 @@ def _seal_head(
 
 # The head rows of a sealed step range, deleted in one statement; what it deleted comes
 # back, so a row another writer stored or replaced after the seal read the head (possible
-# on PostgreSQL, where writers do not take the seal's lock) is put back, unchanged.
+# on PostgreSQL, where point writers take the seal's lock only for their rollups) is put
+# back, unchanged.
 _PUT_BACK = sa.text(
     "INSERT INTO metric_points (run_id, key_id, step, seq, wall_ms, value) VALUES "
     "(:r, :k, :s, :q, :w, CAST(:v AS DOUBLE PRECISION)) ON CONFLICT DO NOTHING"
@@ -158,10 +160,13 @@ def _delete_sealed(conn: sa.Connection, run_id: int, key_id: int, head: Points) 
             (run_id, key_id, lo, hi),
         )
         return
+    # rows a writer holds locked (it waits for this seal's lock to refresh its rollups) are
+    # skipped, not waited for: they stay in the head, newer than their sealed copies
     gone = _fetch(
         conn,
-        "DELETE FROM metric_points WHERE run_id = %s AND key_id = %s AND step >= %s "
-        "AND step <= %s RETURNING step, seq, wall_ms, value",
+        "DELETE FROM metric_points WHERE (run_id, key_id, step, seq) IN (SELECT run_id, "
+        "key_id, step, seq FROM metric_points WHERE run_id = %s AND key_id = %s AND step >= %s "
+        "AND step <= %s FOR UPDATE SKIP LOCKED) RETURNING step, seq, wall_ms, value",
         (run_id, key_id, lo, hi),
     )
     if not gone:
@@ -377,6 +382,50 @@ def read_points_in(
     if hi is not None:
         keep &= merged.steps <= hi
     return _take(merged, keep)
+
+
+def read_window_many(
+    conn: sa.Connection, run_ids: Sequence[int], key_id: int, lo: int, hi: int
+) -> dict[int, Points]:
+    """:func:`read_points_in` of [``lo``, ``hi``] for several runs in two statements (their
+    chunks, their head rows): what a workspace of many runs' charts reads."""
+    if not run_ids:
+        return {}
+    p = "%s" if conn.dialect.name == "postgresql" else "?"
+    runs = ", ".join([p] * len(run_ids))
+    where = f"WHERE run_id IN ({runs}) AND key_id = {p}"
+    params = [*run_ids, key_id, lo, hi]
+    sealed: dict[int, list[Points]] = {}
+    for run_id, data in _fetch(
+        conn,
+        f"SELECT run_id, data FROM metric_chunks {where} AND last_step >= {p} "
+        f"AND first_step <= {p} ORDER BY run_id, first_step",
+        params,
+    ):
+        sealed.setdefault(run_id, []).append(chunk_codec.decode(bytes(data)))
+    heads: dict[int, list[Any]] = {}
+    for row in _fetch(
+        conn,
+        f"SELECT run_id, step, seq, wall_ms, value FROM metric_points {where} "
+        f"AND step >= {p} AND step <= {p} ORDER BY run_id, step, seq",
+        params,
+    ):
+        heads.setdefault(row[0], []).append(row)
+    out = {}
+    for run_id in run_ids:
+        rows = heads.get(run_id)
+        head = _EMPTY
+        if rows:
+            _runs, steps, seqs, walls, values = zip(*rows, strict=True)
+            head = Points.of(steps, values, walls, seqs)
+        parts = sealed.get(run_id)
+        if not parts:
+            out[run_id] = head
+            continue
+        merged = chunk_codec.merge(_concat(parts), head)
+        keep = (merged.steps >= lo) & (merged.steps <= hi)
+        out[run_id] = merged if keep.all() else _take(merged, keep)
+    return out
 
 
 def _head(

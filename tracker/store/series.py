@@ -344,13 +344,13 @@ def _from_chunks(
     """The window of runs with sealed points: chunks and head merged, bucketed in numpy by
     the same rule (``tracker.rules.point_buckets``)."""
     from tracker.rules.point_buckets import downsample_points  # numpy: where chunks are
-    from tracker.store.chunks import read_points_in
+    from tracker.store.chunks import read_window_many
 
     out = {}
-    for run_id in sorted(run_ids):
-        points = read_points_in(conn, run_id, kid, grid.lo, grid.hi)
-        series, walls = downsample_points(points, grid)
-        out[run_id] = SeriesRead(key, series, list(walls), "points")
+    for runs in _chunks(sorted(run_ids)):
+        for run_id, points in read_window_many(conn, runs, kid, grid.lo, grid.hi).items():
+            series, walls = downsample_points(points, grid)
+            out[run_id] = SeriesRead(key, series, list[int | None](walls), "points")
     return out
 
 
