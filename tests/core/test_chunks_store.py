@@ -73,16 +73,24 @@ def test_a_sealed_series_reads_as_it_did(store: Store) -> None:
     assert _history(store, run, "other") == [(s, 0.005, _bits(float(s))) for s in range(3)]
 
 
-def test_a_write_far_from_the_sealed_steps_leaves_their_chunks(store: Store) -> None:
+def test_a_write_beside_sealed_steps_leaves_their_chunks(store: Store) -> None:
+    # a rollup bucket holding sealed and new points is computed from both merged; the
+    # chunks stay as they are
     run = create_run(store, "chunks").id
     k = intern_keys(store, ["loss"])["loss"]
     write_points(store, [(run, k, s, 1000, float(s)) for s in range(300)])
     chunks.seal(store, run, k, chunk_points=100)
     write_points(store, [(run, k, 600, 2000, 6.0)])  # rollup bucket 2: no chunk there
-    assert _head_rows(store, run) == 1
-    write_points(store, [(run, k, 299, 2000, -1.0)])  # bucket 1: the chunk of 200-299
-    assert _head_rows(store, run) == 101
-    assert count_points(store, run) == 301
+    write_points(store, [(run, k, 299, 2000, -1.0), (run, k, 310, 2000, 31.0)])  # bucket 1
+    assert _head_rows(store, run) == 3 and len(chunks.sealed_series(store, run)) == 1
+    assert count_points(store, run) == 302
+    r = m.MetricRollupRow
+    with read_conn(store.engine) as conn:
+        bucket1 = conn.execute(
+            m.sa.select(r.first_step, r.last_step, r.count, r.min_value, r.max_value,
+                        r.last_value).where(r.run_id == run, r.width == 256, r.bucket == 1)
+        ).one()  # fmt: skip
+    assert tuple(bucket1) == (256, 310, 45, -1.0, 298.0, 31.0)
 
 
 def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
@@ -98,10 +106,8 @@ def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
     expected.insert(13, (12, 2.1, _bits(120.0)))
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32
-    # the writes' rollup bucket (steps 0-255) was recomputed from the head: every chunk
-    # holding one of its steps went back into the head first
-    assert chunks.sealed_series(store, run) == [] and _head_rows(store, run) == 32
-    assert chunks.seal(store, run, k, chunk_points=8) == 32
+    assert _head_rows(store, run) == 3  # the chunks stay; the head's rows win over them
+    assert chunks.seal(store, run, k, chunk_points=8) == 3
     assert _head_rows(store, run) == 0
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32

@@ -43,11 +43,12 @@ def full_rebuild(store: Store, run_id: int) -> Rows:
         conn.execute(sa.text("DELETE FROM metric_rollups WHERE run_id = :r"), {"r": run_id})
         found = conn.execute(
             sa.text(
-                "SELECT key_id, min(step), max(step) FROM metric_points WHERE run_id = :r "
-                "GROUP BY key_id"
+                "SELECT key_id, min(lo), max(hi) FROM (SELECT key_id, step AS lo, step AS hi "
+                "FROM metric_points WHERE run_id = :r UNION ALL SELECT key_id, first_step, "
+                "last_step FROM metric_chunks WHERE run_id = :r) t GROUP BY key_id"
             ),
             {"r": run_id},
-        ).all()
+        ).all()  # head rows and sealed chunks (a tight loop's batches are stored packed)
     store_metrics.refresh_rollups(
         store, {(run_id, k): (lo, hi) for k, lo, hi in found}, chunk_points=10**12
     )
@@ -196,6 +197,7 @@ def test_the_writer_settles_a_backlog_in_steps_and_finish_waits_for_it(store_url
     run = tracker.init(project="r", uri=store_url, system_interval=None)
     run.sink.settle_chunk_points = 2_000  # type: ignore[attr-defined]
     run.sink.settle_budget_s = 0.0  # type: ignore[attr-defined]  # one chunk per step
+    run.sink.pack_min_records = None  # type: ignore[attr-defined]  # rows: a backlog to settle
     for step in range(12_000):
         run.log({"a": float(step % 89), "b": -float(step)}, step=step)
     run.finish()
@@ -213,6 +215,7 @@ def test_finish_waits_for_a_refresh_longer_than_its_first_join(tmp_path: Path) -
     run = tracker.init(project="r", uri=url, system_interval=None, auto_signals=False)
     run.sink.settle_chunk_points = 300  # type: ignore[attr-defined]
     run.sink.settle_budget_s = 0.0  # type: ignore[attr-defined]
+    run.sink.pack_min_records = None  # type: ignore[attr-defined]  # rows: a backlog to settle
     for step in range(12_000):
         run.log({"a": float(step % 89), "b": -float(step)}, step=step)
     run.finish()

@@ -35,6 +35,34 @@ SETTLE_BUDGET_S = 0.5  # rollup refresh per idle writer cycle (tracker.store.poi
 Record = tuple[int, int, dict[str, float]]
 
 
+# A batch of at least this many log() records, each with the same keys and steps strictly
+# increasing (a training loop logging faster than the writer's flush interval), is stored
+# as packed chunks with its rollups (tracker.store.chunks.write_packed): no row per point,
+# no rollup refresh later. Smaller or irregular batches go in as rows (sealed once the run
+# has ended).
+PACK_MIN_RECORDS = 1_024
+
+
+def _packed(run_id: int, key_ids: dict[str, int], records: Sequence[Record]) -> list[Any]:
+    """``(run_id, key_id, Points)`` per key of ``records`` when they can be packed, else []."""
+    keys = tuple(records[0][2])
+    if any(tuple(items) != keys for _s, _w, items in records):
+        return []
+    import numpy as np
+
+    from tracker.rules.chunk_codec import Points
+
+    steps = np.fromiter((r[0] for r in records), np.int64, len(records))
+    if steps[0] < 0 or not bool((steps[1:] > steps[:-1]).all()):
+        return []
+    walls = np.fromiter((r[1] for r in records), np.int64, len(records))
+    try:
+        values = np.array([list(items.values()) for _s, _w, items in records], np.float64)
+    except (TypeError, ValueError):  # a value that is not a plain number: store rows
+        return []
+    return [(run_id, key_ids[k], Points.of(steps, values[:, i], walls)) for i, k in enumerate(keys)]
+
+
 class Sink(Protocol):
     def create_run(self, project: str, name: str | None, config: dict[str, Any],
                    tags: Sequence[str], **attrs: Any) -> RunInfo: ...  # fmt: skip
@@ -72,6 +100,8 @@ class SqlSink:
         # One settle() refreshes for about this long (the writer comes back between calls).
         self.settle_budget_s = SETTLE_BUDGET_S
         self.settle_chunk_points: int | None = None  # None: the store's default
+        # batches of this many records or more are stored packed (None: always rows)
+        self.pack_min_records: int | None = PACK_MIN_RECORDS
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
         self._doctor = Throttle()
         self._doctor.wait("doctor", time.monotonic() + DIAGNOSE_EVERY_S)
@@ -114,11 +144,17 @@ class SqlSink:
             from tracker.store import metrics
 
             key_ids.update(metrics.intern_keys(self.store, missing))
-        rows = [
-            (run_id, key_ids[k], step, wall_ms, v)
-            for step, wall_ms, items in records
-            for k, v in items.items()
-        ]
+        least = self.pack_min_records
+        packed = _packed(run_id, key_ids, records) if least and len(records) >= least else []
+        rows = (
+            []
+            if packed
+            else [
+                (run_id, key_ids[k], step, wall_ms, v)
+                for step, wall_ms, items in records
+                for k, v in items.items()
+            ]
+        )
         # Per record, not per point: the newest record holding each key, and one step range
         # for every key of the batch (a wider range only re-reads a few more points).
         last: dict[str, tuple[int, int, int, int, float | None]] = {}
@@ -129,11 +165,18 @@ class SqlSink:
                 break
         steps = [r[0] for r in records]
         span = (min(steps), max(steps))
-        bounds = {(run_id, key_ids[k]): span for k in names}
+        # packed series get their rollups in their own transaction
+        bounds = {} if packed else {(run_id, key_ids[k]): span for k in names}
         from tracker.store import metrics
 
         metrics.write_points(
-            self.store, rows, list(last.values()), bounds, refresh_rollups=False, fence=self.fence
+            self.store,
+            rows,
+            list(last.values()),
+            bounds,
+            refresh_rollups=False,
+            fence=self.fence,
+            packed=packed,
         )
         dirty = self._dirty
         for key, (lo, hi) in bounds.items():

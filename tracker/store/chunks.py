@@ -35,6 +35,7 @@ import sqlalchemy as sa
 
 from tracker.rules import chunk_codec
 from tracker.rules.chunk_codec import Points
+from tracker.rules.point_buckets import level_rows
 from tracker.store import models as m
 from tracker.store import rollups
 from tracker.store.engine import read_conn, write_begin
@@ -46,12 +47,14 @@ __all__ = [
     "read_points",
     "read_points_in",
     "read_window_many",
+    "refresh_level0",
     "seal",
     "seal_run",
     "sealable_runs",
     "sealed_series",
     "unseal_in",
     "unseal_run",
+    "write_packed",
 ]
 
 CHUNK_POINTS = 4096  # points per chunk, at most (a step's values are never split)
@@ -286,6 +289,128 @@ def unseal_run(store: Store, run_id: int) -> int:
             finally:
                 cur.close()
     return total
+
+
+Packed = tuple[int, int, Points]  # (run id, key id, points: steps strictly increasing, seq 0)
+
+
+def write_packed(cur: Any, dialect: str, packed: Sequence[Packed]) -> list[Any]:
+    """Store series straight as chunks, with their rollups, on a raw DBAPI cursor in the
+    caller's write transaction (the client's writer in a tight loop: no head rows to
+    write, refresh and seal later). A series whose steps meet stored points -- head rows or
+    a chunk in its step range, as a resumed run or a retried batch has -- is not packed:
+    its rows are returned for the caller to store as rows. Level 0 of the rollups is
+    computed from the packed points and the stored ones of its edge buckets; the levels
+    above from level 0, as ``store.rollups`` does. On PostgreSQL the run's rollup lock is
+    taken first (a seal or another writer of the run waits)."""
+    p = "%s" if dialect == "postgresql" else "?"
+    if dialect == "postgresql":
+        for run_id in sorted({r for r, _k, _p in packed}):
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (rollups.PG_LOCK_CLASS, run_id))
+    rows_instead: list[Any] = []
+    written: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for run_id, key_id, points in packed:
+        lo, hi = int(points.steps[0]), int(points.steps[-1])
+        if _stored_in(cur, p, run_id, key_id, lo, hi):
+            rows_instead.extend(_as_rows(run_id, key_id, points))
+            continue
+        cur.executemany(
+            f"INSERT INTO metric_chunks (run_id, key_id, first_step, last_step, count, "
+            f"min_value, max_value, last_value, last_wall_ms, nan_count, posinf_count, "
+            f"neginf_count, data) VALUES ({p}, {p}, {p}, {p}, {p}, {_DBL}, {_DBL}, {_DBL}, "
+            f"{p}, {p}, {p}, {p}, {p})".replace("{p}", p),
+            [_chunk_values(run_id, key_id, part) for part in _cut(points, CHUNK_POINTS)],
+        )
+        # level 0 over the buckets the points fall in, their stored points included
+        first, last = rollups.level_span(lo, hi)
+        around = _stored_points(cur, p, run_id, key_id, first, last)
+        merged = chunk_codec.merge(around, points) if len(around) else points
+        rollups.upsert_level0(cur, dialect, run_id, key_id, level_rows(merged, rollups.LEVELS[0]))
+        written.append(((run_id, key_id), (lo, hi)))
+    if written:
+        rollups.refresh_coarse(cur, dialect, sorted(written))
+    return rows_instead
+
+
+_DBL = "CAST({p} AS DOUBLE PRECISION)"
+
+
+def _chunk_values(run_id: int, key_id: int, part: Points) -> tuple[Any, ...]:
+    """A chunk row's columns in ``write_packed``'s order, NaN as NULL (the store's)."""
+    row = _chunk_row(run_id, key_id, part)
+    last = row["last_value"]
+    row["last_value"] = None if isinstance(last, float) and math.isnan(last) else last
+    return tuple(row.values())
+
+
+def _stored_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
+    """Whether (run, key) has a head row or a chunk with a step in [lo, hi]."""
+    cur.execute(
+        f"SELECT 1 FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step >= {p} "
+        f"AND step <= {p} LIMIT 1",
+        (run_id, key_id, lo, hi),
+    )
+    if cur.fetchone() is not None:
+        return True
+    cur.execute(
+        f"SELECT last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
+        (run_id, key_id, hi),
+    )
+    found = cur.fetchone()
+    return found is not None and found[0] >= lo
+
+
+def _stored_points(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> Points:
+    """Every stored point of (run, key) in [lo, hi], chunks and head merged (raw cursor)."""
+    cur.execute(
+        f"SELECT data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} AND last_step >= {p} ORDER BY first_step",
+        (run_id, key_id, hi, lo),
+    )
+    sealed = [chunk_codec.decode(bytes(row[0])) for row in cur.fetchall()]
+    cur.execute(
+        f"SELECT step, seq, wall_ms, value FROM metric_points WHERE run_id = {p} "
+        f"AND key_id = {p} AND step >= {p} AND step <= {p} ORDER BY step, seq",
+        (run_id, key_id, lo, hi),
+    )
+    rows = cur.fetchall()
+    head = _EMPTY
+    if rows:
+        steps, seqs, walls, values = zip(*rows, strict=True)
+        head = Points.of(steps, values, walls, seqs)
+    if not sealed:
+        return head
+    merged = chunk_codec.merge(_concat(sealed), head)
+    keep = (merged.steps >= lo) & (merged.steps <= hi)
+    return merged if keep.all() else _take(merged, keep)
+
+
+def _as_rows(run_id: int, key_id: int, points: Points) -> list[Any]:
+    return [
+        (run_id, key_id, s, w, None if math.isnan(v) else v)
+        for s, w, v in zip(
+            points.steps.tolist(), points.walls.tolist(), points.values.tolist(), strict=True
+        )
+    ]
+
+
+def refresh_level0(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
+    """Recompute the level-0 rollups of (run, key) over the steps [lo, hi] (whole level-0
+    buckets) from its chunks and head merged, when a chunk holds one of those steps;
+    returns False, doing nothing, when none does (the SQL over the head rows answers)."""
+    p = "%s" if dialect == "postgresql" else "?"
+    cur.execute(
+        f"SELECT last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
+        (run_id, key_id, hi),
+    )
+    found = cur.fetchone()
+    if found is None or found[0] < lo:  # the newest chunk starting in range ends before it
+        return False
+    points = _stored_points(cur, p, run_id, key_id, lo, hi)
+    rollups.upsert_level0(cur, dialect, run_id, key_id, level_rows(points, rollups.LEVELS[0]))
+    return True
 
 
 def unseal_in(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -48,11 +48,19 @@ def write_points(
     *,
     refresh_rollups: bool = True,
     fence: AttemptFence | None = None,
+    packed: Sequence[Any] = (),
 ) -> None:
     """Store ``(run_id, key_id, step, wall_ms, value)`` rows idempotently (NaN or None
-    for NaN). See :func:`tracker.store.points.write_rows` (and its ``fence``)."""
+    for NaN), and ``packed`` series as chunks. See :func:`tracker.store.points.write_rows`
+    (its ``fence`` and ``packed``)."""
     points.write_rows(
-        store.engine, rows, last, bounds, refresh_rollups=refresh_rollups, fence=fence
+        store.engine,
+        rows,
+        last,
+        bounds,
+        refresh_rollups=refresh_rollups,
+        fence=fence,
+        packed=packed,
     )
 
 

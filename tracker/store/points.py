@@ -112,8 +112,14 @@ def write_rows(
     *,
     refresh_rollups: bool = True,
     fence: AttemptFence | None = None,
+    packed: Sequence[Any] = (),
 ) -> None:
     """Store metric rows, the per-run last values and the chart rollups in one transaction.
+
+    ``packed`` series, ``(run_id, key_id, Points)`` with strictly increasing steps, are
+    stored as chunks with their rollups in the same transaction
+    (``tracker.store.chunks.write_packed``); one that meets stored points goes in as rows,
+    its rollups refreshed at once. Their last values belong in ``last``.
 
     ``last`` (the newest row per key) and ``bounds`` (lowest/highest step per key; a wider
     range is harmless) are computed from ``rows`` when the caller has not. With
@@ -129,11 +135,11 @@ def write_rows(
         AttemptSuperseded: the fence no longer holds; nothing was stored.
         InvalidInput: a fence with rows of several runs.
     """
-    if not rows:
+    if not rows and not packed:
         return
     fenced = None
     if fence is not None:
-        runs = {r[0] for r in rows}
+        runs = {r[0] for r in rows} | {p[0] for p in packed}
         if len(runs) != 1:
             raise InvalidInput("a fenced write of metric points takes one run", field="run")
         fenced = (runs.pop(), fence)
@@ -143,8 +149,9 @@ def write_rows(
     else:
         bounds = {}
     writer = _write_sqlite if engine.dialect.name == "sqlite" else _write_postgres
+    n = len(rows) + sum(len(p[2]) for p in packed)
     _in_transaction(
-        engine, f"writing {len(rows)} metric points", writer, rows, summary, bounds, fenced
+        engine, f"writing {n} metric points", writer, rows, summary, bounds, fenced, packed
     )
 
 
@@ -373,12 +380,18 @@ def _is_sqlite(raw: Any) -> bool:
 
 
 def _write_sqlite(
-    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds, fenced: Fenced
+    raw: Any,
+    rows: Sequence[Row],
+    summary: Sequence[Row],
+    bounds: rollups.Bounds,
+    fenced: Fenced,
+    packed: Sequence[Any],
 ) -> None:
     cur = raw.cursor()
     cur.execute("BEGIN IMMEDIATE")
     if fenced is not None:
         fencing.check_raw(cur, False, *fenced)
+    rows, bounds = _write_packed(cur, "sqlite", packed, rows, bounds)
     flat = itertools.chain.from_iterable
     start = 0
     for size in _sqlite_shapes(len(rows)):
@@ -393,14 +406,20 @@ def _write_sqlite(
 
 
 def _write_postgres(
-    raw: Any, rows: Sequence[Row], summary: Sequence[Row], bounds: rollups.Bounds, fenced: Fenced
+    raw: Any,
+    rows: Sequence[Row],
+    summary: Sequence[Row],
+    bounds: rollups.Bounds,
+    fenced: Fenced,
+    packed: Sequence[Any],
 ) -> None:
     # Binary COPY would store NaN as NaN; the schema's convention is NULL.
-    rows = [r if r[4] == r[4] or r[4] is None else (*r[:4], None) for r in rows]
     summary = [r if r[4] == r[4] or r[4] is None else (*r[:4], None) for r in summary]
     import psycopg
 
     with raw.cursor() as cur:
+        rows, bounds = _write_packed(cur, "postgresql", packed, rows, bounds)
+        rows = [r if r[4] == r[4] or r[4] is None else (*r[:4], None) for r in rows]
         cur.execute("SAVEPOINT tracker_copy")
         try:
             _pg_copy(cur, "metric_points", rows)
@@ -416,6 +435,25 @@ def _write_postgres(
         if fenced is not None:  # last, so the job row's lock lasts only until the commit
             fencing.check_raw(cur, True, *fenced)
     raw.commit()
+
+
+def _write_packed(
+    cur: Any, dialect: str, packed: Sequence[Any], rows: Sequence[Row], bounds: rollups.Bounds
+) -> tuple[Sequence[Row], rollups.Bounds]:
+    """Store ``packed`` as chunks (``tracker.store.chunks.write_packed``); the rows to store
+    and the rollup ranges to refresh, with those of a series that could not be packed."""
+    if not packed:
+        return rows, bounds
+    from tracker.store.chunks import write_packed  # numpy: only where a writer packs
+
+    instead = write_packed(cur, dialect, packed)
+    if not instead:
+        return rows, bounds
+    merged = dict(bounds)
+    for key, (lo, hi) in rollups.step_bounds(instead).items():
+        seen = merged.get(key)
+        merged[key] = (lo, hi) if seen is None else (min(lo, seen[0]), max(hi, seen[1]))
+    return [*rows, *instead], merged
 
 
 def _pg_copy(cur: Any, table: str, rows: Sequence[Row]) -> None:

@@ -90,6 +90,28 @@ _FROM_LEVEL = (
     "JOIN metric_rollups q ON q.run_id = g.run_id AND q.key_id = g.key_id "
     "AND q.width = {src} AND q.bucket = g.src WHERE 1 = 1 " + _ON_CONFLICT
 )
+# Level-0 rows computed by the caller (tracker.rules.point_buckets.level_rows).
+_DOUBLE = "CAST({p} AS DOUBLE PRECISION)"
+_UPSERT_ROWS = {
+    dialect: (
+        f"INSERT INTO metric_rollups ({_COLUMNS}) VALUES ({p}, {p}, {LEVELS[0]}, {p}, {p}, "
+        f"{p}, {p}, {_DOUBLE}, {_DOUBLE}, {_DOUBLE}, {p}, {p}, {p}, {p}) ".replace("{p}", p)
+        + _ON_CONFLICT
+    )
+    for dialect, p in (("sqlite", "?"), ("postgresql", "%s"))
+}
+
+
+def level_span(lo: int, hi: int) -> tuple[int, int]:
+    """The steps of the level-0 buckets that hold a step of ``lo..hi``."""
+    return level_steps(lo, hi, LEVELS[0])
+
+
+def upsert_level0(cur: Any, dialect: str, run_id: int, key_id: int, rows: Sequence[Any]) -> None:
+    """Store level-0 rows (``tracker.rules.point_buckets.level_rows``) of one series."""
+    cur.executemany(_UPSERT_ROWS[dialect], [(run_id, key_id, *row) for row in rows])
+
+
 _INF = {
     "sqlite": ("9e999", "-9e999"),
     "postgresql": ("'Infinity'::float8", "'-Infinity'::float8"),
@@ -203,9 +225,9 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
 
     Runs in the caller's transaction; on PostgreSQL it first takes a transaction-level
     advisory lock per run, so two concurrent writers of one run cannot each publish a
-    bucket computed without the other's points. Sealed chunks that hold a step of the
-    level-0 buckets to recompute go back into the head first (``tracker.store.chunks``):
-    level 0 is computed from head rows. A run without chunks costs one index probe.
+    bucket computed without the other's points. A level-0 bucket with sealed points
+    (``tracker.store.chunks``) is computed from the chunks and head rows merged, in numpy,
+    by the same rule; a run without chunks costs one index probe.
     """
     if not bounds:
         return
@@ -214,10 +236,29 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
         for run_id in sorted({r for r, _ in bounds}):
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (PG_LOCK_CLASS, run_id))
     dirty = sorted(bounds.items())
-    _unseal(cur, dialect, dirty)
-    # Level 0: every point of the level-0 buckets that hold a dirty step.
-    params = [(r, k, *level_steps(lo, hi, LEVELS[0])) for (r, k), (lo, hi) in dirty]
+    # Level 0: every point of the level-0 buckets that hold a dirty step; in SQL from the
+    # head rows, or, where sealed chunks hold some of those steps, from the points merged
+    params = []
+    sealed = _sealed_runs(cur, dialect, dirty)
+    for (r, k), (lo, hi) in dirty:
+        span = level_steps(lo, hi, LEVELS[0])
+        if r in sealed:
+            from tracker.store.chunks import refresh_level0  # numpy: only where it is sealed
+
+            if refresh_level0(cur, dialect, r, k, *span):
+                continue
+        params.append((r, k, *span))
     cur.executemany(statements[0], params)
+    refresh_coarse(cur, dialect, dirty)
+
+
+def refresh_coarse(
+    cur: Any, dialect: str, dirty: Sequence[tuple[tuple[int, int], tuple[int, int]]]
+) -> None:
+    """Recompute the levels above level 0 over the dirty step ranges, from the level
+    below (what :func:`refresh` does after level 0; a writer that stored level 0 itself,
+    ``tracker.store.chunks.write_packed``, calls it alone). Run lock held by the caller."""
+    statements = _SQL[dialect]
     for i, (src, width) in enumerate(itertools.pairwise(LEVELS), start=1):
         # Every row of the level below inside the buckets of ``width`` that hold a dirty step.
         level_params = [
@@ -232,16 +273,13 @@ _HAS_CHUNKS = {
 }
 
 
-def _unseal(cur: Any, dialect: str, dirty: list[tuple[tuple[int, int], tuple[int, int]]]) -> None:
+def _sealed_runs(
+    cur: Any, dialect: str, dirty: Sequence[tuple[tuple[int, int], tuple[int, int]]]
+) -> set[int]:
+    """The runs of ``dirty`` with any chunk (one index probe per run)."""
     sealed = set()
     for run_id in sorted({r for (r, _k), _b in dirty}):
         cur.execute(_HAS_CHUNKS[dialect], (run_id,))
         if cur.fetchone() is not None:
             sealed.add(run_id)
-    if not sealed:
-        return
-    from tracker.store.chunks import unseal_in  # numpy: only where a series is sealed
-
-    for (run_id, key_id), (lo, hi) in dirty:
-        if run_id in sealed:
-            unseal_in(cur, dialect, run_id, key_id, *level_steps(lo, hi, LEVELS[0]))
+    return sealed

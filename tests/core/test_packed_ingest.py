@@ -1,0 +1,176 @@
+"""The client's writer stores a tight loop's batches as packed chunks (issue 30): no row per
+point, the rollups computed from the points in the same transaction. Whatever a run logs --
+NaN, +-Inf, -0.0, small batches between big ones, a resumed run writing over its steps, a
+retried batch, steps logged twice -- every read answers what the same records stored as
+rows answer: histories, counts, last values, chart rollups and chart reads at every zoom,
+on SQLite and PostgreSQL. A superseded attempt's packed write is refused like its rows."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from tracker.client.sinks import PACK_MIN_RECORDS, SqlSink
+from tracker.rules.chunk_codec import Points
+from tracker.store import Store, chunks, series
+from tracker.store import models as m
+from tracker.store.engine import read_conn
+from tracker.store.metrics import count_points, intern_keys, metric_history, write_points
+from tracker.store.run_reads import metric_summaries
+from tracker.store.runs import create_run
+
+KEYS = ("loss", "acc", "lr")
+SPECIAL = [math.nan, math.inf, -math.inf, -0.0, 0.0]
+
+
+def _bits(x: float) -> bytes:
+    return b"nan" if math.isnan(x) else struct.pack("<d", x)
+
+
+def _records(steps: range | list[int], shift: float = 0.0) -> list[Any]:
+    out = []
+    for s in steps:
+        special = SPECIAL[s % len(SPECIAL)] if s % 97 == 0 else None
+        values = {
+            "loss": special if special is not None else 2.0 / (s + 1) + shift,
+            "acc": math.sin(s / 30) + shift,
+            "lr": 1e-3 * (0.999**s),
+        }
+        out.append((s, 1_750_000_000_000 + 10 * s, values))
+    return out
+
+
+def _as_rows(store: Store, run: int, records: list[Any]) -> None:
+    """What the same records store as plain rows (the layout before packing)."""
+    ids = intern_keys(store, list(KEYS))
+    write_points(
+        store, [(run, ids[k], s, w, v) for s, w, items in records for k, v in items.items()]
+    )
+
+
+def _history(store: Store, run: int) -> list[Any]:
+    return [
+        [(p.step, p.wall_time, _bits(p.value)) for p in metric_history(store, run, key)]
+        for key in KEYS
+    ] + [count_points(store, run)]
+
+
+def _rollups(store: Store, run: int) -> list[Any]:
+    r = m.MetricRollupRow
+    with read_conn(store.engine) as conn:
+        rows = conn.execute(
+            sa.select(
+                r.key_id, r.width, r.bucket, r.first_step, r.last_step, r.last_wall_ms,
+                r.min_value, r.max_value, r.last_value, r.count, r.nan_count,
+                r.posinf_count, r.neginf_count,
+            ).where(r.run_id == run).order_by(r.key_id, r.width, r.bucket)
+        ).all()  # fmt: skip
+    return [(*row[:8], _bits(row[8]), *row[9:]) for row in rows]
+
+
+def _charts(store: Store, run: int) -> list[Any]:
+    out = []
+    for kw in ({}, {"max_buckets": 50}, {"lo": 900, "hi": 1300}, {"lo": 3000, "hi": 3030}):
+        for key in KEYS:
+            read = series.read_series(store, run, key, **kw)
+            out.append(
+                (read.source, read.wall_ms, [
+                    (b.first_step, b.last_step, b.min, b.max, _bits(b.last), b.count,
+                     b.nan_count, b.posinf_count, b.neginf_count) for b in read.series.buckets
+                ])
+            )  # fmt: skip
+    return out
+
+
+def _summaries(store: Store, run: int) -> list[Any]:
+    """The run's last value of each key (the runs table's columns)."""
+    return [
+        (s.key, s.last_step, s.last_wall_time, s.last_value)
+        for s in sorted(metric_summaries(store, [run])[run], key=lambda s: s.key)
+    ]
+
+
+def _head(store: Store, run: int) -> int:
+    p = m.MetricPointRow
+    with read_conn(store.engine) as conn:
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(p).where(p.run_id == run)
+        ).scalar_one()
+
+
+def _same(store: Store, packed: int, rows: int) -> None:
+    assert _history(store, packed) == _history(store, rows)
+    assert _summaries(store, packed) == _summaries(store, rows)
+    assert _rollups(store, packed) == _rollups(store, rows)
+    assert _charts(store, packed) == _charts(store, rows)
+
+
+def test_a_tight_loop_is_stored_packed_and_reads_as_rows(store: Store) -> None:
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    sink = SqlSink(store)
+    batches = [
+        _records(range(0, PACK_MIN_RECORDS + 1976)),  # packed
+        _records(range(3000, 3100)),  # too small: rows
+        _records(range(3100, 5200)),  # packed after rows, in the rows' rollup bucket
+    ]
+    for batch in batches:
+        sink.write_metrics(packed_run, batch)
+        _as_rows(store, rows_run, batch)
+    while not sink.settle():
+        pass
+    assert chunks.sealed_series(store, packed_run) != []
+    # the small batch's rows, and the chunk its rollup refresh moved back beside them
+    assert _head(store, packed_run) < 5200 * len(KEYS) // 2
+    _same(store, packed_run, rows_run)
+
+
+def test_a_resumed_run_and_a_retried_batch_fall_back_to_rows(store: Store) -> None:
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    sink = SqlSink(store)
+    first = _records(range(0, 4000))
+    batches = [
+        first,
+        first,  # a retry of a batch whose commit the writer never heard of
+        _records(range(1000, 2500), shift=5.0),  # a resumed run logs its steps again
+        _records(range(4000, 6000)),
+    ]
+    for batch in batches:
+        sink.write_metrics(packed_run, batch)
+        while not sink.settle():
+            pass
+        _as_rows(store, rows_run, batch)
+        _same(store, packed_run, rows_run)
+    chunks.seal_run(store, packed_run)
+    _same(store, packed_run, rows_run)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        _records([0, 1, 1, *range(2, 1500)]),  # a step logged twice: last wins
+        _records(list(range(1500, 0, -1))),  # steps going down
+        [(s, 10 * s, {"loss": 1.0} if s % 2 else {"acc": 1.0}) for s in range(1500)],
+    ],
+    ids=["step twice", "decreasing", "keys vary"],
+)
+def test_irregular_batches_are_stored_as_rows(store: Store, batch: list[Any]) -> None:
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    SqlSink(store).write_metrics(packed_run, batch)
+    _as_rows(store, rows_run, batch)
+    assert chunks.sealed_series(store, packed_run) == []
+    assert _history(store, packed_run) == _history(store, rows_run)
+
+
+def test_packed_points_round_trip_a_numpy_column(store: Store) -> None:
+    run = create_run(store, "pack").id
+    k = intern_keys(store, ["x"])["x"]
+    steps = np.arange(0, 20_000, 7, dtype=np.int64)
+    values = np.random.default_rng(3).standard_normal(len(steps))
+    write_points(store, [], packed=[(run, k, Points.of(steps, values, steps * 3))])
+    got = chunks.read_points(store, run, k)
+    assert got.same(Points.of(steps, values, steps * 3)) and _head(store, run) == 0
