@@ -259,24 +259,12 @@ def unseal(uri: str | None, run_ids: tuple[int, ...]) -> None:  # fmt: skip
     below revision 0025 (`tracker db upgrade --revision 0024_sweeps`) needs first, or that
     revision drops the chunks table with the points in it. Resumable like `seal`; stop
     `tracker ui` and the workers first, or they seal ended runs again."""
-    import sqlalchemy as sa
-
     from tracker.store import Store, chunks, resolve_uri
-    from tracker.store import models as m
-    from tracker.store.engine import read_conn
 
     refuse_http(uri)
     say_store(resolve_uri(uri))
     store = Store(uri)
-    if run_ids:
-        todo = list(dict.fromkeys(run_ids))
-    else:
-        with read_conn(store.engine) as conn:
-            todo = list(
-                conn.execute(
-                    sa.select(m.MetricChunkRow.run_id).distinct().order_by(m.MetricChunkRow.run_id)
-                ).scalars()
-            )
+    todo = list(dict.fromkeys(run_ids)) if run_ids else chunks.sealed_runs(store)
     if not todo:
         click.echo("nothing to unseal: no run has chunks")
         return

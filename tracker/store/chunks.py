@@ -51,6 +51,7 @@ __all__ = [
     "seal",
     "seal_run",
     "sealable_runs",
+    "sealed_runs",
     "sealed_series",
     "unseal_in",
     "unseal_run",
@@ -248,6 +249,12 @@ def seal_run(
             if budget_s is not None and time.monotonic() - started >= budget_s:
                 return total, False
     return total, True
+
+
+def sealed_runs(store: Store) -> list[int]:
+    """The runs that have chunks, by id."""
+    with read_conn(store.engine) as conn:
+        return list(conn.execute(sa.select(_C.run_id).distinct().order_by(_C.run_id)).scalars())
 
 
 def sealable_runs(store: Store, ended_before: float, limit: int | None = None) -> list[int]:
