@@ -63,3 +63,22 @@ def test_a_hundred_thousand_points_group_into_a_thousand_buckets() -> None:
     got, walls = downsample_points(p, Grid.over(0, 99_999, 1000))
     assert len(got.buckets) == 1000 and got.point_count == 100_000
     assert got.buckets[0].count == 100 and walls[-1] == 999_990
+
+
+@settings(max_examples=300, deadline=None)
+@given(p=series(), width=st.sampled_from([1, 3, 16, 256]))
+def test_level_rows_are_the_rollup_rule(p: Points, width: int) -> None:
+    from tracker.rules.downsample import level
+    from tracker.rules.point_buckets import level_rows
+
+    rows = level_rows(p, width)
+    values = [None if math.isnan(v) else v for v in p.values.tolist()]
+    want = level(p.steps.tolist(), values, width)
+    assert [r[0] for r in rows] == [b.first_step // width for b in want]
+    got = [
+        Bucket(first, last, lo, hi, math.nan if v is None else v, c, a, b, d)
+        for _i, first, last, _w, lo, hi, v, c, a, b, d in rows
+    ]
+    assert [_key(b) for b in got] == [_key(b) for b in want]
+    last_wall = {s: w for s, w in zip(p.steps.tolist(), p.walls.tolist(), strict=True)}
+    assert [r[3] for r in rows] == [last_wall[b.last_step] for b in want]

@@ -12,15 +12,19 @@ of the head's steps, so an overwrite far behind new points reseals what lies bet
 Every read merges chunks and head: ``metrics.metric_history`` and ``count_points``, the
 doctor's ``diagnoses.read_run_series``, the sweeps' objective and curves (through
 ``metrics.sealed_points``) and the charts (``store.series``); purge deletes chunks. The chart
-rollups are computed from head rows, so a rollup refresh first moves the chunks of the
-level-0 buckets it recomputes back into the head (:func:`unseal_in`, called by
-``store.rollups.refresh``). What seals: the periodic work (``tracker.periodic``,
-:func:`sealable_runs`: runs that ended a minute ago) and ``tracker db seal``.
+rollups hold every point: a refresh of level-0 buckets with sealed steps computes them from
+chunks and head merged (:func:`refresh_level0`, called by ``store.rollups.refresh``).
+
+What seals: the periodic work (``tracker.periodic``, :func:`sealable_runs`: runs that ended
+a minute ago), ``tracker db seal``, and the client's writer itself, which stores a tight
+loop's batches packed (:func:`write_packed`, with their rollups) instead of as rows.
+:func:`unseal_run` moves chunks back to rows (``tracker db unseal``, before a downgrade).
 
 Concurrency: a row written while a seal runs is never lost. The seal deletes the head rows
 of the step range it read in one statement and gets back what it deleted; a row another
-writer stored or replaced after the read (PostgreSQL: point writers do not take the seal's
-lock; SQLite's write lock excludes them) is put back, and wins over the sealed copy.
+writer stored or replaced after the read (PostgreSQL: point writers take the seal's lock only
+for their rollups, and the seal skips rows they hold locked; SQLite's write lock excludes
+them) is put back or left, and wins over the sealed copy.
 """
 
 from __future__ import annotations
