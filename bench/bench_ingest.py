@@ -1,7 +1,8 @@
 """Sustained ingest end to end: ``tracker.log()`` -> stored and committed, next to MLflow.
 
-Workload: ``--points`` points as 5-key float dicts, one ``tracker.log()`` per step, timed
-from the first ``log()`` until ``flush()`` returns (everything committed). Into a fresh
+Workload: ``--points`` points as 5-key float dicts (``--keys N``), one ``tracker.log()`` per
+step, timed from the first ``log()`` until ``flush()`` returns (everything committed), and
+until ``finish()`` returns (the chart rollups of rows refreshed too). Into a fresh
 SQLite file and, when a server is given, a fresh PostgreSQL database. Bytes per point on
 SQLite: main database file size after ``PRAGMA wal_checkpoint(TRUNCATE)`` / points (and the
 growth over the empty schema / points). Every stored point is counted afterwards. Each
@@ -11,7 +12,8 @@ store is measured ``--repeat`` times on a fresh database and the median run is r
 MLflow: ``MlflowClient.log_batch`` of the same 5-key steps, 1,000 metrics per batch (its
 limit), into a SQLite file; points/s, bytes per point, and the ratios.
 
-    python bench/bench_ingest.py [--points 1000000] [--pg-url URL] [--quick] [--json out.json]
+    python bench/bench_ingest.py [--points 1000000] [--keys 5] [--pg-url URL] [--quick]
+                                 [--json out.json]
 
 PostgreSQL: ``--pg-url`` or ``TRACKER_BENCH_PG_URL`` (a server URL; a throwaway database is
 created on it and dropped afterwards); without either, PostgreSQL is skipped with a message.
@@ -37,22 +39,33 @@ TARGET_PG_PPS = 200_000
 TARGET_BYTES_PER_POINT = 40.0
 
 
+KEYS = 5  # keys per log() call (--keys); common.KEYS names the first five
+
+
+def _keys(n: int) -> tuple[str, ...]:
+    return common.KEYS[:n] + tuple(f"extra/{i}" for i in range(n - len(common.KEYS)))
+
+
 def ingest(uri: str, points: int, spill_dir: Path) -> tuple[dict[str, Any], Any]:
-    """Log ``points`` points as 5-key steps and flush; returns (numbers, the finished run)."""
-    keys = common.KEYS
+    """Log ``points`` points as ``KEYS``-key steps, flush and finish; returns (numbers, the
+    finished run)."""
+    keys = _keys(KEYS)
     steps = max(1, points // len(keys))
     run = tracker.init(
         project="bench", name="ingest", uri=uri, system_interval=None, spill_dir=str(spill_dir)
     )
     log = tracker.log
     values = common.metric_values
+    offsets = [k * 1.0 for k in range(len(keys) // 5 + 1)]
     t0 = time.perf_counter()
     for i in range(steps):
-        log(dict(zip(keys, values(i), strict=True)), step=i)
+        row = values(i)
+        log(dict(zip(keys, [v + o for o in offsets for v in row], strict=False)), step=i)
     t1 = time.perf_counter()
     tracker.flush()
     t2 = time.perf_counter()
-    tracker.finish()
+    tracker.finish()  # the chart rollups of rows written in a tight loop are refreshed here
+    t3 = time.perf_counter()
     points = steps * len(keys)
     common.check_stored(uri, run.id, points)
     return {
@@ -61,6 +74,8 @@ def ingest(uri: str, points: int, spill_dir: Path) -> tuple[dict[str, Any], Any]
         "points_per_s": points / (t2 - t0),
         "log_loop_s": t1 - t0,
         "flush_after_loop_s": t2 - t1,
+        "seconds_to_finish": t3 - t0,
+        "points_per_s_to_finish": points / (t3 - t0),
     }, run
 
 
@@ -90,7 +105,10 @@ def tracker_postgres(server_url: str, work: Path, points: int) -> dict[str, Any]
         engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
         with engine.connect() as conn:
             size = conn.execute(
-                sa.text("SELECT pg_total_relation_size('metric_points')")
+                sa.text(
+                    "SELECT pg_total_relation_size('metric_points') "
+                    "+ pg_total_relation_size('metric_chunks')"
+                )
             ).scalar_one()
         engine.dispose()
     result.update(table_bytes=size, table_bytes_per_point=size / result["points"])
@@ -124,13 +142,15 @@ def report(results: dict[str, Any]) -> None:
                 r["points"],
                 r["seconds"],
                 r["points_per_s"],
+                r.get("points_per_s_to_finish"),
                 r.get("bytes_per_point", r.get("table_bytes_per_point")),
                 r.get("bytes_per_point_delta"),
             ]
         )
     common.print_table(
-        "ingest end to end (first log() .. flush() returned; mlflow: log_batch of 1,000)",
-        ["store", "points", "seconds", "pts/s", "bytes/pt", "growth/pt"],
+        "ingest end to end (first log() .. flush() returned, .. finish() returned; "
+        "mlflow: log_batch of 1,000)",
+        ["store", "points", "seconds", "pts/s", "pts/s to finish", "bytes/pt", "growth/pt"],
         rows,
     )
     print("(PostgreSQL bytes/pt: pg_total_relation_size('metric_points') / points)")
@@ -184,6 +204,7 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1_000_000, help="points per store")
+    parser.add_argument("--keys", type=int, default=5, help="keys per log() call (at least 1)")
     parser.add_argument("--mlflow-points", type=int, default=100_000, help="log_batch points")
     parser.add_argument(
         "--pg-url", default=os.environ.get(common.PG_ENV), help=f"default: ${common.PG_ENV}"
@@ -199,6 +220,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    global KEYS
+    KEYS = max(1, args.keys)
     cmd = common.print_header("ingest end to end: tracker (SQLite, PostgreSQL) vs MLflow log_batch")
     results: dict[str, Any] = {}
     with common.workdir(args.workdir, args.keep) as work:
@@ -236,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         "env": common.environment(),
         "params": {
             "points": args.points,
+            "keys": KEYS,
             "mlflow_points": args.mlflow_points,
             "repeat": args.repeat,
             "quick": args.quick,
