@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.series_tables import head_rows, rollup_rows
 from tracker.store import Store, chunks, rollups, series
 from tracker.store import models as m
 from tracker.store.engine import read_conn
@@ -50,14 +51,6 @@ def _answers(store: Store, run: int, key: str) -> list[Any]:
     return [_history(store, run, key, **kw) for kw in READS] + [count_points(store, run)]
 
 
-def _head_rows(store: Store, run: int) -> int:
-    p = m.MetricPointRow
-    with read_conn(store.engine) as conn:
-        return conn.execute(
-            m.sa.select(m.sa.func.count()).select_from(p).where(p.run_id == run)
-        ).scalar_one()
-
-
 def test_a_sealed_series_reads_as_it_did(store: Store) -> None:
     run = create_run(store, "chunks").id
     keys = intern_keys(store, ["loss", "other"])
@@ -68,7 +61,7 @@ def test_a_sealed_series_reads_as_it_did(store: Store) -> None:
     before = _answers(store, run, "loss")
     assert chunks.seal(store, run, k, chunk_points=6) == 22
     assert chunks.sealed_series(store, run) == [k]
-    assert _head_rows(store, run) == 3  # only "other" is left in the head
+    assert head_rows(store, run) == 3  # only "other" is left in the head
     assert _answers(store, run, "loss") == before
     assert _history(store, run, "other") == [(s, 0.005, _bits(float(s))) for s in range(3)]
 
@@ -82,7 +75,7 @@ def test_a_write_beside_sealed_steps_leaves_their_chunks(store: Store) -> None:
     chunks.seal(store, run, k, chunk_points=100)
     write_points(store, [(run, k, 600, 2000, 6.0)])  # rollup bucket 2: no chunk there
     write_points(store, [(run, k, 299, 2000, -1.0), (run, k, 310, 2000, 31.0)])  # bucket 1
-    assert _head_rows(store, run) == 3 and len(chunks.sealed_series(store, run)) == 1
+    assert head_rows(store, run) == 3 and len(chunks.sealed_series(store, run)) == 1
     assert count_points(store, run) == 302
     r = m.MetricRollupRow
     with read_conn(store.engine) as conn:
@@ -106,9 +99,9 @@ def test_a_write_to_a_sealed_step_wins_and_is_resealed(store: Store) -> None:
     expected.insert(13, (12, 2.1, _bits(120.0)))
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32
-    assert _head_rows(store, run) == 3  # the chunks stay; the head's rows win over them
+    assert head_rows(store, run) == 3  # the chunks stay; the head's rows win over them
     assert chunks.seal(store, run, k, chunk_points=8) == 3
-    assert _head_rows(store, run) == 0
+    assert head_rows(store, run) == 0
     assert _history(store, run, "loss") == expected
     assert count_points(store, run) == 32
 
@@ -139,7 +132,7 @@ def test_rows_written_while_a_seal_deletes_are_kept(
     monkeypatch.setattr(chunks, "_fetch", other_writer_first)
     assert chunks.seal(store, run, k, chunk_points=2) == 5
     assert fired
-    assert _head_rows(store, run) == 2
+    assert head_rows(store, run) == 2
     assert _history(store, run, "loss") == [
         (0, 1.0, _bits(0.0)), (1, 1.0, _bits(1.0)), (2, 9.0, _bits(99.0)),
         (3, 9.0, _bits(33.0)), (4, 1.0, _bits(4.0)), (5, 1.0, _bits(5.0)),
@@ -178,7 +171,7 @@ def test_any_writes_and_seals_read_like_the_rows_alone(store: Store, ops: list[A
             chunks.seal(store, sealed, k, chunk_points=4, max_points=step)
     a, b = _answers(store, sealed, "loss"), _answers(store, plain, "loss")
     assert a == b
-    assert _rollups(store, sealed) == _rollups(store, plain)
+    assert rollup_rows(store, sealed) == rollup_rows(store, plain)
     assert _charts(store, sealed) == _charts(store, plain)
 
 
@@ -203,21 +196,6 @@ def _charts(store: Store, run: int) -> list[Any]:
             )
         )  # fmt: skip
     return out
-
-
-def _rollups(store: Store, run: int) -> list[tuple[Any, ...]]:
-    """The chart rollup rows of ``run``: min and max as numbers (PostgreSQL's min of -0.0
-    and 0.0 is either), the last value to the bit."""
-    r = m.MetricRollupRow
-    with read_conn(store.engine) as conn:
-        rows = conn.execute(
-            m.sa.select(
-                r.key_id, r.width, r.bucket, r.first_step, r.last_step, r.last_wall_ms,
-                r.min_value, r.max_value, r.last_value, r.count, r.nan_count,
-                r.posinf_count, r.neginf_count,
-            ).where(r.run_id == run).order_by(r.key_id, r.width, r.bucket)
-        ).all()  # fmt: skip
-    return [(*row[:8], _bits(row[8]), *row[9:]) for row in rows]
 
 
 def test_an_unknown_key_has_no_history(store: Store) -> None:
@@ -291,7 +269,7 @@ def test_a_chart_reads_a_sealed_series_at_every_zoom(
         write_points(store, [(run, k, s, w, v) for s, w, v in rows])
         append_points(store, [(run, k, 5010, 9000, 4.0)])
     assert chunks.seal_run(store, sealed, batch_points=5_000) == (12_001, True)
-    assert _head_rows(store, sealed) == 0
+    assert head_rows(store, sealed) == 0
     windows = [
         {"max_buckets": 100},  # rollup-256
         {"lo": 4_100, "hi": 5_500, "max_buckets": 300},  # grouped points
@@ -347,4 +325,4 @@ def test_a_seal_never_deadlocks_with_a_writer_of_its_run(store: Store) -> None:
         writer.commit()
     assert sealed == [6]
     assert _history(store, run, "loss")[3] == (3, 5.0, _bits(77.0))
-    assert _head_rows(store, run) == 1  # the writer's row, newer than its sealed copy
+    assert head_rows(store, run) == 1  # the writer's row, newer than its sealed copy

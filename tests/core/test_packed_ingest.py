@@ -8,28 +8,21 @@ on SQLite and PostgreSQL. A superseded attempt's packed write is refused like it
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
+from tests.support.series_tables import bits, head_rows, rollup_rows
 from tracker.client.sinks import PACK_MIN_RECORDS, SqlSink
 from tracker.rules.chunk_codec import Points
 from tracker.store import Store, chunks, series
-from tracker.store import models as m
-from tracker.store.engine import read_conn
 from tracker.store.metrics import count_points, intern_keys, metric_history, write_points
 from tracker.store.run_reads import metric_summaries
 from tracker.store.runs import create_run
 
 KEYS = ("loss", "acc", "lr")
 SPECIAL = [math.nan, math.inf, -math.inf, -0.0, 0.0]
-
-
-def _bits(x: float) -> bytes:
-    return b"nan" if math.isnan(x) else struct.pack("<d", x)
 
 
 def _records(steps: range | list[int], shift: float = 0.0) -> list[Any]:
@@ -55,22 +48,9 @@ def _as_rows(store: Store, run: int, records: list[Any]) -> None:
 
 def _history(store: Store, run: int) -> list[Any]:
     return [
-        [(p.step, p.wall_time, _bits(p.value)) for p in metric_history(store, run, key)]
+        [(p.step, p.wall_time, bits(p.value)) for p in metric_history(store, run, key)]
         for key in KEYS
     ] + [count_points(store, run)]
-
-
-def _rollups(store: Store, run: int) -> list[Any]:
-    r = m.MetricRollupRow
-    with read_conn(store.engine) as conn:
-        rows = conn.execute(
-            sa.select(
-                r.key_id, r.width, r.bucket, r.first_step, r.last_step, r.last_wall_ms,
-                r.min_value, r.max_value, r.last_value, r.count, r.nan_count,
-                r.posinf_count, r.neginf_count,
-            ).where(r.run_id == run).order_by(r.key_id, r.width, r.bucket)
-        ).all()  # fmt: skip
-    return [(*row[:8], _bits(row[8]), *row[9:]) for row in rows]
 
 
 def _charts(store: Store, run: int) -> list[Any]:
@@ -80,7 +60,7 @@ def _charts(store: Store, run: int) -> list[Any]:
             read = series.read_series(store, run, key, **kw)
             out.append(
                 (read.source, read.wall_ms, [
-                    (b.first_step, b.last_step, b.min, b.max, _bits(b.last), b.count,
+                    (b.first_step, b.last_step, b.min, b.max, bits(b.last), b.count,
                      b.nan_count, b.posinf_count, b.neginf_count) for b in read.series.buckets
                 ])
             )  # fmt: skip
@@ -95,18 +75,10 @@ def _summaries(store: Store, run: int) -> list[Any]:
     ]
 
 
-def _head(store: Store, run: int) -> int:
-    p = m.MetricPointRow
-    with read_conn(store.engine) as conn:
-        return conn.execute(
-            sa.select(sa.func.count()).select_from(p).where(p.run_id == run)
-        ).scalar_one()
-
-
 def _same(store: Store, packed: int, rows: int) -> None:
     assert _history(store, packed) == _history(store, rows)
     assert _summaries(store, packed) == _summaries(store, rows)
-    assert _rollups(store, packed) == _rollups(store, rows)
+    assert rollup_rows(store, packed) == rollup_rows(store, rows)
     assert _charts(store, packed) == _charts(store, rows)
 
 
@@ -125,7 +97,7 @@ def test_a_tight_loop_is_stored_packed_and_reads_as_rows(store: Store) -> None:
         pass
     assert chunks.sealed_series(store, packed_run) != []
     # the small batch's rows, and the chunk its rollup refresh moved back beside them
-    assert _head(store, packed_run) < 5200 * len(KEYS) // 2
+    assert head_rows(store, packed_run) < 5200 * len(KEYS) // 2
     _same(store, packed_run, rows_run)
 
 
@@ -173,4 +145,4 @@ def test_packed_points_round_trip_a_numpy_column(store: Store) -> None:
     values = np.random.default_rng(3).standard_normal(len(steps))
     write_points(store, [], packed=[(run, k, Points.of(steps, values, steps * 3))])
     got = chunks.read_points(store, run, k)
-    assert got.same(Points.of(steps, values, steps * 3)) and _head(store, run) == 0
+    assert got.same(Points.of(steps, values, steps * 3)) and head_rows(store, run) == 0

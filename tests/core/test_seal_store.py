@@ -20,9 +20,9 @@ from alembic.config import Config
 
 from tests.support.polling import wait_for
 from tests.support.runner import TRACKER
+from tests.support.series_tables import head_rows
 from tracker import periodic
 from tracker.store import Store, chunks
-from tracker.store import models as m
 from tracker.store.engine import _migrations_dir, read_conn
 from tracker.store.lifecycle import delete_runs
 from tracker.store.metrics import count_points, intern_keys, metric_history, write_points
@@ -43,14 +43,6 @@ def _read(store: Store, run: int) -> list[Any]:
     for key in ("loss", "acc"):
         out.append([(p.step, p.wall_time, repr(p.value)) for p in metric_history(store, run, key)])
     return [*out, count_points(store, run)]
-
-
-def _head(store: Store, run: int) -> int:
-    p = m.MetricPointRow
-    with read_conn(store.engine) as conn:
-        return conn.execute(
-            sa.select(sa.func.count()).select_from(p).where(p.run_id == run)
-        ).scalar_one()
 
 
 def _ended(store: Store, keys: dict[str, int], n: int, ended_at: float) -> int:
@@ -76,8 +68,8 @@ def test_the_periodic_work_seals_only_runs_that_ended_a_while_ago(store: Store) 
 
     done = periodic.seal_series_once(store, now=now)
     assert sorted(done) == [(old, 1000), (failed, 100)]
-    assert _head(store, old) == _head(store, failed) == 0
-    assert [_head(store, r) for r in (recent, running, deleted)] == [100, 100, 100]
+    assert head_rows(store, old) == head_rows(store, failed) == 0
+    assert [head_rows(store, r) for r in (recent, running, deleted)] == [100, 100, 100]
     assert {r: _read(store, r) for r in before} == before
     assert periodic.seal_series_once(store, now=now) == []  # nothing left: one small read
 
@@ -87,7 +79,7 @@ def test_a_pass_stops_at_its_budget_and_the_next_goes_on(store: Store) -> None:
     run = _ended(store, keys, 400, time.time() - 120)
     before = _read(store, run)
     sealed = []
-    while _head(store, run):
+    while head_rows(store, run):
         done = periodic.seal_series_once(store, budget_s=1e-9, batch_points=100)
         assert [r for r, _n in done] == [run]  # one batch, then the budget is spent
         sealed.append(done[0][1])
@@ -123,7 +115,7 @@ def test_tracker_db_seal_and_unseal(store_url: str) -> None:
     ]
     assert all("600 points sealed" in line for line in lines[:3])
     assert lines[3].startswith("sealed 1,800 points of 3 runs in ")
-    assert all(_head(store, r) == 0 for r in ended) and _head(store, running) == 20
+    assert all(head_rows(store, r) == 0 for r in ended) and head_rows(store, running) == 20
     assert {r: _read(store, r) for r in before} == before
     again = _tracker("db", "seal", "--uri", store_url)
     assert again.stdout.strip() == "nothing to seal: every ended run's points are in chunks"
@@ -141,7 +133,7 @@ def test_tracker_db_seal_and_unseal(store_url: str) -> None:
     _downgrade(store, "0024_sweeps")
     with read_conn(store.engine) as conn:
         assert "metric_chunks" not in sa.inspect(conn).get_table_names()
-    assert [_head(store, r) for r in ended] == [600, 600, 600]  # (this code reads 0025 up)
+    assert [head_rows(store, r) for r in ended] == [600, 600, 600]  # (this code reads 0025 up)
 
 
 def _downgrade(store: Store, revision: str) -> None:
@@ -171,10 +163,10 @@ def test_a_seal_killed_between_batches_loses_nothing(store_url: str) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    left = _head(store, run)
+    left = head_rows(store, run)
     assert 0 < left < 120_000, "killed between the first and the last batch"
     assert _read(store, run) == before
     finished = _tracker("db", "seal", "--uri", store_url)
     assert finished.returncode == 0, finished.stderr
     assert f"run {run}: {left:,} points sealed" in finished.stdout
-    assert _head(store, run) == 0 and _read(store, run) == before
+    assert head_rows(store, run) == 0 and _read(store, run) == before

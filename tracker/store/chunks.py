@@ -361,8 +361,12 @@ def _stored_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> 
         f"AND step <= {p} LIMIT 1",
         (run_id, key_id, lo, hi),
     )
-    if cur.fetchone() is not None:
-        return True
+    return cur.fetchone() is not None or _chunk_in(cur, p, run_id, key_id, lo, hi)
+
+
+def _chunk_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
+    """Whether a chunk of (run, key) holds a step in [lo, hi]: the newest chunk starting
+    at or before ``hi`` reaches ``lo`` (chunks of a series never overlap)."""
     cur.execute(
         f"SELECT last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
         f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
@@ -411,13 +415,7 @@ def refresh_level0(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi
     buckets) from its chunks and head merged, when a chunk holds one of those steps;
     returns False, doing nothing, when none does (the SQL over the head rows answers)."""
     p = "%s" if dialect == "postgresql" else "?"
-    cur.execute(
-        f"SELECT last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
-        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
-        (run_id, key_id, hi),
-    )
-    found = cur.fetchone()
-    if found is None or found[0] < lo:  # the newest chunk starting in range ends before it
+    if not _chunk_in(cur, p, run_id, key_id, lo, hi):
         return False
     points = _stored_points(cur, p, run_id, key_id, lo, hi)
     rollups.upsert_level0(cur, dialect, run_id, key_id, level_rows(points, rollups.LEVELS[0]))
@@ -427,18 +425,10 @@ def refresh_level0(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi
 def unseal_in(cur: Any, dialect: str, run_id: int, key_id: int, lo: int, hi: int) -> int:
     """Move the chunks of (``run_id``, ``key_id``) that hold a step in [``lo``, ``hi``]
     back into head rows (a head row at the same (step, seq) is kept: it is the newer),
-    on a raw DBAPI cursor in the caller's transaction; returns how many chunks. A writer
-    refreshing the chart rollups of those steps calls it first (``tracker.store.rollups``),
-    so the rollups, computed from the head in SQL, see every point; the next seal packs
-    them again."""
+    on a raw DBAPI cursor in the caller's transaction; returns how many chunks
+    (:func:`unseal_run`)."""
     p = "%s" if dialect == "postgresql" else "?"
-    cur.execute(
-        f"SELECT first_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
-        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
-        (run_id, key_id, hi),
-    )
-    top = cur.fetchone()
-    if top is None:
+    if not _chunk_in(cur, p, run_id, key_id, lo, hi):
         return 0
     cur.execute(
         f"SELECT first_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
