@@ -1,5 +1,14 @@
 """The gunicorn worker class of ``tracker ui`` / ``tracker up``: gunicorn's threaded worker,
-with a Ctrl-C that ends it in well under a second instead of a SIGKILL 10 s later.
+with a Ctrl-C that ends it in well under a second instead of a SIGKILL 10 s later, and a
+keep-alive connection whose next request was already read never left waiting.
+
+The second: when a view answers without reading the request's body (a refused POST),
+gunicorn drains the body after the answer is sent. A client that got the answer may have
+sent its next request by then, and the drain's read takes it too, into the parser's
+buffer; the socket then has nothing more to read, so the poller never wakes for it, and
+the request waited until the idle connection was closed (75 s, then "Remote end closed
+connection without response"; an MLflow call failed so in CI, about one refused POST in
+300 on a loaded machine). Such a connection is served at once here.
 
 Why: Ctrl-C in a terminal sends SIGINT to the whole process group, so each worker got it
 from the terminal, and a SIGQUIT from the master at nearly the same moment. gunicorn's
@@ -61,6 +70,22 @@ class DashboardWorker(ThreadWorker):  # type: ignore[misc]
         self.cfg.set("graceful_timeout", QUIT_GRACE_S)  # this process's copy only
         with contextlib.suppress(AttributeError, OSError):  # booting: no queue made yet
             self.method_queue.defer(_nothing)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        super().finish_request(conn, fs)
+        if conn in self.keepalived_conns and _read_ahead(conn):
+            # what on_client_socket_readable does for a socket the poller saw readable
+            with contextlib.suppress(KeyError, OSError, ValueError):
+                self.poller.unregister(conn.sock)
+            self.keepalived_conns.remove(conn)
+            self.enqueue_req(conn)
+
+
+def _read_ahead(conn: Any) -> bool:
+    """Whether the connection's parser already holds bytes of a next request."""
+    unreader = getattr(getattr(conn, "parser", None), "unreader", None)
+    buf = getattr(unreader, "buf", None)
+    return buf is not None and len(buf.getvalue()) > 0
 
 
 def _nothing() -> None:
