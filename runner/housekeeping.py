@@ -22,7 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from tracker import periodic
 from tracker.errors import StoreUnavailable
-from tracker.rules.liveness import RUN_STALE_S, SEAL_S
+from tracker.rules.liveness import RUN_STALE_S
 from tracker.runner.pending import explain_pending
 from tracker.runner.retry import RetryPolicy
 from tracker.store import Store
@@ -38,7 +38,10 @@ class HousekeepingOptions:
     run_stale_s: float = RUN_STALE_S  # a run without heartbeats this long is marked crashed
     schedules: bool = True
     doctor_s: float = 5.0  # between live doctor passes over running runs (0: off)
-    seal_s: float = SEAL_S  # between passes sealing ended runs' points into chunks (0: off)
+    # between passes sealing ended runs' points (0: off, the default: a seal batch waiting for
+    # SQLite's write lock would hold up the lease reaper in the same loop; tracker ui seals
+    # on a thread of its own)
+    seal_s: float = 0.0
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     # Write why queued jobs wait, judged against the live workers. Off in a Slurm dispatcher:
     # there the scheduler decides, and "no live worker" would be wrong.

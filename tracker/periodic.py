@@ -22,7 +22,7 @@ task                   what one pass does                                    run
 ``sweeps``             the sweep controller: ended trials read, running       all
                        trials shown to the pruner, new trials queued
                        (:func:`tracker.store.sweeps.control_once`)
-``seal series``        the points of runs that ended over a minute ago        all
+``seal series``        the points of runs that ended over a minute ago        ``tracker ui``
                        packed into chunks, a second's worth per pass
                        (:func:`seal_series_once`, ``tracker.store.chunks``)
 =====================  ====================================================  ==============

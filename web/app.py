@@ -209,6 +209,16 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.before_request(loop.ensure_running)  # again after a fork (gunicorn --preload)
         app.extensions["tracker_periodic"] = loop
         store.on_close(lambda: loop.stop(wait=False))  # no pass on a closed store
+    if cfg["SEAL_S"]:
+        # its own thread: a seal batch waiting for SQLite's write lock never delays the
+        # crash watch (a shared loop runs its tasks one after another)
+        sealing = periodic.PeriodicLoop(
+            [periodic.seal_series(store, cfg["SEAL_S"])], name="tracker-seal"
+        )
+        sealing.ensure_running()
+        app.before_request(sealing.ensure_running)
+        app.extensions["tracker_sealing"] = sealing
+        store.on_close(lambda: sealing.stop(wait=False))
     from tracker.web.views import annotations as annotation_views
     from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import (
@@ -266,6 +276,4 @@ def _periodic_tasks(
         tasks.append(periodic.profile_summaries(store))  # none pending: one small read
     if cfg["SWEEPS_S"]:  # no sweep running: one small read
         tasks.append(periodic.sweep_controller(store, cfg["SWEEPS_S"]))
-    if cfg["SEAL_S"]:  # nothing to seal: one small read
-        tasks.append(periodic.seal_series(store, cfg["SEAL_S"]))
     return tasks

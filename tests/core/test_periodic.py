@@ -146,3 +146,16 @@ def test_the_dashboard_diagnoses_a_run_logged_over_http_from_its_loop(store_url:
         assert [d.data["code"] for d in found] == ["nonfinite"]
     finally:
         loop.stop()
+
+
+def test_the_dashboard_seals_on_a_thread_of_its_own(store_url: str) -> None:
+    # a seal batch may wait for SQLite's write lock: it must not hold up the crash watch
+    app = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "SEAL_S": 10})
+    loop, sealing = app.extensions["tracker_periodic"], app.extensions["tracker_sealing"]
+    try:
+        assert "seal series" not in [t.name for t in loop.tasks]
+        assert [t.name for t in sealing.tasks] == ["seal series"]
+        assert sealing.running() and sealing._thread is not loop._thread
+    finally:
+        loop.stop()
+        sealing.stop()
