@@ -150,7 +150,9 @@ def test_the_dashboard_diagnoses_a_run_logged_over_http_from_its_loop(store_url:
 
 def test_the_dashboard_seals_on_a_thread_of_its_own(store_url: str) -> None:
     # a seal batch may wait for SQLite's write lock: it must not hold up the crash watch
-    app = create_app({"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "SEAL_S": 10})
+    cfg = {"STORE_URI": store_url, "TESTING": True, "NO_AUTH": True, "SEAL_S": 10,
+           "LIVE_DOCTOR_S": 5}  # fmt: skip
+    app = create_app(cfg)
     loop, sealing = app.extensions["tracker_periodic"], app.extensions["tracker_sealing"]
     try:
         assert "seal series" not in [t.name for t in loop.tasks]
