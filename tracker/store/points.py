@@ -196,7 +196,6 @@ _INSERT_SEQ = (
 )
 
 
-_HAS_CHUNKS = "SELECT 1 FROM metric_chunks WHERE run_id = {p} LIMIT 1"
 _CHUNK_AT = (
     "SELECT last_step, data FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
     "AND first_step <= {p} ORDER BY first_step DESC LIMIT 1"
@@ -241,11 +240,10 @@ def _append(raw: Any, rows: Sequence[Row], stored: list[int]) -> None:
     Seen = tuple[list[int], set[tuple[int, float | None]], bool, int]
     seen: dict[tuple[int, int, int], Seen] = {}
     out: list[tuple[int, int, int, int, int, float | None]] = []
-    sealed_runs = set()  # runs with chunks: only their steps may be sealed
-    for run_id in sorted({r[0] for r in rows}):
-        cur.execute(_HAS_CHUNKS.format(p=p), (run_id,))
-        if cur.fetchone() is not None:
-            sealed_runs.add(run_id)
+    # runs with chunks: only their steps may be sealed
+    sealed_runs = rollups.sealed_runs(
+        cur, "sqlite" if sqlite else "postgresql", (r[0] for r in rows)
+    )
     for run_id, key_id, step, wall_ms, value in rows:
         at = (run_id, key_id, step)
         known = seen.get(at)

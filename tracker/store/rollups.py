@@ -239,7 +239,7 @@ def refresh(cur: Any, dialect: str, bounds: Bounds) -> None:
     # Level 0: every point of the level-0 buckets that hold a dirty step; in SQL from the
     # head rows, or, where sealed chunks hold some of those steps, from the points merged
     params = []
-    sealed = _sealed_runs(cur, dialect, dirty)
+    sealed = sealed_runs(cur, dialect, (r for (r, _k), _b in dirty))
     for (r, k), (lo, hi) in dirty:
         span = level_steps(lo, hi, LEVELS[0])
         if r in sealed:
@@ -273,12 +273,10 @@ _HAS_CHUNKS = {
 }
 
 
-def _sealed_runs(
-    cur: Any, dialect: str, dirty: Sequence[tuple[tuple[int, int], tuple[int, int]]]
-) -> set[int]:
-    """The runs of ``dirty`` with any chunk (one index probe per run)."""
+def sealed_runs(cur: Any, dialect: str, run_ids: Iterable[int]) -> set[int]:
+    """The runs of ``run_ids`` with any chunk (one index probe per run)."""
     sealed = set()
-    for run_id in sorted({r for (r, _k), _b in dirty}):
+    for run_id in sorted(set(run_ids)):
         cur.execute(_HAS_CHUNKS[dialect], (run_id,))
         if cur.fetchone() is not None:
             sealed.add(run_id)
