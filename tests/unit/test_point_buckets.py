@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracker.rules.chunk_codec import Points
-from tracker.rules.downsample import Bucket, Grid, downsample
+from tracker.rules.downsample import Bucket, BucketColumns, Grid, Series, downsample
 from tracker.rules.point_buckets import downsample_points
 
 VALUES = st.sampled_from([0.0, -0.0, 1.5, -2.0, 7.0, math.nan, math.inf, -math.inf, 1e300])
@@ -55,6 +55,30 @@ def test_the_buckets_are_downsamples(p: Points, lo: int, width: int, count: int)
     # the wall time of each bucket's last point: at its last step, the last value's
     last_wall = {s: w for s, w in zip(p.steps.tolist(), p.walls.tolist(), strict=True)}
     assert walls == [last_wall[b.last_step] for b in want.buckets]
+    # the columns the workspace sends, read before any Bucket object is built: the buckets'
+    fresh, _ = downsample_points(p, grid)
+    assert _columns(fresh.columns()) == _columns(want.columns())
+
+
+def _columns(c: BucketColumns) -> tuple[Any, ...]:
+    numbers = c.last_step + c.nonfinite
+    assert all(type(x) is int for x in numbers)  # JSON numbers, not numpy's or bools
+    assert all(x is None or type(x) is float for x in c.min + c.max + c.last)
+    last = ["nan" if math.isnan(v) else (v, math.copysign(1, v)) for v in c.last]
+    return c.last_step, last, c.min, c.max, c.nonfinite
+
+
+def test_a_series_of_columns_equals_the_series_of_its_buckets() -> None:
+    p = Points.of([1, 2, 3, 5, 8], [0.5, math.inf, 2.0, -1.0, 3.0], [10, 20, 30, 40, 50])
+    for count in (2, 10):  # grouped, and a bucket per point
+        grid = Grid.over(0, 9, count)
+        got, _ = downsample_points(p, grid)
+        want = downsample(p.steps.tolist(), p.values.tolist(), count, grid.lo, grid.hi)
+        assert type(got) is not Series
+        assert got == want and want == got and hash(got) == hash(want)
+        assert got.point_count == 5 and got.buckets is got.buckets  # built once
+    other, _ = downsample_points(Points.of([1], [0.25], [1]), Grid.over(0, 9, 2))
+    assert other != want
 
 
 def test_a_hundred_thousand_points_group_into_a_thousand_buckets() -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "LAST_NEGINF",
     "LAST_POSINF",
     "Bucket",
+    "BucketColumns",
     "DownsampleError",
     "Grid",
     "Series",
@@ -104,12 +105,37 @@ class Bucket:
 
 
 @dataclass(frozen=True)
+class BucketColumns:
+    """A series' buckets as columns, what a chart of many runs sends (the workspace): each
+    bucket's last step and last value (NaN or ±Inf kept), the min and max of its finite
+    values (None when it has none) and how many NaN and ±Inf values it holds."""
+
+    last_step: list[int]
+    last: list[float]
+    min: list[float | None]
+    max: list[float | None]
+    nonfinite: list[int]
+
+
+@dataclass(frozen=True)
 class Series:
     """Buckets in step order over the window ``[lo, hi]`` (``None`` when there are no points)."""
 
     buckets: tuple[Bucket, ...]
     lo: int | None
     hi: int | None
+
+    def columns(self) -> BucketColumns:
+        """The buckets as columns (``tracker.rules.point_buckets`` answers this without
+        building the buckets)."""
+        b = self.buckets
+        return BucketColumns(
+            [x.last_step for x in b],
+            [x.last for x in b],
+            [x.min for x in b],
+            [x.max for x in b],
+            [x.nan_count + x.posinf_count + x.neginf_count for x in b],
+        )
 
     @property
     def full_resolution(self) -> bool:

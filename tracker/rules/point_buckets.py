@@ -13,21 +13,22 @@ level (``downsample.level``): the rows a writer of packed points stores in
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tracker.rules.chunk_codec import Points
-from tracker.rules.downsample import Bucket, Grid, Series, point_bucket
+from tracker.rules.downsample import Bucket, BucketColumns, Grid, Series
 
-__all__ = ["LevelRow", "downsample_points", "level_rows"]
+__all__ = ["ColumnSeries", "LevelRow", "downsample_points", "level_rows"]
 
 
 def downsample_points(points: Points, grid: Grid) -> tuple[Series, list[int]]:
     """``points`` (in (step, seq) order) with a step in the grid's window, each its own
     bucket when they are at most ``grid.count``, else grouped by ``grid.index``; and per
     bucket the wall time (ms) of its last point (of a step with several values, the
-    last value's, as the bucket's ``last``)."""
+    last value's, as the bucket's ``last``). The series is a :class:`ColumnSeries`: its
+    ``columns()`` come straight from numpy and its Bucket objects are built only when read."""
     steps = points.steps
     inside = (steps >= grid.lo) & (steps <= grid.hi)
     if not inside.all():
@@ -35,26 +36,86 @@ def downsample_points(points: Points, grid: Grid) -> tuple[Series, list[int]]:
             steps[inside], points.seqs[inside], points.walls[inside], points.values[inside]
         )
         steps = points.steps
-    n = len(steps)
-    if n == 0:
+    if len(steps) == 0:
         return Series((), grid.lo, grid.hi), []
-    values = points.values
-    if n <= grid.count:
+    if len(steps) <= grid.count:
         # every point its own bucket; a step's wall time is that of its last value
         last_of_step = np.searchsorted(steps, steps, "right") - 1
-        walls = points.walls[last_of_step].tolist()
-        buckets = tuple(
-            point_bucket(s, None if math.isnan(v) else v)
-            for s, v in zip(steps.tolist(), values.tolist(), strict=True)
-        )
-        return Series(buckets, grid.lo, grid.hi), walls
+        values = points.values
+        ones = np.ones(len(steps), dtype=np.int64)
+        cols = _Columns(
+            steps, steps, np.isfinite(values), values, values, values, ones,
+            *(f(values).astype(np.int64) for f in (np.isnan, np.isposinf, np.isneginf)),
+        )  # fmt: skip
+        return ColumnSeries(cols, grid.lo, grid.hi), points.walls[last_of_step].tolist()
     index = (steps - grid.lo) * grid.count // grid.span
-    columns, walls = _grouped(points, index)
-    buckets = tuple(
-        Bucket(first, last, lo if fin else None, hi if fin else None, v, c, a, b, d)
-        for _i, first, last, fin, lo, hi, v, c, a, b, d in columns
-    )
-    return Series(buckets, grid.lo, grid.hi), walls
+    cols, ends = _grouped(points, index)
+    return ColumnSeries(cols, grid.lo, grid.hi), points.walls[ends].tolist()
+
+
+class _Columns(NamedTuple):
+    """Per bucket, numpy arrays: first and last step, whether any value is finite, min and
+    max of the finite values, last value, count, NaN, +Inf and -Inf counts."""
+
+    first: np.ndarray
+    last_step: np.ndarray
+    finite: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    last: np.ndarray
+    size: np.ndarray  # points per bucket (``count`` is the tuple method)
+    nan: np.ndarray
+    pinf: np.ndarray
+    ninf: np.ndarray
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        return list(zip(*(column.tolist() for column in self), strict=True))
+
+
+class ColumnSeries(Series):
+    """A :class:`~tracker.rules.downsample.Series` bucketed in numpy: ``columns()`` answers
+    from the arrays, and ``buckets`` is built on first read (a workspace of 100 runs x 8
+    metrics sends columns and skips ~70,000 Bucket objects). Equal to a ``Series`` with the
+    same buckets."""
+
+    def __init__(self, cols: _Columns, lo: int | None, hi: int | None) -> None:
+        object.__setattr__(self, "_cols", cols)
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "buckets":
+            raise AttributeError(name)
+        built = tuple(
+            Bucket(first, last, lo if fin else None, hi if fin else None, v, c, a, b, d)
+            for first, last, fin, lo, hi, v, c, a, b, d in self._cols.rows()
+        )
+        object.__setattr__(self, "buckets", built)
+        return built
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Series):
+            return NotImplemented
+        return (self.buckets, self.lo, self.hi) == (other.buckets, other.lo, other.hi)
+
+    __hash__ = Series.__hash__
+
+    def columns(self) -> BucketColumns:
+        c = self._cols
+        finite = c.finite
+        return BucketColumns(
+            c.last_step.tolist(),
+            c.last.tolist(),
+            _finite_or_none(c.min, finite),
+            _finite_or_none(c.max, finite),
+            (c.nan + c.pinf + c.ninf).tolist(),
+        )
+
+
+def _finite_or_none(values: np.ndarray, finite: np.ndarray) -> list[float | None]:
+    out = values.astype(object)
+    out[~finite] = None
+    return list(out.tolist())
 
 
 LevelRow = tuple[int, int, int, int, "float | None", "float | None", "float | None", int, int,
@@ -69,44 +130,36 @@ def level_rows(points: Points, width: int) -> list[LevelRow]:
     without a finite value, the last value None when it is NaN (the store's NULL)."""
     if not len(points):
         return []
-    columns, walls = _grouped(points, points.steps // width)
+    index = points.steps // width
+    cols, ends = _grouped(points, index)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    walls = points.walls[ends].tolist()
     return [
         (i, first, last, wall, lo if fin else None, hi if fin else None,
          None if math.isnan(v) else v, c, a, b, d)
-        for (i, first, last, fin, lo, hi, v, c, a, b, d), wall in zip(columns, walls, strict=True)
+        for i, wall, (first, last, fin, lo, hi, v, c, a, b, d)
+        in zip(index[starts].tolist(), walls, cols.rows(), strict=True)
     ]  # fmt: skip
 
 
-def _grouped(points: Points, index: np.ndarray) -> tuple[list[tuple[Any, ...]], list[int]]:
-    """Per run of equal ``index`` (non-decreasing): index, first step, last step, whether
-    any value is finite, min and max of the finite values, last value, count, NaN, +Inf,
-    -Inf counts; and the wall time of each group's last point."""
+def _grouped(points: Points, index: np.ndarray) -> tuple[_Columns, np.ndarray]:
+    """The columns of each run of equal ``index`` (non-decreasing), and the position of
+    each group's last point."""
     steps, values = points.steps, points.values
     n = len(steps)
     starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
     ends = np.concatenate((starts[1:], [n])) - 1
     finite = np.isfinite(values)
-    has_finite = np.add.reduceat(finite.astype(np.int64), starts) > 0
-    mins = np.minimum.reduceat(np.where(finite, values, np.inf), starts)
-    maxs = np.maximum.reduceat(np.where(finite, values, -np.inf), starts)
-    nans = np.add.reduceat(np.isnan(values).astype(np.int64), starts)
-    pinf = np.add.reduceat(np.isposinf(values).astype(np.int64), starts)
-    ninf = np.add.reduceat(np.isneginf(values).astype(np.int64), starts)
-    counts = ends - starts + 1
-    columns = list(
-        zip(
-            index[starts].tolist(),
-            steps[starts].tolist(),
-            steps[ends].tolist(),
-            has_finite.tolist(),
-            mins.tolist(),
-            maxs.tolist(),
-            values[ends].tolist(),
-            counts.tolist(),
-            nans.tolist(),
-            pinf.tolist(),
-            ninf.tolist(),
-            strict=True,
-        )
+    cols = _Columns(
+        steps[starts],
+        steps[ends],
+        np.add.reduceat(finite.astype(np.int64), starts) > 0,
+        np.minimum.reduceat(np.where(finite, values, np.inf), starts),
+        np.maximum.reduceat(np.where(finite, values, -np.inf), starts),
+        values[ends],
+        ends - starts + 1,
+        np.add.reduceat(np.isnan(values).astype(np.int64), starts),
+        np.add.reduceat(np.isposinf(values).astype(np.int64), starts),
+        np.add.reduceat(np.isneginf(values).astype(np.int64), starts),
     )
-    return columns, points.walls[ends].tolist()
+    return cols, ends

@@ -46,16 +46,16 @@ def compact_series(read: SeriesRead, fields: set[str]) -> dict[str, Any]:
     """A run's series for the workspace: ``step`` (each bucket's last step), ``last`` (its
     last value, null when not finite), ``nonfinite`` (NaN/±Inf in the bucket), and the
     columns of ``fields`` (``min``, ``max``, ``wall_time`` in seconds) when asked."""
-    b = read.series.buckets  # straight from the buckets: to_payload's 11 columns cost 2x
+    c = read.series.columns()  # no Bucket objects from packed points: ~70,000 per workspace
     out: dict[str, Any] = {
-        "step": [x.last_step for x in b],
-        "last": [_round(x.last) for x in b],
-        "nonfinite": [x.nan_count + x.posinf_count + x.neginf_count for x in b],
+        "step": c.last_step,
+        "last": [_round(x) for x in c.last],
+        "nonfinite": c.nonfinite,
     }
     if "min" in fields:
-        out["min"] = [_round(x.min) for x in b]
+        out["min"] = [_round(x) for x in c.min]
     if "max" in fields:
-        out["max"] = [_round(x.max) for x in b]
+        out["max"] = [_round(x) for x in c.max]
     if "wall_time" in fields:
         out["wall_time"] = [None if w is None else w / 1000.0 for w in read.wall_ms]
     return out
