@@ -192,11 +192,15 @@ def _check_choice(value: str, allowed: tuple[str, ...], field: str) -> None:
 
 def _mean(values: list[float]) -> float:
     """The mean of finite values, itself finite: the exact sum divided, or (when the sum
-    overflows, 1e308 + 1e308) the sum of the values each divided first."""
+    overflows, 1e308 + 1e308) the mean of the values scaled by a power of two (exact) into
+    [-1, 1], kept between their min and max, and scaled back."""
     try:
         return math.fsum(values) / len(values)
     except OverflowError:
-        return math.fsum(v / len(values) for v in values)
+        exp = math.frexp(max(abs(v) for v in values))[1]
+        scaled = [math.ldexp(v, -exp) for v in values]
+        mean = min(max(math.fsum(scaled) / len(values), min(scaled)), max(scaled))
+        return math.ldexp(mean, exp)
 
 
 def _median(values: list[float]) -> float:
