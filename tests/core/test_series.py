@@ -125,6 +125,13 @@ def test_large_series_read_from_a_level_equals_merge_buckets(store: Store) -> No
     assert max(b.max for b in buckets) == 50.0
     assert sum(b.nan_count for b in buckets) == 1 and sum(b.neginf_count for b in buckets) == 1
     assert got.wall_ms[-1] == 1000 * 149_999
+    # a bucket as wide as a coarser level: that level, every bucket still given a row
+    # (the workspace's overlay of many long runs reads 30x fewer rows); the spike is kept
+    coarse = read_series(store, run.id, "m", max_buckets=15)
+    assert LEVELS[1] <= 150_000 // 15 and coarse.source == f"rollup-{LEVELS[1]}"
+    wide = expected_level(values, LEVELS[1])
+    assert same(list(coarse.series.buckets), list(merge_buckets(wide, 15).buckets))
+    assert len(coarse.series.buckets) == 15 and max(b.max for b in coarse.series.buckets) == 50
 
 
 def test_migration_fills_rollups_for_points_stored_before_it(empty_store_url: str) -> None:

@@ -6,7 +6,10 @@ Sources, finest first: the points themselves, then the rollup levels of
 
 1. if the window holds at most ``max_buckets`` points, they come back as they are
    (full resolution, through ``tracker.rules.downsample.downsample``);
-2. otherwise the finest source with at most ``ROW_BUDGET`` rows in the window is grouped
+2. otherwise, when a grid bucket spans at least one rollup level's width, the widest
+   such level is grouped (every bucket still gets a row: the overlay of 100 runs of a
+   million points each reads ~12,000 rows at a workspace panel's 114 buckets, not
+   ~390,000); else the finest source with at most ``ROW_BUDGET`` rows in the window is grouped
    by the database into ``max_buckets`` equal step ranges: the bucket of a row is
    ``tracker.rules.downsample.Grid.index`` computed in SQL (``_GRID_INDEX``) from the grid's
    own numbers, so the result is the rule's ``downsample`` (points) or ``merge_buckets``
@@ -224,7 +227,8 @@ def _read_window(
     (the module's docstring), with one query per source for all the runs that use it."""
     if grid.hi - grid.lo > MAX_SPAN:  # (step - lo) * max_buckets must fit in a 64-bit integer
         raise DownsampleError(f"lo/hi: the window is wider than {MAX_SPAN} steps", field="hi")
-    estimates = _estimate_points(conn, run_ids, kid, grid.lo, grid.hi)
+    coarse = _coarsest_level(grid)
+    estimates = _estimate_points(conn, run_ids, kid, grid.lo, grid.hi, coarse)
     full: list[int] = []
     grouped: list[int] = []
     levels: dict[int, list[int]] = {}
@@ -232,6 +236,8 @@ def _read_window(
         estimate = estimates.get(run_id, 0)
         if estimate <= grid.count:
             full.append(run_id)
+        elif coarse is not None:
+            levels.setdefault(coarse, []).append(run_id)
         elif estimate <= ROW_BUDGET:
             grouped.append(run_id)
         else:
@@ -257,6 +263,12 @@ def _read_window(
     return {run_id: out[run_id] for run_id in run_ids}
 
 
+def _coarsest_level(grid: Grid) -> int | None:
+    """The widest rollup level no wider than one bucket of ``grid``: it still gives every
+    bucket a row, from the fewest rows (None when a bucket is narrower than every level)."""
+    return next((w for w in reversed(LEVELS) if w <= grid.span // grid.count), None)
+
+
 def _level_rows(lo: int, hi: int, width: int) -> int:
     """The most rows a rollup level of ``width`` holds for the steps ``lo..hi``."""
     first, last = level_buckets(lo, hi, width)
@@ -273,10 +285,13 @@ def _chunks(items: Sequence[Any], size: int = _IN_CHUNK) -> list[Sequence[Any]]:
 
 
 def _estimate_points(
-    conn: sa.Connection, run_ids: list[int], kid: int, lo: int, hi: int
+    conn: sa.Connection, run_ids: list[int], kid: int, lo: int, hi: int, coarse: int | None
 ) -> dict[int, int]:
-    """Per run, an upper bound of its points in [lo, hi] (edge buckets count whole)."""
-    width = next((w for w in LEVELS if _level_rows(lo, hi, w) <= _ESTIMATE_ROWS), LEVELS[-1])
+    """Per run, an upper bound of its points in [lo, hi] (edge buckets count whole), read
+    from ``coarse`` when given (all it decides then is whether the points fit the grid)."""
+    width = coarse or next(
+        (w for w in LEVELS if _level_rows(lo, hi, w) <= _ESTIMATE_ROWS), LEVELS[-1]
+    )
     first, last = level_buckets(lo, hi, width)
     out: dict[int, int] = {}
     for runs in _chunks(run_ids):
