@@ -23,8 +23,13 @@ N-point series, sealed and not, side by side: the whole run (rollups), an N/20-s
 (grouped points) and a 1,000-step window (full resolution), at 1,000 buckets; and the
 workspace's overlay of 100 runs of 60,000 points each (``read_aligned``, 500 buckets).
 
+``--long-overlay RUNS POINTS`` (default 100 x 1,000,000; 0 0 leaves it out) times the
+workspace's overlay of long runs: RUNS runs of POINTS points each, written as packed chunks
+(what a tight training loop writes), read by ``read_aligned`` at a workspace panel's 114
+buckets and at 500 (median of ``--repeat``), with the rollup level each read used.
+
     python bench/bench_chunks.py [--points 100000] [--chunk 4096] [--repeat 5] [--quick]
-                                 [--pg-url URL] [--chart-points N]
+                                 [--pg-url URL] [--chart-points N] [--long-overlay RUNS POINTS]
 """
 
 from __future__ import annotations
@@ -236,6 +241,37 @@ def measure_charts(n: int, overlay: tuple[int, int], repeat: int, work: Path) ->
     return out
 
 
+def measure_long_overlay(runs_n: int, n: int, repeat: int, work: Path) -> list[dict]:
+    """The overlay of ``runs_n`` runs of ``n`` points each, written packed."""
+    store, _ = _store(work / "long-overlay.db")
+    key = intern_keys(store, ["series"])["series"]
+    steps = np.arange(n, dtype=np.int64)
+    runs = []
+    start = time.perf_counter()
+    for r in range(runs_n):
+        run = create_run(store, "bench").id
+        values = np.exp(-3.0 * steps / n) + 0.01 * np.sin(steps / 50.0 + r)
+        p = Points.of(steps, values, 1_700_000_000_000 + 10 * steps)
+        for part in _chunks(p, 262_144):
+            write_points(store, [], packed=[(run, key, part)])
+        runs.append(run)
+        if (r + 1) % 10 == 0:
+            common.progress(f"long overlay: {r + 1}/{runs_n} runs written")
+    write_s = time.perf_counter() - start
+    out = []
+    for buckets in (114, 500):
+        (read,), _ = chart.read_aligned(store, runs, ["series"], max_buckets=buckets)
+        sources = sorted({r.source for r in read.reads.values()})
+        ms = 1000 * _median_s(
+            lambda b=buckets: chart.read_aligned(store, runs, ["series"], max_buckets=b), repeat
+        )
+        out.append({"read": f"{runs_n} runs x {n:,} points, {buckets} buckets",
+                    "source": ",".join(sources), "ms": ms, "write_points_per_s":
+                    runs_n * n / write_s})  # fmt: skip
+    store.close()
+    return out
+
+
 def main() -> None:
     parser = common.base_parser(__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=100_000)
@@ -243,9 +279,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--pg-url", help="a PostgreSQL server URL (databases are made on it)")
     parser.add_argument("--chart-points", type=int, default=1_000_000)
+    parser.add_argument(
+        "--long-overlay", type=int, nargs=2, default=(100, 1_000_000), metavar=("RUNS", "POINTS")
+    )
     args = parser.parse_args()
     if args.quick:
         args.points, args.repeat, args.chart_points = 20_000, 3, 100_000
+        args.long_overlay = (5, 100_000)
     overlay = (10, 5_000) if args.quick else (100, 60_000)
     common.print_header("chunk format vs row layout (SQLite)")
     results = []
@@ -286,6 +326,15 @@ def main() -> None:
             [[r["read"], r["rows_source"], r["rows_ms"], r["chunks_source"], r["chunks_ms"]]
              for r in charts],
         )  # fmt: skip
+    long_overlay = []
+    if all(args.long_overlay):
+        with common.workdir(args.workdir, args.keep) as work:
+            long_overlay = measure_long_overlay(*args.long_overlay, args.repeat, work)
+        common.print_table(
+            "the workspace's overlay of long runs (read_aligned), SQLite",
+            ["read", "source", "ms", "write pts/s"],
+            [[r["read"], r["source"], r["ms"], r["write_points_per_s"]] for r in long_overlay],
+        )
     common.write_json(
         args.json,
         {
@@ -295,6 +344,7 @@ def main() -> None:
             "results": results,
             "postgresql": pg,
             "charts": charts,
+            "long_overlay": long_overlay,
             "params": {
                 "points": args.points,
                 "chunk": args.chunk,

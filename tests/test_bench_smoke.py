@@ -324,3 +324,9 @@ def test_bench_chunks_quick_reports_every_field(tmp_path: Path) -> None:
         _positive(read, "rows_ms", "chunks_ms")
         assert read["rows_source"] == read["chunks_source"], read
     assert [r["rows_source"] for r in reads] == ["rollup-256", "points", "points", "aligned"]
+    # 5 runs x 100,000 points, packed: the 256 level (a 114-bucket panel's bucket spans 877
+    # steps; a 500-bucket one 200, where 100,000 points are past the row budget)
+    long = doc["long_overlay"]
+    assert [r["source"] for r in long] == ["rollup-256", "rollup-256"], long
+    for read in long:
+        _positive(read, "ms", "write_points_per_s")
