@@ -139,6 +139,54 @@ def test_pruned_trial_is_cancelled_and_ends_pruned(store: Store) -> None:
     assert job.attempt == 1
 
 
+def _pruning_sweep(store: Store) -> tuple[Any, Any]:
+    """A median-pruned sweep with its startup trials done and a bad trial 5 running."""
+    sweep = sweeps.create_sweep(
+        store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1, trials=8, prune="median")
+    )
+    for _ in range(5):
+        sweeps.control_once(store)
+        _run_trial(store, {s: 1.0 / (s + 1) for s in range(5)})
+    sweeps.control_once(store)
+    claim = _claim(store)
+    for s in range(3):
+        log_metrics(store, claim.run_id, s, {"val/loss": 10.0})
+    return sweep, claim
+
+
+def test_a_pruned_trials_process_that_exits_0_before_the_kill_ends_pruned(store: Store) -> None:
+    sweep, claim = _pruning_sweep(store)
+    sweeps.control_once(store)
+    assert sweeps.trials(store, sweep.id)[5].state == "pruned"
+    queue.finish(store, claim, exit_code=0, failure=None)  # its last step beat the kill
+    job = get_job(store, claim.job.id)
+    assert (job.status, job.failure_class) == ("pruned", "pruned")
+
+
+def test_a_job_that_ends_while_the_controller_decides_is_not_pruned(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller read the trial's job as running; the job succeeds before the prune
+    is written (here: while the controller reads the trial's series). The trial is not
+    pruned beside a succeeded job: the next pass ends it by its job's verdict."""
+    sweep, claim = _pruning_sweep(store)
+    read_series = sweeps._full_series
+
+    def job_ends_meanwhile(*args: Any) -> Any:
+        if get_job(store, claim.job.id).status == "running":
+            queue.finish(store, claim, exit_code=0, failure=None)
+        return read_series(*args)
+
+    monkeypatch.setattr(sweeps, "_full_series", job_ends_meanwhile)
+    sweeps.control_once(store)
+    assert get_job(store, claim.job.id).status == "succeeded"
+    assert sweeps.trials(store, sweep.id)[5].state == "running"
+    monkeypatch.undo()
+    sweeps.control_once(store)
+    trial = sweeps.trials(store, sweep.id)[5]
+    assert (trial.state, trial.value) == ("complete", 10.0)
+
+
 def test_stop_and_resume(store: Store) -> None:
     sweep = sweeps.create_sweep(store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=2))
     sweeps.control_once(store)

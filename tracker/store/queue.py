@@ -521,9 +521,11 @@ def finish(
     Raises StoreUnavailable.
     """
     now = store.now() if now is None else now
-    if failure is None and queue_fast.supported(store):  # the common case, prewritten
-        held = queue_fast.succeed(store, claim_.job.id, claim_.lease_token, exit_code, now)
-        return FinishResult(JobStatus.SUCCEEDED) if held else None
+    # The common case, prewritten; when it writes nothing (the lease is lost, or a cancel
+    # was asked: a pruned trial's job ends pruned) the full way below tells which.
+    fast = failure is None and queue_fast.supported(store)
+    if fast and queue_fast.succeed(store, claim_.job.id, claim_.lease_token, exit_code, now):
+        return FinishResult(JobStatus.SUCCEEDED)
     with write_begin(store.engine) as conn:
         row = conn.execute(
             sa.select(*JOB_COLUMNS)

@@ -65,6 +65,9 @@ _SUCCEED_ATTEMPT = """status = 'succeeded', ended_at = :now, exit_code = :exit_c
 _SUCCEED_RUN = f"""status = '{RUN_STATUS_FOR_JOB["succeeded"].value}', ended_at = :now,
     exit_code = :exit_code"""
 _FENCE = "id = :job_id AND lease_token = :token"
+# A success with a cancel asked goes the full way (``queue.finish``): a pruned trial's job
+# ends pruned even when its process exited 0 before the kill (``tracker.store.pruned``).
+_SUCCEED_FENCE = f"{_FENCE} AND NOT cancel_requested"
 
 PG_CLAIM = f"""WITH pick AS ({_PICK.format(gpus=_GPUS["postgresql"])} FOR UPDATE SKIP LOCKED),
 job AS (UPDATE jobs SET {_CLAIM_JOB} FROM pick WHERE jobs.id = pick.id RETURNING {_RETURNING}),
@@ -73,7 +76,7 @@ att AS (INSERT INTO {_ATTEMPT_COLUMNS} SELECT id, attempt, :worker, 'running', :
 run AS (UPDATE runs SET {_START_RUN} FROM job WHERE runs.id = job.run_id)
 SELECT * FROM job"""
 
-PG_SUCCEED = f"""WITH job AS (UPDATE jobs SET {_SUCCEED_JOB} WHERE {_FENCE}
+PG_SUCCEED = f"""WITH job AS (UPDATE jobs SET {_SUCCEED_JOB} WHERE {_SUCCEED_FENCE}
     RETURNING id, attempt, run_id),
 att AS (UPDATE job_attempts SET {_SUCCEED_ATTEMPT}
     FROM job WHERE job_attempts.job_id = job.id AND job_attempts.attempt = job.attempt),
@@ -89,7 +92,7 @@ SQLITE_CLAIM = (
 )
 
 SQLITE_SUCCEED = (
-    f"UPDATE jobs SET {_SUCCEED_JOB} WHERE {_FENCE} RETURNING attempt, run_id",
+    f"UPDATE jobs SET {_SUCCEED_JOB} WHERE {_SUCCEED_FENCE} RETURNING attempt, run_id",
     f"UPDATE job_attempts SET {_SUCCEED_ATTEMPT} WHERE job_id = :job_id AND attempt = :attempt",
     f"UPDATE runs SET {_SUCCEED_RUN} WHERE id = :run_id",
 )
@@ -136,7 +139,7 @@ def claim(
 
 def succeed(store: Store, job_id: int, token: str, exit_code: int | None, now: float) -> bool:
     """End the held attempt as ``succeeded`` (job, attempt row, run); False when the lease no
-    longer holds the job -- then nothing was written."""
+    longer holds the job or a cancel was asked for it -- then nothing was written."""
     params = {"job_id": job_id, "token": token, "exit_code": exit_code, "now": now}
     if store.dialect == "postgresql":
         with autocommit(store) as conn:

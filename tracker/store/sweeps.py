@@ -666,6 +666,15 @@ def _prune_trial(
     )
     t = m.SweepTrialRow
     with write_begin(store.engine) as conn:
+        # The job's row locked (the queue's end of an attempt locks it too): a job that
+        # ended since this pass read it keeps its own verdict, and one that ends after
+        # this commit finds its trial pruned (tracker.store.pruned): never a pruned trial
+        # beside a succeeded job.
+        job = conn.execute(
+            sa.select(m.JobRow.status).where(m.JobRow.id == r.job_id).with_for_update()
+        ).scalar()
+        if job is None or job in FINAL_JOB_STATUSES:
+            return False
         won = conn.execute(
             sa.update(t)
             .where(t.sweep_id == sweep.id, t.number == r.number, t.state == "running")

@@ -1,7 +1,7 @@
 """A sweep's trial as a researcher writes it: no sweep or Optuna code, only ``tracker.init``
 (its config carries the trial's params) and ``tracker.log`` of ``val/loss`` once a step.
 
-``bad=1`` keeps the loss ten times higher and each step slow (1 s against 0.1 s), so a
+``bad=1`` keeps the loss ten times higher and each step slow (2 s against 0.1 s), so a
 median pruner that has seen good trials finished stops it while it still runs. The process
 writes its pid to ``<out>/<job id>.pid`` first, so a test can tell that a pruned trial's
 process is gone.
@@ -30,7 +30,7 @@ def main() -> None:
     for step in range(steps):
         loss = (10.0 if bad else 1.0) * (floor + 1.0 / (step + 1))
         tracker.log({"val/loss": loss}, step=step)
-        time.sleep(1.0 if bad else 0.1)
+        time.sleep(2.0 if bad else 0.1)
     tracker.finish()
 
 
