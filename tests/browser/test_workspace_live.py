@@ -32,7 +32,7 @@ def dashboard(tmp_path: Any) -> Iterator[Dashboard]:
 
 def last_step_drawn(page: Any, key: str, run_id: int) -> float:
     """The largest x the panel of ``key`` draws for ``run_id`` (-1: none). A trace holds one
-    colour's runs, broken by gaps; ``customdata[i][0]`` names the run of point i."""
+    colour's runs, broken by gaps; ``customdata[i]`` is the run id of point i."""
     return page.evaluate(
         """([key, run]) => {
             const chart = document.querySelector(`.ws-chart[data-key="${key}"]`);
@@ -41,7 +41,7 @@ def last_step_drawn(page: Any, key: str, run_id: int) -> float:
                 if (!t.customdata) continue;
                 t.x.forEach((x, i) => {
                     const cd = t.customdata[i];
-                    if (cd && cd[0] === run && t.y[i] !== null && x > best) best = x;
+                    if (cd === run && t.y[i] !== null && x > best) best = x;
                 });
             }
             return best;
@@ -71,7 +71,7 @@ def test_points_stored_after_the_first_draw_appear_in_the_panels(
         """([run, want]) => {
             const chart = document.querySelector('.ws-chart[data-key="train/loss"]');
             return chart && chart.data.some(t => t.customdata && t.x.some(
-                (x, i) => t.customdata[i] && t.customdata[i][0] === run && x >= want));
+                (x, i) => t.customdata[i] === run && x >= want));
         }""",
         arg=[running, STEPS + 90],
         timeout=30_000,

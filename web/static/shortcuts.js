@@ -36,6 +36,8 @@
   }
 
   function paint() {
+    // no highlighted run: nothing to paint, and no layout forced on each re-render
+    if (cursorRun === null && !document.querySelector(`#runs-body > tr.${CURSOR}`)) return;
     for (const tr of rows()) tr.classList.toggle(CURSOR, tr.dataset.runId === cursorRun);
   }
 

@@ -313,14 +313,16 @@
 
   /** One trace per colour, not per run: the runs of a colour are one line broken by gaps
    * (plotly's cost is per trace: 100 traces per panel took seconds to draw). Each point
-   * carries its run (customdata: [run id, hover text]); meta.runs lists a trace's runs. */
+   * carries its run (customdata: the run id; text: its hover label, one string per run,
+   * shared by its points: no array per point to build and collect); meta.runs lists a
+   * trace's runs. */
   function runTraces(key, axis) {
     const byColor = new Map();
     for (const run of doc.runs) {
       const p = key.series[String(run.id)];
       if (!p || !p.step.length) continue;
       const c = runColor(run.id);
-      if (!byColor.has(c)) byColor.set(c, { x: [], y: [], customdata: [], runs: [], single: false });
+      if (!byColor.has(c)) byColor.set(c, { x: [], y: [], customdata: [], text: [], runs: [], single: false });
       const t = byColor.get(c);
       const label = `<b>${T.plotText(run.name || `run ${run.id}`)}</b> #${run.id}<br>${configText(run)}`;
       const xs = xOf(p, axis);
@@ -328,18 +330,20 @@
       for (let i = 0; i < xs.length; i += 1) {
         t.x.push(xs[i]);
         t.y.push(ys[i]);
-        t.customdata.push([run.id, label]);
+        t.customdata.push(run.id);
+        t.text.push(label);
       }
       t.x.push(null);
       t.y.push(null);
-      t.customdata.push([run.id, label]);
+      t.customdata.push(run.id);
+      t.text.push(label);
       t.runs.push(run.id);
       t.single = t.single || xs.length < 2; // a lone point shows only as a marker
     }
     return [...byColor].map(([c, t]) => ({
-      type: "scatter", mode: t.single ? "lines+markers" : "lines", x: t.x, y: t.y, customdata: t.customdata,
+      type: "scatter", mode: t.single ? "lines+markers" : "lines", x: t.x, y: t.y, customdata: t.customdata, text: t.text,
       line: { color: c, width: 1.4 }, marker: { color: c, size: 5 }, connectgaps: false,
-      hovertemplate: "%{customdata[1]}<br>%{x}: %{y}<extra></extra>", showlegend: false,
+      hovertemplate: "%{text}<br>%{x}: %{y}<extra></extra>", showlegend: false,
       meta: { runs: t.runs, role: "runs" },
     }));
   }
@@ -354,7 +358,7 @@
         if (!highlighted.has(id)) continue;
         const x = [];
         const y = [];
-        t.customdata.forEach((d, i) => { if (d[0] === id && t.x[i] !== null) { x.push(t.x[i]); y.push(t.y[i]); } });
+        t.customdata.forEach((d, i) => { if (d === id && t.x[i] !== null) { x.push(t.x[i]); y.push(t.y[i]); } });
         out.push({
           type: "scatter", mode: "lines", x, y, line: { color: t.line.color, width: 3 }, hoverinfo: "skip",
           showlegend: false, meta: { run: id, role: "highlight" },
@@ -437,7 +441,10 @@
       const traces = state.group ? groupTraces(key) : runTraces(key, axis);
       // no legend: the group table above the panels is it (label, colour, size)
       const layout = Charts.layout({ axis, height: 260, legend: false, revision: `${key.key}|${state.x}|${state.group}` });
-      layout.margin = { l: 50, r: 10, t: 6, b: 36 };
+      layout.margin = { l: 56, r: 10, t: 6, b: 36 };
+      // Fixed margins: plotly's automargin draws a panel twice (half of each panel's cost).
+      layout.xaxis.automargin = false;
+      layout.yaxis.automargin = false;
       layout.hovermode = "closest";
       return Plotly.react(chart, traces, layout, { ...Charts.PLOT_CONFIG, responsive: true }).then(() => wireHover(chart));
     });
@@ -521,7 +528,7 @@
     chart.dataset.wired = "1";
     chart.on("plotly_hover", (ev) => {
       const point = ev.points && ev.points[0];
-      const run = point && (point.customdata ? point.customdata[0] : point.data.meta && point.data.meta.run);
+      const run = point && (typeof point.customdata === "number" ? point.customdata : point.data.meta && point.data.meta.run);
       for (const tr of document.querySelectorAll("#runs-body tr.ws-hover")) tr.classList.remove("ws-hover");
       const tr = run && document.querySelector(`#runs-body tr[data-run-id="${run}"]`);
       if (tr) tr.classList.add("ws-hover");
