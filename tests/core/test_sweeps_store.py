@@ -116,7 +116,8 @@ def test_failed_trial_is_told_as_failed_and_missing_metric_fails(store: Store) -
     assert sweeps.get_sweep(store, sweep.id).status == "finished"
 
 
-def test_pruned_trial_is_cancelled_and_ends_pruned(store: Store) -> None:
+def _pruning_sweep(store: Store) -> tuple[Any, Any]:
+    """A median-pruned sweep with its startup trials done and a bad trial 5 running."""
     sweep = sweeps.create_sweep(
         store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1, trials=8, prune="median")
     )
@@ -127,6 +128,11 @@ def test_pruned_trial_is_cancelled_and_ends_pruned(store: Store) -> None:
     claim = _claim(store)
     for s in range(3):
         log_metrics(store, claim.run_id, s, {"val/loss": 10.0})
+    return sweep, claim
+
+
+def test_pruned_trial_is_cancelled_and_ends_pruned(store: Store) -> None:
+    sweep, claim = _pruning_sweep(store)
     sweeps.control_once(store)
     trial = sweeps.trials(store, sweep.id)[5]
     assert trial.state == "pruned" and trial.pruned_step == 0, trial
@@ -137,21 +143,6 @@ def test_pruned_trial_is_cancelled_and_ends_pruned(store: Store) -> None:
     assert job.status == "pruned" and job.failure_class == "pruned"
     assert "Pruned by sweep" in (job.failure_hint or "")
     assert job.attempt == 1
-
-
-def _pruning_sweep(store: Store) -> tuple[Any, Any]:
-    """A median-pruned sweep with its startup trials done and a bad trial 5 running."""
-    sweep = sweeps.create_sweep(
-        store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=1, trials=8, prune="median")
-    )
-    for _ in range(5):
-        sweeps.control_once(store)
-        _run_trial(store, {s: 1.0 / (s + 1) for s in range(5)})
-    sweeps.control_once(store)
-    claim = _claim(store)
-    for s in range(3):
-        log_metrics(store, claim.run_id, s, {"val/loss": 10.0})
-    return sweep, claim
 
 
 def test_a_pruned_trials_process_that_exits_0_before_the_kill_ends_pruned(store: Store) -> None:
