@@ -38,10 +38,6 @@ class HousekeepingOptions:
     run_stale_s: float = RUN_STALE_S  # a run without heartbeats this long is marked crashed
     schedules: bool = True
     doctor_s: float = 5.0  # between live doctor passes over running runs (0: off)
-    # between passes sealing ended runs' points (0: off, the default: a seal batch waiting for
-    # SQLite's write lock would hold up the lease reaper in the same loop; tracker ui seals
-    # on a thread of its own)
-    seal_s: float = 0.0
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     # Write why queued jobs wait, judged against the live workers. Off in a Slurm dispatcher:
     # there the scheduler decides, and "no live worker" would be wrong.
@@ -75,10 +71,10 @@ def housekeeping_once(
 
 def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[periodic.Task]:
     """The runner's periodic tasks: the reaper, the crash watch, pending reasons every
-    ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); ended
-    runs' points sealed into chunks every ``options.seal_s`` (0: off); due cron
+    ``options.interval_s``; the live doctor every ``options.doctor_s`` (0: off); due cron
     schedules every second and the sweep controller every 2 s (unless ``options.schedules``
-    is off)."""
+    is off). Sealing ended runs' points is not here: ``tracker ui`` runs it on a thread of
+    its own, since a seal batch waiting for SQLite's write lock would hold up the reaper."""
     every = options.interval_s
     tasks = [
         periodic.reap_leases(store, options.policy.next_retry, every),
@@ -94,8 +90,6 @@ def housekeeping_tasks(store: Store, options: HousekeepingOptions) -> list[perio
         )
     if options.doctor_s > 0:
         tasks.append(periodic.live_doctor(store, options.doctor_s))
-    if options.seal_s > 0:
-        tasks.append(periodic.seal_series(store, options.seal_s))
     if options.schedules:  # the processes that fire schedules also drive the sweeps
         tasks.append(periodic.fire_schedules(store))
         tasks.append(periodic.sweep_controller(store))

@@ -203,22 +203,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     idle = IdleRuns(store, idle_s=cfg["MLFLOW_IDLE_S"]) if cfg["MLFLOW_IDLE_S"] else None
     if idle is not None:
         app.extensions["tracker_mlflow_idle"] = idle
-    loop = periodic.PeriodicLoop(_periodic_tasks(store, cfg, idle), name="tracker-dashboard")
-    if loop.tasks:
-        loop.ensure_running()
-        app.before_request(loop.ensure_running)  # again after a fork (gunicorn --preload)
-        app.extensions["tracker_periodic"] = loop
-        store.on_close(lambda: loop.stop(wait=False))  # no pass on a closed store
+    _start_loop(app, store, "tracker_periodic", _periodic_tasks(store, cfg, idle))
     if cfg["SEAL_S"]:
         # its own thread: a seal batch waiting for SQLite's write lock never delays the
         # crash watch (a shared loop runs its tasks one after another)
-        sealing = periodic.PeriodicLoop(
-            [periodic.seal_series(store, cfg["SEAL_S"])], name="tracker-seal"
-        )
-        sealing.ensure_running()
-        app.before_request(sealing.ensure_running)
-        app.extensions["tracker_sealing"] = sealing
-        store.on_close(lambda: sealing.stop(wait=False))
+        _start_loop(app, store, "tracker_sealing", [periodic.seal_series(store, cfg["SEAL_S"])])
     from tracker.web.views import annotations as annotation_views
     from tracker.web.views import artifacts as artifact_views
     from tracker.web.views import (
@@ -252,6 +241,18 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(mlflow_artifacts.info_bp)
     app.register_blueprint(pages.bp)
     return app
+
+
+def _start_loop(app: Flask, store: Store, name: str, tasks: list[periodic.Task]) -> None:
+    """A thread running ``tasks`` (none: no thread), as ``app.extensions[name]``; started
+    again after a fork (gunicorn --preload), stopped with the store (no pass on it closed)."""
+    if not tasks:
+        return
+    loop = periodic.PeriodicLoop(tasks, name=name.replace("_", "-"))
+    loop.ensure_running()
+    app.before_request(loop.ensure_running)
+    app.extensions[name] = loop
+    store.on_close(lambda: loop.stop(wait=False))
 
 
 def _periodic_tasks(

@@ -20,5 +20,5 @@ RUN_STALE_S = 20.0
 SWEEP_S = 5.0
 LIVE_DOCTOR_S = 5.0  # between the live doctor's passes over running runs (tracker ui)
 SWEEPS_S = 2.0  # seconds between the sweep controller's passes (tracker ui, housekeeping)
-SEAL_S = 10.0  # seconds between passes sealing ended runs' points (tracker ui, housekeeping)
+SEAL_S = 10.0  # seconds between passes sealing ended runs' points (tracker ui)
 DETECTED_WITHIN_S = RUN_STALE_S + SWEEP_S
