@@ -86,6 +86,30 @@ def test_workspace_draws_every_run_in_each_panel_and_follows_the_table(
         run_id,
     )
     assert swatch.replace(" ", "") == _rgb(line)
+    # and the other way: the mouse on a point of that run in a panel marks its row
+    page.mouse.move(0, 0)
+    x, y = page.evaluate(
+        """id => {
+            const chart = document.querySelector('.ws-chart');
+            const t = chart.data.find((t) => t.meta.role === 'runs' && t.meta.runs.includes(id));
+            const i = t.customdata.indexOf(id) + 20;  // a point of that run, inside the plot
+            const xa = chart._fullLayout.xaxis, ya = chart._fullLayout.yaxis;
+            const box = chart.getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(t.x[i]), box.top + ya._offset + ya.l2p(t.y[i])];
+        }""",
+        run_id,
+    )
+    page.evaluate(
+        "() => document.querySelector('.ws-chart').on('plotly_hover',"
+        " (ev) => { window.hoveredRun = ev.points[0].customdata; })"
+    )
+    page.mouse.move(x, y)
+    page.wait_for_selector("#runs-body tr.ws-hover")
+    hovered = page.evaluate("() => window.hoveredRun")  # that run, or one drawn on top of it
+    assert hovered in dashboard.seeded.runs.values()
+    assert page.locator("#runs-body tr.ws-hover").evaluate_all(
+        "rows => rows.map((r) => Number(r.dataset.runId))"
+    ) == [hovered]
 
     # Table hides the panels (and the swatches); Workspace brings them back, drawn again
     page.click("#view-table")
