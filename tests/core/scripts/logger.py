@@ -23,4 +23,8 @@ if mode == "raise":
 if mode == "exit":
     sys.exit(0)
 print("READY", flush=True)
-time.sleep(600)
+# Short sleeps, not one long one: Python runs a signal handler between bytecodes, so a SIGTERM
+# that lands between the READY line and the start of one long sleep() would wait for the whole
+# sleep (the test sends it the moment it reads READY; ~1 run in 300 hung so).
+for _ in range(6000):
+    time.sleep(0.1)

@@ -55,12 +55,19 @@ def main() -> None:
     print(f"done {mode}", flush=True)
 
 
+def nap(seconds: float) -> None:
+    """Sleep in short slices: Python runs a signal handler (the tracker's SIGTERM one) between
+    bytecodes, so a signal landing just before one long sleep() would wait for all of it."""
+    for _ in range(int(seconds * 10)):
+        time.sleep(0.1)
+
+
 def sleep(out: Path, *, ignore_term: bool) -> None:
     if ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     publish(out / f"pid-{os.environ['TRACKER_ATTEMPT']}", str(os.getpid()))
     print("sleeping", flush=True)
-    time.sleep(600)  # the test cancels it, or its timeout stops it
+    nap(600)  # the test cancels it, or its timeout stops it
 
 
 def resume(out: Path) -> None:
@@ -91,7 +98,7 @@ def resume(out: Path) -> None:
     publish(out / f"saved-{attempt}", saved.path)
     if given is None:
         print("checkpointed; waiting to be stopped", flush=True)
-        time.sleep(600)  # the test preempts it, or fails its node, now
+        nap(600)  # the test preempts it, or fails its node, now
     tracker.finish()
     print(f"resumed at step {start}", flush=True)
 
