@@ -9,10 +9,12 @@ from itertools import pairwise
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 
 from tracker.rules.downsample import Bucket, downsample, level, merge_buckets
 from tracker.store import Store, chunks
-from tracker.store.engine import create_engine, upgrade
+from tracker.store.engine import _migrations_dir, create_engine, upgrade
 from tracker.store.metrics import intern_keys, write_points
 from tracker.store.rollups import LEVELS
 from tracker.store.runs import create_run
@@ -127,11 +129,13 @@ def test_large_series_read_from_a_level_equals_merge_buckets(store: Store) -> No
     assert got.wall_ms[-1] == 1000 * 149_999
     # a bucket as wide as a coarser level: that level, every bucket still given a row
     # (the workspace's overlay of many long runs reads 30x fewer rows); the spike is kept
-    coarse = read_series(store, run.id, "m", max_buckets=15)
-    assert LEVELS[1] <= 150_000 // 15 and coarse.source == f"rollup-{LEVELS[1]}"
-    wide = expected_level(values, LEVELS[1])
-    assert same(list(coarse.series.buckets), list(merge_buckets(wide, 15).buckets))
-    assert len(coarse.series.buckets) == 15 and max(b.max for b in coarse.series.buckets) == 50
+    for buckets, width in ((15, 8192), (100, 1024)):  # 10,000 and 1,500 steps a bucket
+        coarse = read_series(store, run.id, "m", max_buckets=buckets)
+        assert coarse.source == f"rollup-{width}", buckets
+        wide = expected_level(values, width)
+        assert same(list(coarse.series.buckets), list(merge_buckets(wide, buckets).buckets))
+        assert len(coarse.series.buckets) == buckets
+        assert max(b.max for b in coarse.series.buckets) == 50
 
 
 def test_migration_fills_rollups_for_points_stored_before_it(empty_store_url: str) -> None:
@@ -151,6 +155,34 @@ def test_migration_fills_rollups_for_points_stored_before_it(empty_store_url: st
     store = Store(empty_store_url)  # upgrades to head, filling the rollups
     for width in LEVELS:
         assert same(stored_level(store, 1, width), expected_level(values, width)), width
+    store.close()
+
+
+def test_the_1024_level_is_filled_from_the_256_level_and_dropped_again(
+    empty_store_url: str,
+) -> None:
+    """0026_rollup_level_1024 on a store whose series were stored before it: the level is
+    the rule's (spike, NaN and infinity counted); the downgrade
+    deletes it and keeps every other level."""
+    store = Store(empty_store_url)
+    run = create_run(store, "p")
+    rng = random.Random(3)
+    values = {s: rng.random() for s in range(0, 12_000, 2)}
+    values.update({4001: 80.0, 1501: math.nan, 7777: math.inf})
+    write(store, run.id, values)
+    store.close()
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_migrations_dir()))
+    engine = create_engine(empty_store_url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0025_metric_chunks")
+        widths = conn.execute(sa.text("SELECT DISTINCT width FROM metric_rollups")).scalars()
+        assert sorted(widths) == [w for w in LEVELS if w != 1024]
+    engine.dispose()
+    store = Store(empty_store_url)  # upgrades again: the level is back, by the rule
+    for width in LEVELS:
+        assert same(stored_level(store, run.id, width), expected_level(values, width)), width
     store.close()
 
 

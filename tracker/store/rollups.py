@@ -3,7 +3,7 @@
 A chart of a 1,000,000-point series cannot be served by grouping a million rows per request
 (about 0.4 s here), so every write also refreshes, for each touched (run, key), the buckets
 of ``LEVELS`` that its steps fall in: level 0 (width 256) is recomputed from the points,
-each coarser level from the level below (32 rows per bucket). Recomputing -- rather than
+each coarser level from the level below (4 to 32 of its rows per bucket). Recomputing -- rather than
 adding the new points to the old totals -- keeps the rollups exact when a batch is retried
 or a resumed run rewrites earlier steps with new values.
 
@@ -35,8 +35,9 @@ from typing import Any
 
 from tracker.rules.downsample import level_buckets, level_steps
 
-# Bucket widths in steps, finest first; each divides the next (ratio 32).
-LEVELS = (256, 8192, 262144)
+# Bucket widths in steps, finest first; each divides the next. 1024 came last (migration
+# 0026): a 500-bucket chart of a million steps had only the 256 level to read.
+LEVELS = (256, 1024, 8192, 262144)
 PG_LOCK_CLASS = 7242002  # advisory lock namespace: one writer per run refreshes rollups
 # (or seals its chunks: tracker.store.chunks)
 

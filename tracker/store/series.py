@@ -1,7 +1,7 @@
 """Chart series reads: pick the cheapest source that answers at the requested resolution.
 
 Sources, finest first: the points themselves, then the rollup levels of
-``tracker.store.rollups`` (bucket widths 256, 8192, 262144 steps). For a window
+``tracker.store.rollups`` (bucket widths 256, 1024, 8192, 262144 steps). For a window
 ``[lo, hi]`` and ``max_buckets``:
 
 1. if the window holds at most ``max_buckets`` points, they come back as they are
