@@ -106,3 +106,41 @@ def test_level_rows_are_the_rollup_rule(p: Points, width: int) -> None:
     assert [_key(b) for b in got] == [_key(b) for b in want]
     last_wall = {s: w for s, w in zip(p.steps.tolist(), p.walls.tolist(), strict=True)}
     assert [r[3] for r in rows] == [last_wall[b.last_step] for b in want]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=st.lists(series(), min_size=1, max_size=3),
+    width=st.sampled_from([1, 3, 16, 256]),
+    lo=st.integers(0, 900),
+    span=st.integers(0, 1500),
+    count=st.integers(1, 40),
+)
+def test_level_rows_grouped_onto_a_grid_are_merge_buckets(
+    runs: list[Points], width: int, lo: int, span: int, count: int
+) -> None:
+    """What a chart reads from a rollup level (tracker.store.series._group_level): the
+    level's rows in the window, per run, grouped as merge_buckets groups them."""
+    from tracker.rules.downsample import level, merge_buckets
+    from tracker.rules.point_buckets import level_rows, series_by_run
+
+    grid = Grid.over(lo, lo + span, count)
+    rows = [
+        (run_id, *row[1:])
+        for run_id, p in enumerate(runs, start=7)
+        for row in level_rows(p, width)
+        if row[2] >= grid.lo and row[1] <= grid.hi  # the store's window filter
+    ]
+    got = series_by_run(rows, grid)
+    for run_id, p in enumerate(runs, start=7):
+        values = [None if math.isnan(v) else v for v in p.values.tolist()]
+        buckets = list(level(p.steps.tolist(), values, width))
+        want = merge_buckets(buckets, count, grid.lo, grid.hi) if buckets else Series((), 0, 0)
+        if not want.buckets:
+            assert run_id not in got
+            continue
+        series, walls = got[run_id]
+        assert [_key(b) for b in series.buckets] == [_key(b) for b in want.buckets]
+        assert _columns(series_by_run(rows, grid)[run_id][0].columns()) == _columns(want.columns())
+        last_wall = {s: w for s, w in zip(p.steps.tolist(), p.walls.tolist(), strict=True)}
+        assert walls == [last_wall[b.last_step] for b in want.buckets]

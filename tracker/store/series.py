@@ -52,6 +52,7 @@ from tracker.rules.downsample import (
     downsample,
     level_buckets,
 )
+from tracker.rules.point_buckets import series_by_run
 from tracker.store import models as m
 from tracker.store.engine import read_conn
 from tracker.store.rollups import LEVELS
@@ -464,45 +465,30 @@ def _one_per_bucket(rows: list[Any]) -> list[Any]:
 def _group_level(
     conn: sa.Connection, run_ids: list[int], kid: int, key: str, grid: Grid, width: int
 ) -> dict[int, SeriesRead]:
-    # A row that starts before the window belongs to the first bucket, as in Grid.index.
-    first_step = "CASE WHEN first_step > :lo THEN first_step ELSE CAST(:lo AS BIGINT) END"
-    sql = sa.text(
-        f"SELECT run_id, {_GRID_INDEX.format(step=first_step)}, "
-        "min(first_step), max(last_step), min(min_value), max(max_value), sum(count), "
-        "sum(nan_count), sum(posinf_count), sum(neginf_count), max(bucket) "
-        "FROM metric_rollups WHERE run_id IN :runs AND key_id = :key AND width = :width "
-        "AND bucket >= :blo AND bucket <= :bhi AND last_step >= :lo AND first_step <= :hi "
-        "GROUP BY run_id, 2 ORDER BY run_id, 2"
-    ).bindparams(sa.bindparam("runs", expanding=True))
+    """The runs' buckets from the rollup level of ``width``: its rows in the window, in
+    primary-key order, grouped in numpy (no sort in SQL, no Bucket object per bucket)."""
     blo, bhi = level_buckets(grid.lo, grid.hi, width)
     params = {**_grid_params(grid), "key": kid, "width": width, "blo": blo, "bhi": bhi}
-    groups: dict[int, list[Any]] = {}
+    found: dict[int, tuple[Series, list[int | None]]] = {}
     for runs in _chunks(run_ids):
-        groups.update(_by_run(conn.execute(sql, {**params, "runs": list(runs)}).all()))
-    wanted = {(r, g[10]) for r in run_ids for g in groups.get(r, [])}
-    buckets = sorted({b for _r, b in wanted})
-    last: dict[int, dict[int, tuple[int, float]]] = {r: {} for r in run_ids}
-    for runs in _chunks(run_ids):
-        for some in _chunks(buckets):
-            found = conn.execute(
-                sa.select(_R.run_id, _R.bucket, _R.last_wall_ms, _R.last_value).where(
-                    _R.run_id.in_(runs), _R.key_id == kid, _R.width == width, _R.bucket.in_(some)
-                )
-            )
-            for run_id, bucket, wall, value in found.all():
-                if (run_id, bucket) in wanted:
-                    last[run_id][bucket] = (wall, value)
-    return {
-        r: _build(
-            key,
-            groups.get(r, []),
-            last[r],
-            grid,
-            f"rollup-{width}",
-            lambda g: g[10],
-        )
-        for r in run_ids
-    }
+        result = conn.execute(_LEVEL_ROWS, {**params, "runs": list(runs)})
+        # The driver's own tuples: a Row object costs ~3 us (~100,000 rows at 500 buckets)
+        rows = result.cursor.fetchall()
+        result.close()
+        found.update(series_by_run(rows, grid))
+    out = {}
+    for r in run_ids:
+        series, walls = found.get(r, (Series((), grid.lo, grid.hi), []))
+        out[r] = SeriesRead(key, series, walls, f"rollup-{width}")
+    return out
+
+
+_LEVEL_ROWS = sa.text(
+    "SELECT run_id, first_step, last_step, last_wall_ms, min_value, max_value, last_value, "
+    "count, nan_count, posinf_count, neginf_count FROM metric_rollups "
+    "WHERE run_id IN :runs AND key_id = :key AND width = :width AND bucket >= :blo "
+    "AND bucket <= :bhi AND last_step >= :lo AND first_step <= :hi ORDER BY run_id, bucket"
+).bindparams(sa.bindparam("runs", expanding=True))
 
 
 def _build(
