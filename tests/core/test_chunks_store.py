@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -326,3 +327,48 @@ def test_a_seal_never_deadlocks_with_a_writer_of_its_run(store: Store) -> None:
     assert sealed == [6]
     assert _history(store, run, "loss")[3] == (3, 5.0, _bits(77.0))
     assert head_rows(store, run) == 1  # the writer's row, newer than its sealed copy
+
+
+def test_the_newest_points_decode_only_the_newest_chunks(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_tail_in`` (what the doctor reads): the newest points at or before a step are
+    those of the whole series, through MLflow's several values a step and head rows that
+    replace sealed values; a chunk that runs past ``hi`` holds fewer points than it counts
+    (it reads everything then)."""
+    run = create_run(store, "chunks").id
+    k = intern_keys(store, ["loss"])["loss"]
+    write_points(store, [(run, k, s, s, float(s)) for s in range(1000)])
+    append_points(store, [(run, k, 999, 1, v) for v in (1.0, 2.0, 3.0)])  # 4 values at 999
+    chunks.seal(store, run, k, chunk_points=100)
+    write_points(store, [(run, k, 999, 7, -1.0), (run, k, 1200, 7, 12.0)])  # head rows
+    c = m.MetricChunkRow
+    with read_conn(store.engine) as conn:
+        newest = conn.execute(
+            sa.select(c.first_step, c.count).order_by(c.first_step.desc()).limit(1)
+        ).one()
+    real = chunks.read_points_in
+    starts: list[int | None] = []
+
+    def spy(conn: Any, run_id: int, key_id: int, lo: Any, hi: Any) -> Any:
+        starts.append(lo)
+        return real(conn, run_id, key_id, lo, hi)
+
+    def columns(p: Any, n: int) -> list[list[Any]]:
+        return [getattr(p, f)[-n:].tolist() for f in ("steps", "seqs", "walls", "values")]
+
+    with read_conn(store.engine) as conn:
+        for points, hi in ((150, None), (150, 990), (5, 995), (newest.count, None), (50, 905)):
+            whole = real(conn, run, k, None, hi)
+            starts.clear()
+            with monkeypatch.context() as patch:
+                patch.setattr(chunks, "read_points_in", spy)
+                tail = chunks.read_tail_in(conn, run, k, points, hi)
+            assert len(tail) >= min(points, len(whole)), (points, hi)
+            assert columns(tail, points) == columns(whole, points), (points, hi)
+            if (points, hi) == (150, None):
+                assert len(starts) == 1 and starts[0] >= 800  # 2-3 chunks of ~100, not 10
+            if (points, hi) == (newest.count, None):
+                assert starts == [newest.first_step]  # the newest chunk alone
+            if (points, hi) == (50, 905):  # its 6 points up to 905 are too few: all of them
+                assert starts == [newest.first_step, None]

@@ -50,6 +50,7 @@ __all__ = [
     "SEAL_BATCH_POINTS",
     "read_points",
     "read_points_in",
+    "read_tail_in",
     "read_window_many",
     "refresh_level0",
     "seal",
@@ -508,6 +509,29 @@ def read_points_in(
     if hi is not None:
         keep &= merged.steps <= hi
     return _take(merged, keep)
+
+
+def read_tail_in(
+    conn: sa.Connection, run_id: int, key_id: int, points: int, hi: int | None
+) -> Points:
+    """The series' points at or before ``hi`` from the first step of its newest chunks that
+    hold ``points`` of them (all of them when the chunks hold fewer, or when head rows that
+    replaced sealed values leave fewer): a reader of the newest points decodes those chunks
+    only, not the whole run (the doctor reads a 1M-step run's last 20,000 points)."""
+    query = sa.select(_C.first_step, _C.count).where(_C.run_id == run_id, _C.key_id == key_id)
+    if hi is not None:
+        query = query.where(_C.first_step <= hi)
+    lo = None
+    held = 0
+    for first, count in conn.execute(query.order_by(_C.first_step.desc())).all():
+        held += count
+        if held >= points:
+            lo = first
+            break
+    found = read_points_in(conn, run_id, key_id, lo, hi)
+    if lo is not None and len(found) < points:
+        found = read_points_in(conn, run_id, key_id, None, hi)
+    return found
 
 
 def read_window_many(

@@ -161,6 +161,18 @@ def sealed_points(
     return chunks.read_points_in(conn, run_id, key_id, lo, hi)
 
 
+def sealed_tail(
+    conn: sa.Connection, run_id: int, key_id: int, points: int, hi: int | None = None
+) -> Points | None:
+    """:func:`sealed_points` up to ``hi`` from where its newest ``points`` points start
+    (:func:`tracker.store.chunks.read_tail_in`): at least those points, or all of them."""
+    if not _has_chunks(conn, run_id, key_id):
+        return None
+    from tracker.store import chunks
+
+    return chunks.read_tail_in(conn, run_id, key_id, points, hi)
+
+
 def _has_chunks(conn: sa.Connection, run_id: int, key_id: int) -> bool:
     c = m.MetricChunkRow
     where = (c.run_id == run_id, c.key_id == key_id)
