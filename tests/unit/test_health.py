@@ -8,6 +8,8 @@ import random
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker.errors import InvalidInput
 from tracker.rules.health import (
@@ -755,3 +757,24 @@ def test_one_hard_batch_of_a_memorised_loss_is_not_a_spike_but_a_lasting_jump_is
     loss[762] = (762, 9.0)  # above anything it scored, untrained included
     found = loss_spike(loss, "train/loss")
     assert found is not None and found.step == 762
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 1.0, 2.0, 1e-300, 1e300]),
+            st.floats(-1e6, 1e6, allow_nan=False),
+        ),
+        max_size=80,
+    ),
+    w=st.integers(1, 25),
+)
+def test_the_trailing_windows_in_numpy_are_the_median_rule(values: list[float], w: int) -> None:
+    """loss_spike and grad_explosion read every point's trailing median and sigma from
+    numpy: the same numbers as ``_median_sigma`` of each window (ties, even windows)."""
+    from tracker.rules.health import _median_sigma, _trailing_median_sigma
+
+    meds, sigmas = _trailing_median_sigma(list(enumerate(values)), w)
+    want = [_median_sigma(values[k - w : k]) for k in range(w, len(values))]
+    assert list(zip(meds, sigmas, strict=True)) == want
