@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,6 +56,13 @@ __all__ = ["SlurmExecutor"]
 COMMAND_TIMEOUT_S = 60.0
 
 
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except FileNotFoundError:  # not written yet, or another dispatcher is replacing it
+        return False
+
+
 class SlurmExecutor:
     """Submit to and follow Slurm as the user the dispatcher runs as."""
 
@@ -73,11 +81,16 @@ class SlurmExecutor:
         self._history: list[bool] = [False, True]  # sacct modes left to try: accounting, -c
         self._causes: dict[tuple[str, int], str | None] = {}  # (slurm id, restarts): cause
         text = batch_script(site.template, sys.executable)
-        if not self.script.exists() or self.script.read_text() != text:
-            tmp = self.script.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.chmod(0o755)
-            tmp.replace(self.script)
+        if not _holds(self.script, text):
+            # A temporary file of this executor's own: dispatchers sharing a log folder
+            # start at once (one renamed another's "tracker-batch.tmp" under its chmod)
+            tmp = self.log_dir / f".tracker-batch.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            try:
+                tmp.write_text(text)
+                tmp.chmod(0o755)
+                tmp.replace(self.script)
+            finally:
+                tmp.unlink(missing_ok=True)
 
     def _run(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
         try:
