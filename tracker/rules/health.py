@@ -207,6 +207,15 @@ def _sorted(points: Iterable[Point]) -> list[tuple[int, float]]:
     return sorted(by_step.items())
 
 
+def _all_finite(points: Sequence[Point]) -> bool:
+    """Whether every value of ``points`` is a finite number (None is NaN)."""
+    try:
+        values = np.asarray([v for _, v in points], dtype=np.float64)  # None -> NaN
+    except (TypeError, ValueError, OverflowError):  # not plain numbers: the rule decides
+        return False
+    return bool(np.isfinite(values).all())
+
+
 def _finite(points: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(s, v) for s, v in points if math.isfinite(v)]
 
@@ -341,6 +350,9 @@ def nonfinite(
     non-finite loss that lasts is a problem with or without a scaler.
     """
     limits = limits or HealthLimits()
+    points = points if isinstance(points, Sequence) else list(points)
+    if _all_finite(points):  # the usual case, in numpy: no sort, no scan
+        return None
     pts = _sorted(points)
     amp = amp or bool(skips)
     i = 0
