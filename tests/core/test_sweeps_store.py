@@ -5,11 +5,11 @@ through the real store."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
+from tests.support.threads import raised_at_once
 from tracker.entities import Failure, JobSpec
 from tracker.errors import InvalidInput, NotFound
 from tracker.rules.sweep_search import SweepSettings
@@ -73,21 +73,12 @@ def test_controller_queues_trials_and_finishes(store: Store) -> None:
 
 def test_two_controllers_never_queue_a_trial_twice(store: Store) -> None:
     sweep = sweeps.create_sweep(store, SPEC, ["lr=uniform(0,1)"], _settings(parallel=4))
-    errors: list[BaseException] = []
 
     def go() -> None:
-        try:
-            for _ in range(3):
-                sweeps.control_once(store)
-        except BaseException as exc:
-            errors.append(exc)
+        for _ in range(3):
+            sweeps.control_once(store)
 
-    threads = [threading.Thread(target=go) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert raised_at_once(go, 4) == []
     found = sweeps.trials(store, sweep.id)
     assert [t.number for t in found] == [0, 1, 2, 3]
     job_ids = [t.job_id for t in found]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from pathlib import Path
 
+from tests.support.threads import raised_at_once
 from tracker.rules.slurm import SlurmSite
 from tracker.runner.slurm import SlurmExecutor
 
@@ -16,24 +16,13 @@ def test_dispatchers_starting_at_once_share_one_whole_script(tmp_path: Path) -> 
     # Three dispatchers on one machine once raced on one temporary name: one renamed the
     # file from under another's chmod, which died with FileNotFoundError.
     logs = tmp_path / "logs"
-    errors: list[BaseException] = []
-    go = threading.Barrier(8)
 
     def start() -> None:
-        try:
-            go.wait()
-            for _ in range(25):
-                (logs / "tracker-batch.sh").unlink(missing_ok=True)  # each one rewrites it
-                SlurmExecutor(SlurmSite(), str(logs))
-        except BaseException as exc:  # reported by the assertion below
-            errors.append(exc)
+        for _ in range(25):
+            (logs / "tracker-batch.sh").unlink(missing_ok=True)  # each one rewrites it
+            SlurmExecutor(SlurmSite(), str(logs))
 
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert raised_at_once(start, 8) == []
     script = logs / "tracker-batch.sh"
     SlurmExecutor(SlurmSite(), str(logs))
     assert script.read_text().startswith("#!") and os.stat(script).st_mode & stat.S_IXUSR
