@@ -37,6 +37,20 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+_client: Any = None  # tracker.client, once loaded (see _active_run)
+
+
+def _active_run(what: str = "tracker.log()") -> Run:
+    """The active run (tracker.client.active_run). The client module is looked up once: an
+    import statement in ``log()`` cost ~1.5 us a call (a package's names go through
+    importlib), more than the call itself."""
+    global _client
+    if _client is None:
+        from tracker import client
+
+        _client = client
+    return _client.active_run(what)  # type: ignore[no-any-return]
+
 
 def init(*args: Any, **kwargs: Any) -> Run:
     """Start a run; see :func:`tracker.client.init` for the arguments and errors."""
@@ -47,15 +61,11 @@ def init(*args: Any, **kwargs: Any) -> Run:
 
 def log(metrics: dict[str, Any], step: int | None = None) -> None:
     """Log metrics on the active run; see :meth:`tracker.client.run.Run.log`."""
-    from tracker.client import active_run
-
-    active_run().log(metrics, step)
+    _active_run().log(metrics, step)
 
 
 def flush(timeout: float | None = None) -> None:
-    from tracker.client import active_run
-
-    active_run("tracker.flush()").flush(timeout)
+    _active_run("tracker.flush()").flush(timeout)
 
 
 def finish(status: str = "finished", **kwargs: Any) -> None:
@@ -76,9 +86,7 @@ def save_checkpoint(obj: Any, step: int | None = None, metrics: dict[str, Any] |
                     path: str | None = None) -> CheckpointInfo | None:  # fmt: skip
     """Save a checkpoint atomically on the active run; see :meth:`Run.save_checkpoint`
     (None when the disk or the store failed and the run is not strict)."""
-    from tracker.client import active_run
-
-    return active_run().save_checkpoint(obj, step, metrics, path)
+    return _active_run().save_checkpoint(obj, step, metrics, path)
 
 
 def latest_checkpoint(
@@ -115,46 +123,34 @@ def watch(model: Any, optimizer: Any = None, scaler: Any = None, every: int = 50
 
 def log_artifact(path: Any, name: str | None = None) -> None:
     """Store a file or a directory on the active run; see :meth:`Run.log_artifact`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_artifact()").log_artifact(path, name)
+    _active_run("tracker.log_artifact()").log_artifact(path, name)
 
 
 def log_text(name: str, text: str) -> None:
     """Store a text as an artifact of the active run; see :meth:`Run.log_text`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_text()").log_text(name, text)
+    _active_run("tracker.log_text()").log_text(name, text)
 
 
 def log_dict(name: str, obj: Any) -> None:
     """Store a dict as JSON or YAML (by ``name``'s extension); see :meth:`Run.log_dict`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_dict()").log_dict(name, obj)
+    _active_run("tracker.log_dict()").log_dict(name, obj)
 
 
 def log_image(key: str, image: Any, step: int | None = None, caption: str | None = None,
               **kwargs: Any) -> None:  # fmt: skip
     """Store an image (array, tensor, PIL image, file, batch as a grid); see
     :meth:`Run.log_image`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_image()").log_image(key, image, step, caption, **kwargs)
+    _active_run("tracker.log_image()").log_image(key, image, step, caption, **kwargs)
 
 
 def log_figure(key: str, figure: Any, step: int | None = None) -> None:
     """Store a matplotlib or plotly figure; see :meth:`Run.log_figure`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_figure()").log_figure(key, figure, step)
+    _active_run("tracker.log_figure()").log_figure(key, figure, step)
 
 
 def log_histogram(key: str, values: Any, step: int | None = None, bins: int = 64) -> None:
     """Store a distribution as counts and edges; see :meth:`Run.log_histogram`."""
-    from tracker.client import active_run
-
-    active_run("tracker.log_histogram()").log_histogram(key, values, step, bins)
+    _active_run("tracker.log_histogram()").log_histogram(key, values, step, bins)
 
 
 def __getattr__(name: str) -> Any:

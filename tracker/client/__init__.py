@@ -30,14 +30,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracker.client import announce, lifecycle
+from tracker.client import announce, fork, lifecycle
 from tracker.client.failsafe import strict_mode
 from tracker.client.nonfinite import nonfinite_policy
 from tracker.client.overflow import memory_cap_bytes
 from tracker.client.run import Run, latest_verified_checkpoint, resolve_exit_timeout
 from tracker.client.sinks import Sink, SqlSink, sink_for_uri
 from tracker.entities import AttemptFence, RunInfo
-from tracker.errors import InvalidInput
+from tracker.errors import InvalidInput, NoActiveRun
 from tracker.rules.config import merge_config, normalize_config
 from tracker.rules.tags import check_tags
 
@@ -181,9 +181,6 @@ def _start_offline(
 def active_run(what: str = "tracker.log()") -> Run:
     """The active run. Raises NoActiveRun (InheritedRunError in a forked child), naming
     ``what`` was called."""
-    from tracker.client import fork
-    from tracker.errors import NoActiveRun
-
     run = lifecycle.active()
     if run is None or run.finished:
         fork.raise_if_inherited(what)
