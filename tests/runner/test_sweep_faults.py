@@ -36,9 +36,14 @@ def test_sigkilled_controllers_lose_no_trial_and_two_queue_each_once(
     procs.worker("--gpus", "none", "--max-jobs", "2", "--grace-seconds", "2",
                  "--no-housekeeping")  # fmt: skip
     first = [procs.scheduler(), procs.scheduler()]  # two controllers at once
-    wait_for(lambda: _count(procs, sweep_id) >= 3, 60, "the schedulers to queue trial 2")
-    in_flight = show(procs, sweep_id)
-    assert in_flight["sweep"]["status"] == "running" and len(in_flight["trials"]) < TRIALS
+    seen: dict = {}
+
+    def queued_three() -> bool:  # the answer that showed it is the one checked: another
+        seen.update(show(procs, sweep_id))  # `sweeps show` takes seconds on a loaded machine
+        return len(seen["trials"]) >= 3
+
+    wait_for(queued_three, 60, "the schedulers to queue trial 2")
+    assert seen["sweep"]["status"] == "running" and len(seen["trials"]) < TRIALS
     for scheduler in first:
         scheduler.signal(signal.SIGKILL)
     for scheduler in first:
