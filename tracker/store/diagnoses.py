@@ -42,7 +42,7 @@ from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact
 from tracker.store import models as m
 from tracker.store.checkpoints import list_checkpoints, set_checkpoint_state
 from tracker.store.engine import read_conn, write_begin
-from tracker.store.metrics import sealed_tail
+from tracker.store.metrics import sealed_points
 from tracker.store.profiles import summaries_for_run
 from tracker.store.rows import dialect_insert
 from tracker.store.runs import get_run
@@ -79,7 +79,7 @@ def read_run_series(
     with read_conn(store.engine) as conn:
         found = conn.execute(keys.where(m.MetricSummaryRow.run_id == run_id)).all()
         for key_id, name in found:
-            sealed = sealed_tail(conn, run_id, key_id, max_points, until_step)
+            sealed = sealed_points(conn, run_id, key_id, hi=until_step, newest=max_points)
             if sealed is not None:
                 tail = slice(max(0, len(sealed) - max_points), None)
                 out[name] = list(

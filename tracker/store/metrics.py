@@ -149,28 +149,26 @@ def metric_history(
 
 
 def sealed_points(
-    conn: sa.Connection, run_id: int, key_id: int, lo: int | None = None, hi: int | None = None
+    conn: sa.Connection,
+    run_id: int,
+    key_id: int,
+    lo: int | None = None,
+    hi: int | None = None,
+    *,
+    newest: int | None = None,
 ) -> Points | None:
     """The points of a series that has sealed chunks, chunks and head merged
     (:func:`tracker.store.chunks.read_points_in`); None when it has none, so a reader keeps
-    its own SQL over the head (and numpy is not imported)."""
+    its own SQL over the head (and numpy is not imported). ``newest``: at least the newest
+    that many points up to ``hi`` (or all), decoding only the chunks that hold them
+    (:func:`tracker.store.chunks.read_tail_in`; ``lo`` is not used then)."""
     if not _has_chunks(conn, run_id, key_id):
         return None
     from tracker.store import chunks
 
+    if newest is not None:
+        return chunks.read_tail_in(conn, run_id, key_id, newest, hi)
     return chunks.read_points_in(conn, run_id, key_id, lo, hi)
-
-
-def sealed_tail(
-    conn: sa.Connection, run_id: int, key_id: int, points: int, hi: int | None = None
-) -> Points | None:
-    """:func:`sealed_points` up to ``hi`` from where its newest ``points`` points start
-    (:func:`tracker.store.chunks.read_tail_in`): at least those points, or all of them."""
-    if not _has_chunks(conn, run_id, key_id):
-        return None
-    from tracker.store import chunks
-
-    return chunks.read_tail_in(conn, run_id, key_id, points, hi)
 
 
 def _has_chunks(conn: sa.Connection, run_id: int, key_id: int) -> bool:

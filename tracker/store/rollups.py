@@ -3,9 +3,9 @@
 A chart of a 1,000,000-point series cannot be served by grouping a million rows per request
 (about 0.4 s here), so every write also refreshes, for each touched (run, key), the buckets
 of ``LEVELS`` that its steps fall in: level 0 (width 256) is recomputed from the points,
-each coarser level from the level below (4 to 32 of its rows per bucket). Recomputing -- rather than
-adding the new points to the old totals -- keeps the rollups exact when a batch is retried
-or a resumed run rewrites earlier steps with new values.
+each coarser level from the level below (4 to 32 of its rows per bucket). Recomputing --
+rather than adding the new points to the old totals -- keeps the rollups exact when a batch
+is retried or a resumed run rewrites earlier steps with new values.
 
 The bucket rule is ``tracker.rules.downsample``'s, in SQL: a row's bucket is ``level_bucket``
 (``step / width``; on the next level, ``bucket / ratio``: the same number), the rows
