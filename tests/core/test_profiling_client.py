@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch")
 
 import tracker  # noqa: E402
 from tests.support.servers import ServerThread  # noqa: E402
+from tracker.client import profiling  # noqa: E402
 from tracker.client.http_sink import HttpSink  # noqa: E402
 from tracker.rules.profiles import trace_path  # noqa: E402
 from tracker.store import profiles  # noqa: E402
@@ -112,6 +113,58 @@ def test_trace_over_the_bound_is_refused(store_url: str, store: Any) -> None:
     assert done.state == "failed"
     assert "gzip'd, over the 1000 bytes bound: profile fewer steps" in (done.message or "")
     assert done.traces == []
+    run.finish()
+
+
+def _failing_first(monkeypatch: pytest.MonkeyPatch, failures: int) -> list[int]:
+    """torch.profiler's start fails ``failures`` times as it once did in a test run of ours
+    (an internal assert of its Python tracer, on another thread's frame), then the real
+    profiler starts; returns the list of calls made."""
+    real = profiling._new_profiler
+    calls: list[int] = []
+
+    def new_profiler() -> Any:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise RuntimeError("frame_refcount >= 2 INTERNAL ASSERT FAILED")
+        return real()
+
+    monkeypatch.setattr(profiling, "_new_profiler", new_profiler)
+    return calls
+
+
+def test_a_start_that_fails_is_tried_at_the_next_steps(
+    store_url: str, store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _failing_first(monkeypatch, profiling.START_TRIES - 1)
+    run = tracker.init("prof", uri=store_url, **{**FAST, "strict": False})
+    asked = profiles.request_profile(store, run.id, 2)
+    done = train_until(run, store, asked.id, ("stored", "failed"))
+    assert done.state == "stored", done.message
+    assert len(calls) == profiling.START_TRIES
+    assert step_marks(stored_trace(store, run.id, trace_path(asked.id, 0))) == [
+        "ProfilerStep#0", "ProfilerStep#1"
+    ]  # fmt: skip
+    run.finish()
+
+
+def test_a_start_that_keeps_failing_is_reported_once(
+    store_url: str, store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _failing_first(monkeypatch, 1000)
+    run = tracker.init("prof", uri=store_url, **{**FAST, "strict": False})
+    asked = profiles.request_profile(store, run.id, 2)
+    done = train_until(run, store, asked.id, ("stored", "failed"))
+    assert done.state == "failed"
+    assert done.message == (
+        f"rank 0: torch.profiler failed to start ({profiling.START_TRIES} tries, at "
+        "consecutive steps): RuntimeError: frame_refcount >= 2 INTERNAL ASSERT FAILED"
+    )
+    for _ in range(20):  # the heartbeats still repeat the request until its report lands
+        run.log({"loss": 1.0})
+        time.sleep(0.01)
+    assert len(calls) == profiling.START_TRIES
+    assert run._step_hook is None
     run.finish()
 
 

@@ -25,9 +25,10 @@ is initialized, else ``$RANK``, else 0), every rank for ``"all"``. One id is tak
 heartbeats repeat a request until its report closes it).
 
 Failure modes: none raises into the training loop. torch not imported by the training
-script (the tracker never imports it for this), a profiler that fails to start or stop, an
-export or an upload that fails, a trace over the bound: the profile is reported ``failed``
-with a message that names the reason, and the first failure is said once on stderr
+script (the tracker never imports it for this), a profiler that fails to start
+(:data:`START_TRIES` times, at consecutive step changes) or to stop, an export or an upload
+that fails, a trace over the bound: the profile is reported ``failed`` with a message that
+names the reason, and the first failure is said once on stderr
 (:class:`~tracker.client.failsafe.Failsafe`, kind ``profile``). ``finish()`` in the middle
 of a profile stops the profiler and stores what was taken, waiting at most its ``timeout``.
 """
@@ -54,9 +55,13 @@ from tracker.errors import StoreUnavailable
 from tracker.rules.backoff import backoff_delay
 from tracker.rules.profiles import MAX_TRACE_BYTES, trace_path
 
-__all__ = ["RETRY_S", "Profiler", "process_rank", "world_size"]
+__all__ = ["RETRY_S", "START_TRIES", "Profiler", "process_rank", "world_size"]
 
 RETRY_S = 60.0  # how long a report or an upload is retried while the store is unavailable
+# A profiler that fails to start is tried again at the next step changes, this many times in
+# all: torch's Python tracer can fail on a transient state of another thread's frames (an
+# internal assert, ``frame_refcount >= 2``, seen once in a test run of ours).
+START_TRIES = 3
 NO_TORCH = (
     "torch is not imported in this process: a profile runs torch.profiler inside the "
     "training loop, and the tracker does not import torch for it"
@@ -108,6 +113,7 @@ class Profiler:
         self._arm = arm
         self._pending: _Request | None = None  # set by the writer thread
         self._seen: set[int] = set()  # ids taken or not ours
+        self._start_tries: dict[int, int] = {}  # failed starts by id
         self._session: _Session | None = None
         self._threads: list[threading.Thread] = []
 
@@ -157,8 +163,8 @@ class Profiler:
             return
         self._seen.add(request.id)
         session = _Session(request, self)
-        self._threads.append(session.thread)
         if "torch" not in sys.modules:
+            self._threads.append(session.thread)
             session.inbox.put(("failed", NO_TORCH, None))
             session.thread.start()
             self._arm(None)
@@ -167,11 +173,24 @@ class Profiler:
             session.prof = _new_profiler()
             session.prof.start()
         except Exception as exc:
+            tries = self._start_tries[request.id] = self._start_tries.get(request.id, 0) + 1
+            if session.prof is not None:
+                with contextlib.suppress(Exception):
+                    session.prof.stop()
+            if tries < START_TRIES:  # again at the next step change (still armed)
+                self._seen.discard(request.id)
+                self._pending = request
+                return
             self._arm(None)
-            message = f"torch.profiler failed to start: {type(exc).__name__}: {exc}"
+            self._threads.append(session.thread)
+            message = (
+                f"torch.profiler failed to start ({tries} tries, at consecutive steps): "
+                f"{type(exc).__name__}: {exc}"
+            )
             session.inbox.put(("failed", message, exc))
             session.thread.start()
             return
+        self._threads.append(session.thread)
         session.first = session.last = step
         session.taken = 1
         self._session = session
