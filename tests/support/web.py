@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
-import selectors
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.lines import Lines
 
 TOKEN = "s3cret-token-for-tests-only-0123456789"  # strong enough for a public bind
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
@@ -80,37 +79,15 @@ class Proc:
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             cwd=cwd, start_new_session=True,
         )  # fmt: skip
-        self.lines: list[str] = []
-        self._pending = ""  # read from the pipe, not yet a whole line
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.lines = Lines(self.popen.stdout)  # type: ignore[arg-type]
 
     def wait_for_line(self, prefix: str, timeout: float) -> str:
-        """Bounded wait for an output line starting with ``prefix``.
-
-        Reads the pipe's bytes itself: lines that arrive together are all seen (a buffered
-        ``readline`` would keep the later ones where ``select`` cannot see them).
-        """
-        stdout = self.popen.stdout
-        assert stdout is not None
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(stdout.fileno(), selectors.EVENT_READ)
-            while True:
-                while "\n" in self._pending:
-                    line, self._pending = self._pending.split("\n", 1)
-                    self.lines.append(line + "\n")
-                    if line.startswith(prefix):
-                        return line.strip()
-                if time.monotonic() >= deadline:
-                    break
-                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(stdout.fileno(), 65536)
-                if not chunk:
-                    break
-                self._pending += self._decoder.decode(chunk)
-        self.kill()
-        pytest.fail(f"no line starting {prefix!r} within {timeout} s; output:\n{self.output()}")
+        """Bounded wait for an output line starting with ``prefix``."""
+        line = self.lines.wait_for(prefix, timeout)
+        if line is None:
+            self.kill()
+            pytest.fail(f"no line starting {prefix!r} within {timeout} s; output:\n{self.output()}")
+        return line
 
     def login_token(self, port: int, timeout: float = 60) -> str:
         """The token of the sign-in link ``tracker ui``/``up`` prints when none is set."""
@@ -118,10 +95,10 @@ class Proc:
         return line.split("token=", 1)[1]
 
     def output(self) -> str:
-        if self.popen.poll() is not None and self.popen.stdout is not None:
-            self.lines.append(self._pending + self.popen.stdout.read())
-            self._pending = ""
-        return "".join(self.lines)
+        """The output seen so far; all of it once the process has ended."""
+        if self.popen.poll() is not None:
+            return self.lines.rest()
+        return "".join(self.lines.seen)
 
     def wait(self, timeout: float) -> int:
         try:
