@@ -146,3 +146,16 @@ def test_packed_points_round_trip_a_numpy_column(store: Store) -> None:
     write_points(store, [], packed=[(run, k, Points.of(steps, values, steps * 3))])
     got = chunks.read_points(store, run, k)
     assert got.same(Points.of(steps, values, steps * 3)) and head_rows(store, run) == 0
+
+
+def test_a_batch_whose_dicts_list_the_keys_in_other_orders_is_packed(store: Store) -> None:
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    batch = [
+        (s, w, dict(reversed(items.items())) if s % 3 else items)
+        for s, w, items in _records(range(PACK_MIN_RECORDS + 10))
+    ]
+    SqlSink(store).write_metrics(packed_run, batch)
+    _as_rows(store, rows_run, batch)
+    assert len(chunks.sealed_series(store, packed_run)) == len(KEYS)
+    assert head_rows(store, packed_run) == 0
+    assert _history(store, packed_run) == _history(store, rows_run)
