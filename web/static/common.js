@@ -51,6 +51,18 @@ const T = (() => {
     return doc;
   }
 
+  /** GET ``path`` once for every caller that asks while it is in flight (two scripts of one
+   *  page wanting the same answer at load: one request); a later call asks again. */
+  const inFlight = new Map();
+  function shared(path) {
+    let answer = inFlight.get(path);
+    if (!answer) {
+      answer = api(path).finally(() => inFlight.delete(path));
+      inFlight.set(path, answer);
+    }
+    return answer;
+  }
+
   /** The top bar's "Sign out" (base.html; absent with --no-auth): POST /logout with a JSON
    *  body, like every state change (the server checks its origin), then the sign-in page. */
   function wireSignOut() {
@@ -461,7 +473,7 @@ const T = (() => {
   wireTheme();
 
   return {
-    ApiError, api, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
+    ApiError, api, shared, h, append, clear, fmtValue, fmtConfig, fmtTime, fmtDuration, fmtAge,
     fmtBytes, isBytesKey, fmtMetric, commandSummary, configPairs, runDuration, attemptText, statusBadge, toast, poll, params, listParam, runLink, plotText, diffView,
     setTheme, themeChoice, plotTheme, plotThemeUpdate, themePlots, plotlyFor,
   };

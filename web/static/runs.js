@@ -315,7 +315,7 @@
 
   async function loadColumns() {
     const params = state.project ? `?project=${encodeURIComponent(state.project)}` : "";
-    columns = await api(`/api/v1/runs/columns${params}`);
+    columns = await T.shared(`/api/v1/runs/columns${params}`); // the workspace asks too
     if (state.metrics === null) {
       const visible = columns.metrics.filter((k) => !k.startsWith("sys/"));
       const preferred = [...visible.filter((k) => k.startsWith("val/")), ...visible.filter((k) => !k.startsWith("val/"))];

@@ -715,7 +715,7 @@
     const project = tableQuery().project || "";
     columnsFor = project;
     try {
-      const columns = await api(`/api/v1/runs/columns${project ? `?project=${encodeURIComponent(project)}` : ""}`);
+      const columns = await T.shared(`/api/v1/runs/columns${project ? `?project=${encodeURIComponent(project)}` : ""}`);
       allKeys = columns.metrics;
       configKeys = columns.config;
     } catch (exc) {
