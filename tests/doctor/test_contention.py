@@ -15,8 +15,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -59,14 +58,6 @@ def busy_processes(n: int) -> Iterator[None]:
             p.wait(30)
 
 
-def _wait_until(predicate: Callable[[], bool], timeout: float) -> None:
-    """Poll ``predicate`` for at most ``timeout`` seconds; not a failure when it stays false
-    (the caller checks what it needs from the data)."""
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
 def _last_step(uri: str) -> int:
     with closing(Store(uri)) as store:
         runs = list_runs(store)
@@ -102,7 +93,8 @@ def test_healthy_run_on_a_cpu_taken_mid_run_has_no_throughput_drop(tmp_path: Pat
             wait_for(lambda: _last_step(uri) >= 110 or train.poll() is not None, 180,
                      "the run to pass step 110")  # fmt: skip
             with busy_processes(SPINNERS):
-                _wait_until(lambda: _last_step(uri) >= 210 or train.poll() is not None, 180)
+                wait_for(lambda: _last_step(uri) >= 210 or train.poll() is not None, 180,
+                         "the run to pass step 210", interval=0.2, required=False)  # fmt: skip
             assert train.wait(300) == 0, (tmp_path / "train.log").read_text()[-3000:]
         finally:
             if train.poll() is None:

@@ -18,6 +18,7 @@ job over, the store refuses its points, events, heartbeats and status changes wi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 import os
@@ -42,6 +43,7 @@ Record = tuple[int, int, dict[str, float]]
 # no rollup refresh later. Smaller or irregular batches go in as rows (sealed once the run
 # has ended).
 PACK_MIN_RECORDS = 1_024
+_STEP, _WALL, _ITEMS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 def _packed(run_id: int, key_ids: dict[str, int], records: Sequence[Record]) -> list[Any]:
@@ -58,8 +60,6 @@ def _packed(run_id: int, key_ids: dict[str, int], records: Sequence[Record]) -> 
     # keys, in whatever order; ``get`` takes the values in ``keys``' order.
     if not k or list(map(len, dicts)).count(k) != n:
         return []
-    import itertools
-
     import numpy as np
 
     from tracker.rules.chunk_codec import Points
@@ -77,9 +77,6 @@ def _packed(run_id: int, key_ids: dict[str, int], records: Sequence[Record]) -> 
     return [
         (run_id, key_ids[key], Points.of(steps, columns[i], walls)) for i, key in enumerate(keys)
     ]
-
-
-_STEP, _WALL, _ITEMS = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 class Sink(Protocol):
