@@ -51,14 +51,18 @@ const T = (() => {
     return doc;
   }
 
-  /** GET ``path`` once for every caller that asks while it is in flight (two scripts of one
-   *  page wanting the same answer at load: one request); a later call asks again. */
-  const inFlight = new Map();
+  /** GET ``path`` once for every caller that asks while it is in flight or within
+   *  SHARED_MS of its answer: the scripts of one page asking for the same thing as they
+   *  load make one request, whichever order they start in. A failure is not kept. */
+  const SHARED_MS = 5000;
+  const sharedAnswers = new Map();
   function shared(path) {
-    let answer = inFlight.get(path);
+    let answer = sharedAnswers.get(path);
     if (!answer) {
-      answer = api(path).finally(() => inFlight.delete(path));
-      inFlight.set(path, answer);
+      answer = api(path);
+      sharedAnswers.set(path, answer);
+      const forget = () => sharedAnswers.delete(path);
+      answer.then(() => setTimeout(forget, SHARED_MS), forget);
     }
     return answer;
   }
