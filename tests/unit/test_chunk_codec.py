@@ -187,3 +187,37 @@ def test_regular_series_are_small() -> None:
         "counter": len(encode(Points.of(np.arange(n) * 10, np.arange(n) * 32.0, walls))) / n,
     }
     assert sizes["loss"] < 4.5 and sizes["noise"] < 9 and sizes["counter"] < 1, sizes
+
+
+# Chunks written by an earlier release, byte for byte: a change to how the encoder works
+# (not to the format) must give the same bytes, and the decoder must read them.
+_WRITTEN = {
+    "regular": (
+        "012800013fff78013bc1441c60e066200a5c384794328653a78853377f3e71eac4c58953c7cc4c9cba"
+        "349fe331477d8e345574cfecd8d731bbf3471b90d8d13fb3bbb2639a915881909dd03701a33f2a8fd2"
+        "8e559e8a3be56e3a676bcfe42f73b7f44fa99db2b967ea9fe93d5be616a84b665bbe97d4ae547f6516"
+        "94963267e99b253511c7234e5a78dff0fce17fc3c3f244f489ca13ee37388b276e9ff879e2fe89c5eb"
+        "93f4a0f6365776cfe8dcdf39bbe3673b90d8d93fb3a3ba73ba916099b09de02771a37fca4fa96d2f13"
+        "0333032303c37f4620c50e22f8212c06664679264636663e462676263b66560748f0d5130a45004eaa"
+        "85fd"
+    ),
+    "specials": (
+        "01050101013fff7801636062e0e06060606264e0e266faf1978181e1ff7f4c82911928c6a00d229e81"
+        "880210d10d22324084d08f1f1f183ed4ffffdff01f00a8ee1470"
+    ),
+}
+
+
+def _written(name: str) -> Points:
+    if name == "regular":
+        steps = np.arange(100, 140)
+        return Points.of(steps, np.linspace(2.3, 0.4, 40), 1_700_000_000_000 + 250 * (steps - 100))
+    values = [math.nan, -0.0, math.inf, -math.inf, 1e-310]
+    return Points.of([0, 1, 1, 5, 9], values, [5, 4, 4, 1 << 40, -3], [0, 0, 1, 0, 0])
+
+
+@pytest.mark.parametrize("name", sorted(_WRITTEN))
+def test_the_bytes_of_a_chunk_do_not_change_between_releases(name: str) -> None:
+    blob = bytes.fromhex(_WRITTEN[name])
+    assert encode(_written(name)) == blob
+    assert decode(blob).same(_written(name))
