@@ -7,11 +7,14 @@ on SQLite and PostgreSQL. A superseded attempt's packed write is refused like it
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.series_tables import bits, head_rows, rollup_rows
 from tracker.client.sinks import PACK_MIN_RECORDS, SqlSink
@@ -159,3 +162,57 @@ def test_a_batch_whose_dicts_list_the_keys_in_other_orders_is_packed(store: Stor
     assert len(chunks.sealed_series(store, packed_run)) == len(KEYS)
     assert head_rows(store, packed_run) == 0
     assert _history(store, packed_run) == _history(store, rows_run)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 2_000),
+    cuts=st.sets(st.integers(1, 1_999), max_size=6),
+    as_rows=st.sets(st.integers(0, 6), max_size=2),
+    seal_after=st.sets(st.integers(0, 6), max_size=2),
+    shuffled=st.booleans(),
+)
+def test_packed_batches_cut_anywhere_keep_the_rollups_of_rows(
+    store: Store,
+    seed: int,
+    n: int,
+    cuts: set[int],
+    as_rows: set[int],
+    seal_after: set[int],
+    shuffled: bool,
+) -> None:
+    """A series written in batches cut at any step (mid-bucket, on a bucket's edge), in
+    step order or not, each packed or as rows, with seals between them: the chart rollups are those of
+    the same points stored as rows. A packed batch merges the stored rollup row of an edge
+    bucket it shares with sealed points, and recomputes it from the points when head rows
+    share it."""
+    rng = np.random.default_rng(seed)
+    steps = np.cumsum(rng.integers(1, 90, n))
+    values = rng.standard_normal(n)
+    values[rng.integers(0, n, 3)] = rng.choice([math.nan, math.inf, -math.inf, -0.0], 3)
+    walls = 1_750_000_000_000 + 10 * steps
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    k = intern_keys(store, ["loss"])["loss"]
+    edges = [0, *sorted(c for c in cuts if c < n), n]
+    batches = list(itertools.pairwise(edges))
+    if shuffled:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    for i, (a, b) in enumerate(batches):
+        part = Points.of(steps[a:b], values[a:b], walls[a:b])
+        rows = [
+            (packed_run, k, int(t), int(w), v)
+            for t, w, v in zip(steps[a:b], walls[a:b], values[a:b].tolist(), strict=True)
+        ]
+        if i in as_rows:
+            write_points(store, rows)
+        else:
+            write_points(store, [], packed=[(packed_run, k, part)])
+        write_points(store, [(rows_run, *r[1:]) for r in rows])
+        if i in seal_after:
+            chunks.seal_run(store, packed_run)
+    assert rollup_rows(store, packed_run) == rollup_rows(store, rows_run)
+    got = chunks.read_points(store, packed_run, k)
+    assert got.same(Points.of(steps, values, walls))

@@ -39,7 +39,7 @@ import sqlalchemy as sa
 
 from tracker.rules import chunk_codec
 from tracker.rules.chunk_codec import Points
-from tracker.rules.point_buckets import level_rows
+from tracker.rules.point_buckets import LevelRow, level_rows
 from tracker.store import models as m
 from tracker.store import rollups
 from tracker.store.engine import read_conn, write_begin
@@ -312,8 +312,9 @@ def write_packed(cur: Any, dialect: str, packed: Sequence[Packed]) -> list[Any]:
     write, refresh and seal later). A series whose steps meet stored points -- head rows or
     a chunk in its step range, as a resumed run or a retried batch has -- is not packed:
     its rows are returned for the caller to store as rows. Level 0 of the rollups is
-    computed from the packed points and the stored ones of its edge buckets; the levels
-    above from level 0, as ``store.rollups`` does. On PostgreSQL the run's rollup lock is
+    computed from the packed points, merged with the stored rows of its edge buckets (or,
+    where head rows share an edge bucket, from the points and the stored ones of those
+    buckets); the levels above from level 0, as ``store.rollups`` does. On PostgreSQL the run's rollup lock is
     taken first (a seal or another writer of the run waits)."""
     p = "%s" if dialect == "postgresql" else "?"
     if dialect == "postgresql":
@@ -323,7 +324,11 @@ def write_packed(cur: Any, dialect: str, packed: Sequence[Packed]) -> list[Any]:
     written: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for run_id, key_id, points in packed:
         lo, hi = int(points.steps[0]), int(points.steps[-1])
-        if _stored_in(cur, p, run_id, key_id, lo, hi):
+        first, last = rollups.level_span(lo, hi)
+        head = _head_in(cur, p, run_id, key_id, first, last)
+        if (head and _head_in(cur, p, run_id, key_id, lo, hi)) or _chunk_in(
+            cur, p, run_id, key_id, lo, hi
+        ):
             rows_instead.extend(_as_rows(run_id, key_id, points))
             continue
         cur.executemany(
@@ -333,11 +338,19 @@ def write_packed(cur: Any, dialect: str, packed: Sequence[Packed]) -> list[Any]:
             f"{p}, {p}, {p}, {p}, {p})".replace("{p}", p),
             [_chunk_values(run_id, key_id, part) for part in _cut(points, CHUNK_POINTS)],
         )
-        # level 0 over the buckets the points fall in, their stored points included
-        first, last = rollups.level_span(lo, hi)
-        around = _stored_points(cur, p, run_id, key_id, first, last)
-        merged = chunk_codec.merge(around, points) if len(around) else points
-        rollups.upsert_level0(cur, dialect, run_id, key_id, level_rows(merged, rollups.LEVELS[0]))
+        # level 0 over the buckets the points fall in, their stored points included: with
+        # head rows in the edge buckets (whose rollups a writer may not have refreshed yet)
+        # from the points; else the edge buckets' stored points are chunks', whose level-0
+        # rows are current, and each is merged with the new points' row of its bucket
+        if head:
+            around = _stored_points(cur, p, run_id, key_id, first, last)
+            merged = chunk_codec.merge(around, points) if len(around) else points
+            level0 = level_rows(merged, rollups.LEVELS[0])
+        else:
+            level0 = _with_stored_edges(
+                cur, p, run_id, key_id, level_rows(points, rollups.LEVELS[0])
+            )
+        rollups.upsert_level0(cur, dialect, run_id, key_id, level0)
         written.append(((run_id, key_id), (lo, hi)))
     if written:
         rollups.refresh_coarse(cur, dialect, sorted(written))
@@ -355,14 +368,50 @@ def _chunk_values(run_id: int, key_id: int, part: Points) -> tuple[Any, ...]:
     return tuple(row.values())
 
 
-def _stored_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
-    """Whether (run, key) has a head row or a chunk with a step in [lo, hi]."""
+def _head_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
+    """Whether (run, key) has a head row with a step in [lo, hi]."""
     cur.execute(
         f"SELECT 1 FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step >= {p} "
         f"AND step <= {p} LIMIT 1",
         (run_id, key_id, lo, hi),
     )
-    return cur.fetchone() is not None or _chunk_in(cur, p, run_id, key_id, lo, hi)
+    return cur.fetchone() is not None
+
+
+def _with_stored_edges(
+    cur: Any, p: str, run_id: int, key_id: int, rows: list[LevelRow]
+) -> list[LevelRow]:
+    """``rows`` (level 0 of new points, none of whose steps is stored) with the stored
+    level-0 rows of their first and last bucket merged in: the bucket rule's ``combine`` of
+    two disjoint sets of points (min of mins, max of maxes, the later last, counts added)."""
+    edges = sorted({rows[0][0], rows[-1][0]})
+    cur.execute(
+        f"SELECT bucket, first_step, last_step, last_wall_ms, min_value, max_value, "
+        f"last_value, count, nan_count, posinf_count, neginf_count FROM metric_rollups "
+        f"WHERE run_id = {p} AND key_id = {p} AND width = {p} AND (bucket = {p} OR bucket = {p})",
+        (run_id, key_id, rollups.LEVELS[0], edges[0], edges[-1]),
+    )
+    stored = {row[0]: row for row in cur.fetchall()}
+    if not stored:
+        return rows
+    out = list(rows)
+    for i in {0, len(rows) - 1}:
+        old = stored.get(rows[i][0])
+        if old is not None:
+            out[i] = _combine_rows(old, rows[i])
+    return out
+
+
+def _combine_rows(a: Sequence[Any], b: Sequence[Any]) -> LevelRow:
+    """Two level-0 rows of one bucket over disjoint points, as one."""
+    later = a if a[2] > b[2] else b
+    lows = [v for v in (a[4], b[4]) if v is not None]
+    highs = [v for v in (a[5], b[5]) if v is not None]
+    return (
+        int(a[0]), min(a[1], b[1]), later[2], later[3], min(lows) if lows else None,
+        max(highs) if highs else None, later[6], a[7] + b[7], a[8] + b[8], a[9] + b[9],
+        a[10] + b[10],
+    )  # fmt: skip
 
 
 def _chunk_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
