@@ -778,3 +778,68 @@ def test_the_trailing_windows_in_numpy_are_the_median_rule(values: list[float], 
     meds, sigmas = _trailing_median_sigma(list(enumerate(values)), w)
     want = [_median_sigma(values[k - w : k]) for k in range(w, len(values))]
     assert list(zip(meds, sigmas, strict=True)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.sampled_from([0.0, -0.0, 1.0, 2.0, 1e-300, 1e300]),
+            st.floats(-1e6, 1e6, allow_nan=False),
+        ),
+        max_size=300,
+    ),
+    w=st.integers(1, 25),
+    noise_points=st.integers(1, 60),
+)
+def test_the_spike_bars_in_numpy_are_the_point_by_point_rule(
+    values: list[float], w: int, noise_points: int
+) -> None:
+    """loss_spike computes every point's bar at once in numpy: the same numbers as judging
+    the points one by one (the loop it ran before), running range, noise window and the
+    highest relative jump included."""
+    import numpy as np
+
+    from tracker.rules.health import HealthLimits, _median_sigma, _noise_factor, _spike_bars
+
+    limits = HealthLimits(history=w, spike_noise_points=noise_points)
+    bars, relative = _spike_bars(np.asarray(values, dtype=np.float64), w, limits)
+    excursions: list[float] = []
+    top = 0.0
+    want_bars = [math.nan] * min(w, len(values))
+    want_relative = [0.0] * len(values)
+    for k in range(w, len(values)):
+        med, sigma = _median_sigma(values[k - w : k])
+        sigma = max(sigma, 1e-3 * abs(med), 1e-12)
+        factor = _noise_factor(len(excursions), limits)
+        noise = max(excursions[-noise_points:], default=0.0)
+        span = max(values[:k]) - min(values[:k])
+        want_bars.append(
+            med
+            + max(
+                limits.spike_sigmas * sigma,
+                limits.spike_ratio * abs(med),
+                limits.spike_range * span,
+                factor * noise,
+                factor * top * med if med > 0 else 0.0,
+            )
+        )
+        excursions.append(max(0.0, values[k] - med))
+        want_relative[k] = excursions[-1] / med if med > 0 else 0.0
+        top = max(top, want_relative[k])
+    np.testing.assert_array_equal(bars, np.asarray(want_bars))
+    np.testing.assert_array_equal(relative, np.asarray(want_relative))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=100),
+    size=st.integers(1, 30),
+)
+def test_the_sliding_max_is_each_windows_max(values: list[float], size: int) -> None:
+    import numpy as np
+
+    from tracker.rules.health import _sliding_max
+
+    got = _sliding_max(np.asarray(values), size).tolist()
+    assert got == [max(values[i : i + size]) for i in range(len(values) - size + 1)]
