@@ -25,8 +25,11 @@ workspace's overlay of 100 runs of 60,000 points each (``read_aligned``, 500 buc
 
 ``--long-overlay RUNS POINTS`` (default 100 x 1,000,000; 0 0 leaves it out) times the
 workspace's overlay of long runs: RUNS runs of POINTS points each, written as packed chunks
-(what a tight training loop writes), read by ``read_aligned`` at a workspace panel's 114
-buckets and at 500 (median of ``--repeat``), with the rollup level each read used.
+(what a tight training loop writes), read by ``read_aligned`` at the buckets a workspace
+panel asks (40 to 400 by its width: 114 is a third of a 1,440 px page, 400 the widest)
+and at 1,000, with the rollup level each read used; and the workspace's own request for
+them (``GET /api/v1/workspace/series``, through the dashboard's app) at 114 and 400
+buckets, the JSON included (median of ``--repeat``).
 
     python bench/bench_chunks.py [--points 100000] [--chunk 4096] [--repeat 5] [--quick]
                                  [--pg-url URL] [--chart-points N] [--long-overlay RUNS POINTS]
@@ -259,7 +262,7 @@ def measure_long_overlay(runs_n: int, n: int, repeat: int, work: Path) -> list[d
             common.progress(f"long overlay: {r + 1}/{runs_n} runs written")
     write_s = time.perf_counter() - start
     out = []
-    for buckets in (114, 500):
+    for buckets in (114, 250, 400, 1000):
         (read,), _ = chart.read_aligned(store, runs, ["series"], max_buckets=buckets)
         sources = sorted({r.source for r in read.reads.values()})
         ms = 1000 * _median_s(
@@ -269,6 +272,18 @@ def measure_long_overlay(runs_n: int, n: int, repeat: int, work: Path) -> list[d
                     "source": ",".join(sources), "ms": ms, "write_points_per_s":
                     runs_n * n / write_s})  # fmt: skip
     store.close()
+    from tracker.web.app import create_app
+
+    client = create_app({"STORE_URI": f"sqlite:///{work / 'long-overlay.db'}", "NO_AUTH": True})
+    get = client.test_client().get
+    for buckets in (114, 400):
+        url = f"/api/v1/workspace/series?keys=series&limit={runs_n}&max_buckets={buckets}"
+        answer = get(url)
+        assert answer.status_code == 200 and len(answer.get_json()["runs"]) == runs_n
+        ms = 1000 * _median_s(lambda u=url: get(u), repeat)
+        out.append({"read": f"GET workspace/series, {runs_n} runs, {buckets} buckets",
+                    "source": f"{len(answer.data):,} B of JSON", "ms": ms,
+                    "write_points_per_s": runs_n * n / write_s})  # fmt: skip
     return out
 
 

@@ -171,7 +171,7 @@ def test_a_batch_whose_dicts_list_the_keys_in_other_orders_is_packed(store: Stor
     seed=st.integers(0, 2**32 - 1),
     n=st.integers(2, 2_000),
     cuts=st.sets(st.integers(1, 1_999), max_size=6),
-    as_rows=st.sets(st.integers(0, 6), max_size=2),
+    as_rows=st.sets(st.tuples(st.integers(0, 6), st.sampled_from(KEYS)), max_size=4),
     seal_after=st.sets(st.integers(0, 6), max_size=2),
     shuffled=st.booleans(),
 )
@@ -180,39 +180,66 @@ def test_packed_batches_cut_anywhere_keep_the_rollups_of_rows(
     seed: int,
     n: int,
     cuts: set[int],
-    as_rows: set[int],
+    as_rows: set[tuple[int, str]],
     seal_after: set[int],
     shuffled: bool,
 ) -> None:
-    """A series written in batches cut at any step (mid-bucket, on a bucket's edge), in
-    step order or not, each packed or as rows, with seals between them: the chart rollups are those of
-    the same points stored as rows. A packed batch merges the stored rollup row of an edge
-    bucket it shares with sealed points, and recomputes it from the points when head rows
-    share it."""
+    """Series written in batches cut at any step (mid-bucket, on a bucket's edge), in step
+    order or not, each key's part packed (all keys of a batch in one write) or as rows,
+    with seals between them: the chart rollups are those of the same points stored as
+    rows. A packed batch merges the stored rollup row of an edge bucket it shares with
+    sealed points, and recomputes it from the points when head rows share it."""
     rng = np.random.default_rng(seed)
     steps = np.cumsum(rng.integers(1, 90, n))
-    values = rng.standard_normal(n)
-    values[rng.integers(0, n, 3)] = rng.choice([math.nan, math.inf, -math.inf, -0.0], 3)
     walls = 1_750_000_000_000 + 10 * steps
+    values = {key: rng.standard_normal(n) for key in KEYS}
+    for v in values.values():
+        v[rng.integers(0, n, 3)] = rng.choice([math.nan, math.inf, -math.inf, -0.0], 3)
     packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
-    k = intern_keys(store, ["loss"])["loss"]
+    ids = intern_keys(store, list(KEYS))
     edges = [0, *sorted(c for c in cuts if c < n), n]
     batches = list(itertools.pairwise(edges))
     if shuffled:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     for i, (a, b) in enumerate(batches):
-        part = Points.of(steps[a:b], values[a:b], walls[a:b])
-        rows = [
-            (packed_run, k, int(t), int(w), v)
-            for t, w, v in zip(steps[a:b], walls[a:b], values[a:b].tolist(), strict=True)
-        ]
-        if i in as_rows:
-            write_points(store, rows)
-        else:
-            write_points(store, [], packed=[(packed_run, k, part)])
-        write_points(store, [(rows_run, *r[1:]) for r in rows])
+        packed = []
+        for key in KEYS:
+            rows = [
+                (packed_run, ids[key], int(t), int(w), v)
+                for t, w, v in zip(steps[a:b], walls[a:b], values[key][a:b].tolist(), strict=True)
+            ]
+            if (i, key) in as_rows:
+                write_points(store, rows)
+            else:
+                packed.append(
+                    (packed_run, ids[key], Points.of(steps[a:b], values[key][a:b], walls[a:b]))
+                )
+            write_points(store, [(rows_run, *r[1:]) for r in rows])
+        write_points(store, [], packed=packed)
         if i in seal_after:
             chunks.seal_run(store, packed_run)
     assert rollup_rows(store, packed_run) == rollup_rows(store, rows_run)
-    got = chunks.read_points(store, packed_run, k)
-    assert got.same(Points.of(steps, values, walls))
+    for key in KEYS:
+        got = chunks.read_points(store, packed_run, ids[key])
+        assert got.same(Points.of(steps, values[key], walls))
+
+
+def test_a_series_given_twice_in_one_packed_write_is_stored_once_then_as_rows(
+    store: Store,
+) -> None:
+    """The second of two parts of one series over the same steps in one write meets the
+    first's chunk and goes to rows (last wins), as if written one after the other."""
+    packed_run, rows_run = create_run(store, "pack").id, create_run(store, "pack").id
+    k = intern_keys(store, ["loss"])["loss"]
+    steps = np.arange(0, 600)
+    first = Points.of(steps, np.sin(steps / 7.0), 10 * steps)
+    second = Points.of(steps, np.cos(steps / 7.0), 10 * steps)
+    write_points(store, [], packed=[(packed_run, k, first), (packed_run, k, second)])
+    for part in (first, second):
+        write_points(store, [
+            (rows_run, k, int(t), int(w), v)
+            for t, w, v in zip(part.steps, part.walls, part.values.tolist(), strict=True)
+        ])  # fmt: skip
+    assert chunks.read_points(store, packed_run, k).same(second)
+    assert head_rows(store, packed_run) == len(steps)
+    assert rollup_rows(store, packed_run) == rollup_rows(store, rows_run)

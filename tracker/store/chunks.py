@@ -314,50 +314,76 @@ def write_packed(cur: Any, dialect: str, packed: Sequence[Packed]) -> list[Any]:
     its rows are returned for the caller to store as rows. Level 0 of the rollups is
     computed from the packed points, merged with the stored rows of its edge buckets (or,
     where head rows share an edge bucket, from the points and the stored ones of those
-    buckets); the levels above from level 0, as ``store.rollups`` does. On PostgreSQL the run's rollup lock is
-    taken first (a seal or another writer of the run waits)."""
+    buckets); the levels above from level 0, as ``store.rollups`` does. On PostgreSQL the
+    run's rollup lock is taken first (a seal or another writer of the run waits).
+
+    The series of one batch share their steps (one log() call gives every key its point),
+    so each of the questions above is asked once for all of them, not once per series:
+    a handful of round trips a batch, whatever its number of keys."""
     p = "%s" if dialect == "postgresql" else "?"
     if dialect == "postgresql":
         for run_id in sorted({r for r, _k, _p in packed}):
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (rollups.PG_LOCK_CLASS, run_id))
     rows_instead: list[Any] = []
     written: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    for run_id, key_id, points in packed:
-        lo, hi = int(points.steps[0]), int(points.steps[-1])
+    for (run_id, lo, hi), series in _same_span(packed):
+        chunk_rows: list[tuple[Any, ...]] = []
+        level0: list[tuple[Any, ...]] = []
+        keys = [k for k, _ in series]
         first, last = rollups.level_span(lo, hi)
-        head = _head_in(cur, p, run_id, key_id, first, last)
-        if (head and _head_in(cur, p, run_id, key_id, lo, hi)) or _chunk_in(
-            cur, p, run_id, key_id, lo, hi
-        ):
-            rows_instead.extend(_as_rows(run_id, key_id, points))
-            continue
-        cur.executemany(
-            f"INSERT INTO metric_chunks (run_id, key_id, first_step, last_step, count, "
-            f"min_value, max_value, last_value, last_wall_ms, nan_count, posinf_count, "
-            f"neginf_count, data) VALUES ({p}, {p}, {p}, {p}, {p}, {_DBL}, {_DBL}, {_DBL}, "
-            f"{p}, {p}, {p}, {p}, {p})".replace("{p}", p),
-            [_chunk_values(run_id, key_id, part) for part in _cut(points, CHUNK_POINTS)],
-        )
-        # level 0 over the buckets the points fall in, their stored points included: with
-        # head rows in the edge buckets (whose rollups a writer may not have refreshed yet)
-        # from the points; else the edge buckets' stored points are chunks', whose level-0
-        # rows are current, and each is merged with the new points' row of its bucket
-        if head:
-            around = _stored_points(cur, p, run_id, key_id, first, last)
-            merged = chunk_codec.merge(around, points) if len(around) else points
-            level0 = level_rows(merged, rollups.LEVELS[0])
-        else:
-            level0 = _with_stored_edges(
-                cur, p, run_id, key_id, level_rows(points, rollups.LEVELS[0])
+        head_near = _keys_with_head(cur, p, run_id, keys, first, last)
+        taken = _keys_with_head(cur, p, run_id, sorted(head_near), lo, hi) if head_near else set()
+        taken |= _keys_with_chunk(cur, p, run_id, keys, lo, hi)
+        fresh = [(k, points) for k, points in series if k not in taken]
+        for k, points in series:
+            if k in taken:
+                rows_instead.extend(_as_rows(run_id, k, points))
+        edges = _stored_edges(cur, p, run_id, [k for k, _ in fresh if k not in head_near], lo, hi)
+        for key_id, points in fresh:
+            chunk_rows.extend(
+                _chunk_values(run_id, key_id, part) for part in _cut(points, CHUNK_POINTS)
             )
-        rollups.upsert_level0(cur, dialect, run_id, key_id, level0)
-        written.append(((run_id, key_id), (lo, hi)))
+            # with head rows in the edge buckets (whose rollups a writer may not have
+            # refreshed yet) from the points; else the edge buckets' stored points are
+            # chunks', whose level-0 rows are current, merged with the new points' rows
+            if key_id in head_near:
+                around = _stored_points(cur, p, run_id, key_id, first, last)
+                merged = chunk_codec.merge(around, points) if len(around) else points
+                rows = level_rows(merged, rollups.LEVELS[0])
+            else:
+                rows = _with_edges(level_rows(points, rollups.LEVELS[0]), edges.get(key_id, {}))
+            level0.extend((run_id, key_id, *row) for row in rows)
+            written.append(((run_id, key_id), (lo, hi)))
+        if chunk_rows:
+            cur.executemany(_INSERT_CHUNK.replace("{p}", p), chunk_rows)
+        if level0:
+            rollups.upsert_level0_rows(cur, dialect, level0)
     if written:
         rollups.refresh_coarse(cur, dialect, sorted(written))
     return rows_instead
 
 
 _DBL = "CAST({p} AS DOUBLE PRECISION)"
+_INSERT_CHUNK = (
+    f"INSERT INTO metric_chunks (run_id, key_id, first_step, last_step, count, min_value, "
+    f"max_value, last_value, last_wall_ms, nan_count, posinf_count, neginf_count, data) "
+    f"VALUES ({{p}}, {{p}}, {{p}}, {{p}}, {{p}}, {_DBL}, {_DBL}, {_DBL}, {{p}}, {{p}}, {{p}}, "
+    f"{{p}}, {{p}})"
+)
+_PROBES = 100  # per-key probes in one UNION ALL statement (SQLite allows 500 terms)
+
+
+def _same_span(packed: Sequence[Packed]) -> list[tuple[tuple[int, int, int], list[Any]]]:
+    """``packed`` in its order as groups of consecutive series of one run with the same
+    first and last step and distinct keys (a batch's keys): a group is stored before the
+    next one is looked at, as one series after another was."""
+    out: list[tuple[tuple[int, int, int], list[Any]]] = []
+    for run_id, key_id, points in packed:
+        span = (run_id, int(points.steps[0]), int(points.steps[-1]))
+        if not out or out[-1][0] != span or any(k == key_id for k, _ in out[-1][1]):
+            out.append((span, []))
+        out[-1][1].append((key_id, points))
+    return out
 
 
 def _chunk_values(run_id: int, key_id: int, part: Points) -> tuple[Any, ...]:
@@ -368,30 +394,67 @@ def _chunk_values(run_id: int, key_id: int, part: Points) -> tuple[Any, ...]:
     return tuple(row.values())
 
 
-def _head_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
-    """Whether (run, key) has a head row with a step in [lo, hi]."""
-    cur.execute(
-        f"SELECT 1 FROM metric_points WHERE run_id = {p} AND key_id = {p} AND step >= {p} "
-        f"AND step <= {p} LIMIT 1",
-        (run_id, key_id, lo, hi),
-    )
-    return cur.fetchone() is not None
+def _probe(cur: Any, one: str, params: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """The rows of the one-row query ``one`` for each parameter tuple, in one statement per
+    ``_PROBES`` of them (each keeps its own index probe and LIMIT)."""
+    out: list[Any] = []
+    for at in range(0, len(params), _PROBES):
+        part = params[at : at + _PROBES]
+        sql = " UNION ALL ".join(f"SELECT * FROM ({one}) AS q{i}" for i in range(len(part)))
+        cur.execute(sql, [v for args in part for v in args])
+        out.extend(cur.fetchall())
+    return out
 
 
-def _with_stored_edges(
-    cur: Any, p: str, run_id: int, key_id: int, rows: list[LevelRow]
-) -> list[LevelRow]:
-    """``rows`` (level 0 of new points, none of whose steps is stored) with the stored
-    level-0 rows of their first and last bucket merged in: the bucket rule's ``combine`` of
-    two disjoint sets of points (min of mins, max of maxes, the later last, counts added)."""
-    edges = sorted({rows[0][0], rows[-1][0]})
-    cur.execute(
-        f"SELECT bucket, first_step, last_step, last_wall_ms, min_value, max_value, "
-        f"last_value, count, nan_count, posinf_count, neginf_count FROM metric_rollups "
-        f"WHERE run_id = {p} AND key_id = {p} AND width = {p} AND (bucket = {p} OR bucket = {p})",
-        (run_id, key_id, rollups.LEVELS[0], edges[0], edges[-1]),
+def _keys_with_head(
+    cur: Any, p: str, run_id: int, keys: Sequence[int], lo: int, hi: int
+) -> set[int]:
+    """The keys of ``keys`` with a head row of ``run_id`` with a step in [lo, hi]."""
+    one = (
+        f"SELECT key_id FROM metric_points WHERE run_id = {p} AND key_id = {p} "
+        f"AND step >= {p} AND step <= {p} LIMIT 1"
     )
-    stored = {row[0]: row for row in cur.fetchall()}
+    return {int(r[0]) for r in _probe(cur, one, [(run_id, k, lo, hi) for k in keys])}
+
+
+def _keys_with_chunk(
+    cur: Any, p: str, run_id: int, keys: Sequence[int], lo: int, hi: int
+) -> set[int]:
+    """The keys of ``keys`` with a chunk holding a step in [lo, hi]: the newest chunk of
+    the key starting at or before ``hi`` reaches ``lo`` (chunks of a series never overlap)."""
+    one = (
+        f"SELECT key_id, last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
+        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1"
+    )
+    found = _probe(cur, one, [(run_id, k, hi) for k in keys])
+    return {int(k) for k, last in found if last >= lo}
+
+
+def _stored_edges(
+    cur: Any, p: str, run_id: int, keys: Sequence[int], lo: int, hi: int
+) -> dict[int, dict[int, Any]]:
+    """Per key, the stored level-0 rows of the buckets of ``lo`` and ``hi``, by bucket."""
+    width = rollups.LEVELS[0]
+    out: dict[int, dict[int, Any]] = {}
+    for at in range(0, len(keys), 500):
+        part = keys[at : at + 500]
+        cur.execute(
+            f"SELECT key_id, bucket, first_step, last_step, last_wall_ms, min_value, "
+            f"max_value, last_value, count, nan_count, posinf_count, neginf_count "
+            f"FROM metric_rollups WHERE run_id = {p} AND key_id IN ({', '.join([p] * len(part))}) "
+            f"AND width = {p} AND (bucket = {p} OR bucket = {p})",
+            (run_id, *part, width, lo // width, hi // width),
+        )
+        for row in cur.fetchall():
+            out.setdefault(int(row[0]), {})[int(row[1])] = row[1:]
+    return out
+
+
+def _with_edges(rows: list[LevelRow], stored: dict[int, Any]) -> list[LevelRow]:
+    """``rows`` (level 0 of new points, none of whose steps is stored) with ``stored``, the
+    stored level-0 rows of their first and last bucket, merged in: the bucket rule's
+    ``combine`` of two disjoint sets of points (min of mins, max of maxes, the later last,
+    counts added)."""
     if not stored:
         return rows
     out = list(rows)

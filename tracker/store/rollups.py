@@ -113,6 +113,11 @@ def upsert_level0(cur: Any, dialect: str, run_id: int, key_id: int, rows: Sequen
     cur.executemany(_UPSERT_ROWS[dialect], [(run_id, key_id, *row) for row in rows])
 
 
+def upsert_level0_rows(cur: Any, dialect: str, rows: Sequence[Any]) -> None:
+    """Store level-0 rows of several series: ``(run_id, key_id, *level_row)`` each."""
+    cur.executemany(_UPSERT_ROWS[dialect], rows)
+
+
 _INF = {
     "sqlite": ("9e999", "-9e999"),
     "postgresql": ("'Infinity'::float8", "'-Infinity'::float8"),
