@@ -378,11 +378,14 @@ def _same_span(packed: Sequence[Packed]) -> list[tuple[tuple[int, int, int], lis
     first and last step and distinct keys (a batch's keys): a group is stored before the
     next one is looked at, as one series after another was."""
     out: list[tuple[tuple[int, int, int], list[Any]]] = []
+    keys: set[int] = set()  # the last group's
     for run_id, key_id, points in packed:
         span = (run_id, int(points.steps[0]), int(points.steps[-1]))
-        if not out or out[-1][0] != span or any(k == key_id for k, _ in out[-1][1]):
+        if not out or out[-1][0] != span or key_id in keys:
             out.append((span, []))
+            keys = set()
         out[-1][1].append((key_id, points))
+        keys.add(key_id)
     return out
 
 
