@@ -759,15 +759,16 @@ def test_one_hard_batch_of_a_memorised_loss_is_not_a_spike_but_a_lasting_jump_is
     assert found is not None and found.step == 762
 
 
+# finite values for the numpy windows: ties, signed zeros, the tiny and the huge
+LOSS_VALUES = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, 2.0, 1e-300, 1e300]),
+    st.floats(-1e6, 1e6, allow_nan=False),
+)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    values=st.lists(
-        st.one_of(
-            st.sampled_from([0.0, -0.0, 1.0, 2.0, 1e-300, 1e300]),
-            st.floats(-1e6, 1e6, allow_nan=False),
-        ),
-        max_size=80,
-    ),
+    values=st.lists(LOSS_VALUES, max_size=80),
     w=st.integers(1, 25),
 )
 def test_the_trailing_windows_in_numpy_are_the_median_rule(values: list[float], w: int) -> None:
@@ -782,13 +783,7 @@ def test_the_trailing_windows_in_numpy_are_the_median_rule(values: list[float], 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    values=st.lists(
-        st.one_of(
-            st.sampled_from([0.0, -0.0, 1.0, 2.0, 1e-300, 1e300]),
-            st.floats(-1e6, 1e6, allow_nan=False),
-        ),
-        max_size=300,
-    ),
+    values=st.lists(LOSS_VALUES, max_size=300),
     w=st.integers(1, 25),
     noise_points=st.integers(1, 60),
 )
