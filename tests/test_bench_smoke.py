@@ -325,8 +325,13 @@ def test_bench_chunks_quick_reports_every_field(tmp_path: Path) -> None:
         assert read["rows_source"] == read["chunks_source"], read
     assert [r["rows_source"] for r in reads] == ["rollup-256", "points", "points", "aligned"]
     # 5 runs x 100,000 points, packed: the 256 level (a 114-bucket panel's bucket spans 877
-    # steps; a 500-bucket one 200, where 100,000 points are past the row budget)
+    # steps; at 400 and 1,000 buckets 250 and 100, where 100,000 points are past the row
+    # budget); then the workspace's own request at a narrow and the widest panel
     long = doc["long_overlay"]
-    assert [r["source"] for r in long] == ["rollup-256", "rollup-256"], long
+    assert [r["source"] for r in long[:4]] == ["rollup-256"] * 4, long
+    assert [r["read"] for r in long[4:]] == [
+        "GET workspace/series, 5 runs, 114 buckets", "GET workspace/series, 5 runs, 400 buckets"
+    ], long  # fmt: skip
+    assert all(r["source"].endswith(" B of JSON") for r in long[4:]), long
     for read in long:
         _positive(read, "ms", "write_points_per_s")
