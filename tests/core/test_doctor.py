@@ -209,3 +209,52 @@ def test_on_nonfinite_rejects_unknown_policy(store_url: str, store: Store) -> No
         tracker.init(project="p", uri=store_url, system_interval=None, on_nonfinite="halt")
     assert info.value.field == "on_nonfinite" and "record, stop" in str(info.value)
     assert list_runs(store) == []
+
+
+def test_a_nonfinite_stretch_longer_than_a_pass_reads_is_named_where_it_began(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass reads each series' newest points; when they start inside a stretch of NaN or
+    Inf that began before them (a run that kept logging NaN), the doctor reads back to the
+    last finite value and names the step the stretch began at, not the first point it
+    read: final and live, on rows and on sealed chunks (whose headers skip the chunks
+    without a finite value). A stretch from the first point is named at it; on rows, one
+    longer than the read-back says the earliest step it saw."""
+    from tracker.store import chunks, diagnoses
+    from tracker.store.metrics import intern_keys, write_points
+
+    monkeypatch.setattr(diagnoses, "MAX_POINTS", 500)
+    monkeypatch.setattr(diagnoses, "LIVE_POINTS", 200)
+    run = create_run(store, "p", "long nan").id
+    ids = intern_keys(store, ["loss", "grad/global_norm", "acc"])
+    values = {
+        "loss": lambda s: 2.0 / (s + 1) if s < 2000 else math.nan,
+        "grad/global_norm": lambda s: math.inf,
+        "acc": lambda s: 0.5 if s < 1200 else -math.inf,
+    }
+    write_points(store, [
+        (run, ids[key], s, 1_750_000_000_000 + s, value(s))
+        for key, value in values.items() for s in range(5000)
+    ])  # fmt: skip
+
+    def onsets(final: bool) -> dict[str, tuple[int | None, str]]:
+        found = diagnoses.judge_run(store, run, final=final)
+        return {d.metric: (d.step, d.message) for d in found if d.code == "nonfinite"}
+
+    for sealed in (False, True):
+        if sealed:
+            chunks.seal_run(store, run, chunk_points=256)
+            assert chunks.sealed_series(store, run) != []
+        for final in (True, False):
+            found = onsets(final)
+            assert found["loss"][0] == 2000, (sealed, final, found)
+            assert "(last finite value 0.001 at step 1999)" in found["loss"][1]
+            assert found["acc"][0] == 1200 and "at step 1199)" in found["acc"][1]
+            assert found["grad/global_norm"][0] == 0, found  # never finite: its first point
+        with monkeypatch.context() as short:
+            short.setattr(diagnoses, "ONSET_BLOCKS", 2)  # reads back 2 x 500 points at most
+            found = onsets(True)
+        if sealed:  # the chunks' headers skip those without a finite value
+            assert (found["loss"][0], found["acc"][0]) == (2000, 1200), found
+        else:  # the earliest point read back
+            assert (found["loss"][0], found["acc"][0]) == (3500, 3500), found

@@ -1204,8 +1204,14 @@ def diagnose(
     recompiled: Sequence[RecompileFact] = (),
     limits: HealthLimits | None = None,
     partial: Collection[str] = (),
+    before: Mapping[str, Sequence[Point]] | None = None,
 ) -> list[Diagnosis]:
     """Every diagnosis of one run, from its series keyed by metric name, by onset step.
+
+    ``before``: for a partial series that starts inside a stretch of non-finite values,
+    the points where that stretch began (the last finite one before it and the first of
+    the stretch): the non-finite rule reads them before the series, so it names the step
+    the stretch began at and the last finite value, not the first point a pass read.
 
     ``partial``: keys whose series is only the newest part of the run's (a pass reads the
     newest points of a long run). A loss spike is judged against the series' own noise
@@ -1229,7 +1235,9 @@ def diagnose(
     skips = scaler_skips(series.get("amp/loss_scale", ()), series.get("amp/skipped_steps", ()))
     found: list[Diagnosis | None] = []
     for key, points in series.items():
-        found.append(nonfinite(points, key, final=final, amp=amp, skips=skips, limits=limits))
+        earlier = before.get(key) if before else None
+        judged = [*earlier, *points] if earlier else points
+        found.append(nonfinite(judged, key, final=final, amp=amp, skips=skips, limits=limits))
         if is_loss_key(key):
             div = divergence(points, key, limits=limits)
             found.append(div)

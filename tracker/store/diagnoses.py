@@ -20,6 +20,7 @@ Every read and write raises ``StoreUnavailable`` when the database cannot be rea
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -72,29 +73,110 @@ def read_run_series(
 ) -> dict[str, list[tuple[int, float | None]]]:
     """Every metric of a run as ``(step, value)`` by step (NaN as ``None``), newest
     ``max_points`` per metric (``until_step``: of those at or before that step)."""
+    return {name: points for name, (points, _before) in _read_series(
+        store, run_id, max_points=max_points, until_step=until_step
+    ).items()}  # fmt: skip
+
+
+Series = list[tuple[int, float | None]]
+
+
+def _read_series(
+    store: Store, run_id: int, *, max_points: int, until_step: int | None
+) -> dict[str, tuple[Series, Series]]:
+    """Per metric, :func:`read_run_series`'s newest points and, when they start inside a
+    stretch of non-finite values that began before them, where it began
+    (:func:`_stretch_start`); else no points."""
     keys = sa.select(m.MetricSummaryRow.key_id, m.MetricKeyRow.name).join(
         m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id
     )
-    out: dict[str, list[tuple[int, float | None]]] = {}
+    out: dict[str, tuple[Series, Series]] = {}
     with read_conn(store.engine) as conn:
         found = conn.execute(keys.where(m.MetricSummaryRow.run_id == run_id)).all()
         for key_id, name in found:
-            sealed = sealed_points(conn, run_id, key_id, hi=until_step, newest=max_points)
-            if sealed is not None:
-                tail = slice(max(0, len(sealed) - max_points), None)
-                out[name] = list(
-                    zip(sealed.steps[tail].tolist(), sealed.values[tail].tolist(), strict=True)
-                )
-                continue
-            query = (
-                sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
-                .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
-                .where(sa.true() if until_step is None else m.MetricPointRow.step <= until_step)
-                .order_by(m.MetricPointRow.step.desc(), m.MetricPointRow.seq.desc())
-                .limit(max_points)
-            )
-            out[name] = [(int(s), v) for s, v in reversed(conn.execute(query).all())]
+            points = _newest(conn, run_id, key_id, max_points, until_step)
+            before: Series = []
+            if len(points) >= max_points and not _finite(points[0][1]):
+                before = _stretch_start(conn, run_id, key_id, points[0], max_points)
+            out[name] = (points, before)
     return out
+
+
+def _newest(
+    conn: sa.Connection, run_id: int, key_id: int, max_points: int, until_step: int | None
+) -> Series:
+    """The newest ``max_points`` points of a series at or before ``until_step``, by step."""
+    sealed = sealed_points(conn, run_id, key_id, hi=until_step, newest=max_points)
+    if sealed is not None:
+        tail = slice(max(0, len(sealed) - max_points), None)
+        return list(zip(sealed.steps[tail].tolist(), sealed.values[tail].tolist(), strict=True))
+    query = (
+        sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
+        .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
+        .where(sa.true() if until_step is None else m.MetricPointRow.step <= until_step)
+        .order_by(m.MetricPointRow.step.desc(), m.MetricPointRow.seq.desc())
+        .limit(max_points)
+    )
+    return [(int(s), v) for s, v in reversed(conn.execute(query).all())]
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _read_back_to(conn: sa.Connection, run_id: int, key_id: int, step: int) -> int:
+    """Where a read back from before ``step`` may start: ``step - 1``, or, past sealed
+    chunks that hold no finite value (their headers' counts say so) and no head rows, the
+    first step of the oldest of them (the newest chunk with a finite value is just before)."""
+    c, p = m.MetricChunkRow, m.MetricPointRow
+    this = (c.run_id == run_id, c.key_id == key_id)
+    finite = conn.execute(
+        sa.select(c.last_step)
+        .where(*this, c.first_step < step, c.count > c.nan_count + c.posinf_count + c.neginf_count)
+        .order_by(c.first_step.desc())
+        .limit(1)
+    ).scalar()
+    if finite is None:
+        return step - 1
+    following = conn.execute(
+        sa.select(c.first_step)
+        .where(*this, c.first_step > finite, c.first_step < step)
+        .order_by(c.first_step)
+        .limit(1)
+    ).scalar()
+    if following is None:
+        return step - 1
+    head = conn.execute(
+        sa.select(p.step)
+        .where(p.run_id == run_id, p.key_id == key_id, p.step > finite, p.step < step)
+        .limit(1)
+    ).scalar()
+    return step - 1 if head is not None else int(following)
+
+
+ONSET_BLOCKS = 50  # blocks of a pass's points read back to find where a stretch began
+
+
+def _stretch_start(
+    conn: sa.Connection, run_id: int, key_id: int, first: tuple[int, float | None], block: int
+) -> Series:
+    """The series' last finite point before ``first`` (a pass's first point, not finite)
+    and the first point after it: where the non-finite stretch that ``first`` is in began,
+    so the doctor names that step, not the first one it read. Read back ``block`` points
+    at a time, at most ``ONSET_BLOCKS`` blocks, past sealed chunks without a finite value
+    (:func:`_read_back_to`); empty when none is found (the series
+    starts non-finite, or the stretch is longer than that: the pass's first point is the
+    earliest known then)."""
+    after = first
+    for _ in range(ONSET_BLOCKS):
+        points = _newest(conn, run_id, key_id, block, _read_back_to(conn, run_id, key_id, after[0]))
+        if not points:
+            return [after] if after is not first else []
+        for i in range(len(points) - 1, -1, -1):
+            if _finite(points[i][1]):
+                return [points[i], points[i + 1] if i + 1 < len(points) else after]
+        after = points[0]
+    return [after]
 
 
 def _checkpoint_facts(store: Store, run_id: int, verify: bool) -> list[CheckpointFact]:
@@ -165,7 +247,9 @@ def judge_run(
     points than the pass reads) is named to :func:`~tracker.rules.health.diagnose` as such.
     """
     max_points = MAX_POINTS if final else LIVE_POINTS
-    series = read_run_series(store, run_id, max_points=max_points, until_step=until_step)
+    read = _read_series(store, run_id, max_points=max_points, until_step=until_step)
+    series = {key: points for key, (points, _before) in read.items()}
+    before = {key: earlier for key, (_points, earlier) in read.items() if earlier}
     partial = {key for key, points in series.items() if len(points) >= max_points}
     facts = _checkpoint_facts(store, run_id, verify_checkpoints)
     recompiled = _recompile_facts(store, run_id)
@@ -174,7 +258,7 @@ def judge_run(
         recompiled = [f for f in recompiled if f.step <= until_step]
     found = diagnose(
         series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits,
-        partial=partial,
+        partial=partial, before=before,
     )  # fmt: skip
     return _with_profiles(store, run_id, found, until_step)
 
