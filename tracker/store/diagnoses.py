@@ -164,9 +164,9 @@ def _stretch_start(
     and the first point after it: where the non-finite stretch that ``first`` is in began,
     so the doctor names that step, not the first one it read. Read back ``block`` points
     at a time, at most ``ONSET_BLOCKS`` blocks, past sealed chunks without a finite value
-    (:func:`_read_back_to`); empty when none is found (the series
-    starts non-finite, or the stretch is longer than that: the pass's first point is the
-    earliest known then)."""
+    (:func:`_read_back_to`). Without a finite point, the earliest point read back (the
+    series starts non-finite, or the stretch is longer than the read-back); nothing when
+    no point precedes ``first``."""
     after = first
     for _ in range(ONSET_BLOCKS):
         points = _newest(conn, run_id, key_id, block, _read_back_to(conn, run_id, key_id, after[0]))
