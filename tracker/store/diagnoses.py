@@ -130,28 +130,24 @@ def _read_back_to(conn: sa.Connection, run_id: int, key_id: int, step: int) -> i
     first step of the oldest of them (the newest chunk with a finite value is just before)."""
     c, p = m.MetricChunkRow, m.MetricPointRow
     this = (c.run_id == run_id, c.key_id == key_id)
-    finite = conn.execute(
-        sa.select(c.last_step)
-        .where(*this, c.first_step < step, c.count > c.nan_count + c.posinf_count + c.neginf_count)
-        .order_by(c.first_step.desc())
-        .limit(1)
-    ).scalar()
+    some_finite = c.count > c.nan_count + c.posinf_count + c.neginf_count
+    finite = _one(conn, c.last_step, c.first_step.desc(), *this, c.first_step < step, some_finite)
     if finite is None:
         return step - 1
-    following = conn.execute(
-        sa.select(c.first_step)
-        .where(*this, c.first_step > finite, c.first_step < step)
-        .order_by(c.first_step)
-        .limit(1)
-    ).scalar()
+    following = _one(
+        conn, c.first_step, c.first_step, *this, c.first_step > finite, c.first_step < step
+    )
     if following is None:
         return step - 1
-    head = conn.execute(
-        sa.select(p.step)
-        .where(p.run_id == run_id, p.key_id == key_id, p.step > finite, p.step < step)
-        .limit(1)
-    ).scalar()
+    head = _one(
+        conn, p.step, p.step, p.run_id == run_id, p.key_id == key_id, p.step > finite, p.step < step
+    )
     return step - 1 if head is not None else int(following)
+
+
+def _one(conn: sa.Connection, column: Any, order: Any, *where: Any) -> Any:
+    """``column`` of the first row by ``order`` that meets ``where`` (None when none does)."""
+    return conn.execute(sa.select(column).where(*where).order_by(order).limit(1)).scalar()
 
 
 ONSET_BLOCKS = 50  # blocks of a pass's points read back to find where a stretch began
