@@ -542,40 +542,34 @@ def _spike_bars(values: np.ndarray, w: int, limits: HealthLimits) -> tuple[np.nd
     if n <= w:
         return bars, relative
     with np.errstate(all="ignore"):  # inf from huge values, as Python's floats give it
-        return _bars(values, w, limits, bars, relative)
-
-
-def _bars(
-    values: np.ndarray, w: int, limits: HealthLimits, bars: np.ndarray, relative: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    n = len(values)
-    meds, sigmas = _trailing_median_sigma_np(values, w)
-    judged = n - w
-    sigma = np.maximum(np.maximum(sigmas, 1e-3 * np.abs(meds)), 1e-12)
-    excursion = np.maximum(0.0, values[w:] - meds)
-    positive = meds > 0
-    rel = np.where(positive, excursion / np.where(positive, meds, 1.0), 0.0)
-    relative[w:] = rel
-    span = (
-        np.maximum.accumulate(values)[w - 1 : n - 1] - np.minimum.accumulate(values)[w - 1 : n - 1]
-    )
-    noise = _sliding_max(np.concatenate((np.zeros(limits.spike_noise_points), excursion)),
-                         limits.spike_noise_points)[:judged]  # fmt: skip
-    top_rel = np.concatenate(([0.0], np.maximum.accumulate(rel)[:-1]))
-    full = limits.spike_noise_points
-    factor = np.full(judged, float(limits.spike_over_noise))
-    for i in range(min(full, judged)):
-        factor[i] = _noise_factor(i, limits)
-    bars[w:] = meds + np.maximum.reduce(
-        [
-            limits.spike_sigmas * sigma,
-            limits.spike_ratio * np.abs(meds),
-            limits.spike_range * span,
-            factor * noise,
-            np.where(positive, factor * top_rel * meds, 0.0),
-        ]
-    )
-    return bars, relative
+        meds, sigmas = _trailing_median_sigma_np(values, w)
+        judged = n - w
+        sigma = np.maximum(np.maximum(sigmas, 1e-3 * np.abs(meds)), 1e-12)
+        excursion = np.maximum(0.0, values[w:] - meds)
+        positive = meds > 0
+        rel = np.where(positive, excursion / np.where(positive, meds, 1.0), 0.0)
+        relative[w:] = rel
+        span = (
+            np.maximum.accumulate(values)[w - 1 : n - 1]
+            - np.minimum.accumulate(values)[w - 1 : n - 1]
+        )
+        noise = _sliding_max(np.concatenate((np.zeros(limits.spike_noise_points), excursion)),
+                             limits.spike_noise_points)[:judged]  # fmt: skip
+        top_rel = np.concatenate(([0.0], np.maximum.accumulate(rel)[:-1]))
+        full = limits.spike_noise_points
+        factor = np.full(judged, float(limits.spike_over_noise))
+        for i in range(min(full, judged)):
+            factor[i] = _noise_factor(i, limits)
+        bars[w:] = meds + np.maximum.reduce(
+            [
+                limits.spike_sigmas * sigma,
+                limits.spike_ratio * np.abs(meds),
+                limits.spike_range * span,
+                factor * noise,
+                np.where(positive, factor * top_rel * meds, 0.0),
+            ]
+        )
+        return bars, relative
 
 
 def _sliding_max(x: np.ndarray, size: int) -> np.ndarray:

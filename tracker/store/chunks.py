@@ -481,15 +481,8 @@ def _combine_rows(a: Sequence[Any], b: Sequence[Any]) -> LevelRow:
 
 
 def _chunk_in(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> bool:
-    """Whether a chunk of (run, key) holds a step in [lo, hi]: the newest chunk starting
-    at or before ``hi`` reaches ``lo`` (chunks of a series never overlap)."""
-    cur.execute(
-        f"SELECT last_step FROM metric_chunks WHERE run_id = {p} AND key_id = {p} "
-        f"AND first_step <= {p} ORDER BY first_step DESC LIMIT 1",
-        (run_id, key_id, hi),
-    )
-    found = cur.fetchone()
-    return found is not None and found[0] >= lo
+    """Whether a chunk of (run, key) holds a step in [lo, hi] (:func:`_keys_with_chunk`)."""
+    return bool(_keys_with_chunk(cur, p, run_id, [key_id], lo, hi))
 
 
 def _stored_points(cur: Any, p: str, run_id: int, key_id: int, lo: int, hi: int) -> Points:

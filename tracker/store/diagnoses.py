@@ -74,7 +74,7 @@ def read_run_series(
     """Every metric of a run as ``(step, value)`` by step (NaN as ``None``), newest
     ``max_points`` per metric (``until_step``: of those at or before that step)."""
     return {name: points for name, (points, _before) in _read_series(
-        store, run_id, max_points=max_points, until_step=until_step
+        store, run_id, max_points=max_points, until_step=until_step, onsets=False
     ).items()}  # fmt: skip
 
 
@@ -82,10 +82,10 @@ Series = list[tuple[int, float | None]]
 
 
 def _read_series(
-    store: Store, run_id: int, *, max_points: int, until_step: int | None
+    store: Store, run_id: int, *, max_points: int, until_step: int | None, onsets: bool = True
 ) -> dict[str, tuple[Series, Series]]:
-    """Per metric, :func:`read_run_series`'s newest points and, when they start inside a
-    stretch of non-finite values that began before them, where it began
+    """Per metric, :func:`read_run_series`'s newest points and, with ``onsets``, when they
+    start inside a stretch of non-finite values that began before them, where it began
     (:func:`_stretch_start`); else no points."""
     keys = sa.select(m.MetricSummaryRow.key_id, m.MetricKeyRow.name).join(
         m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id
@@ -96,7 +96,7 @@ def _read_series(
         for key_id, name in found:
             points = _newest(conn, run_id, key_id, max_points, until_step)
             before: Series = []
-            if len(points) >= max_points and not _finite(points[0][1]):
+            if onsets and len(points) >= max_points and not _finite(points[0][1]):
                 before = _stretch_start(conn, run_id, key_id, points[0], max_points)
             out[name] = (points, before)
     return out

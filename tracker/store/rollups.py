@@ -110,7 +110,7 @@ def level_span(lo: int, hi: int) -> tuple[int, int]:
 
 def upsert_level0(cur: Any, dialect: str, run_id: int, key_id: int, rows: Sequence[Any]) -> None:
     """Store level-0 rows (``tracker.rules.point_buckets.level_rows``) of one series."""
-    cur.executemany(_UPSERT_ROWS[dialect], [(run_id, key_id, *row) for row in rows])
+    upsert_level0_rows(cur, dialect, [(run_id, key_id, *row) for row in rows])
 
 
 def upsert_level0_rows(cur: Any, dialect: str, rows: Sequence[Any]) -> None:
