@@ -88,6 +88,13 @@ def test_a_job_gets_a_token_for_its_own_run_and_attempt_only(
         done = wait_for(
             lambda: (j := store_jobs.get_job(store, job.id)).is_final and j, 120, "the job"
         )
+        # the worker records the verdict, then revokes the attempt's token: before closing
+        # it, wait for that second write (closing at once could stop it in between)
+        wait_for(
+            lambda: any(t.revoked_at for t in list_tokens(store) if t.job_id == job.id),
+            60,
+            "the job's token revoked",
+        )
     finally:
         procs.close()
     assert done.status == "succeeded", (done.failure_hint, [p.output() for p in procs.started])
