@@ -22,6 +22,7 @@ from click.testing import CliRunner
 import tracker
 from tests.core.test_process_exit import wait_for_line
 from tests.support import pg_cluster
+from tests.support.replay import named_spill_files
 from tracker.cli import main
 from tracker.client import writer as writer_module
 from tracker.client.sinks import SqlSink
@@ -61,9 +62,8 @@ def end_while_down(
 
 
 def replay_and_check(url: str, run_id: int, mode: str, stderr: str) -> None:
-    found = re.search(r"`tracker db replay ([^`]+)`", stderr)
-    assert found, stderr
-    files = found.group(1).split()
+    files = named_spill_files(stderr)
+    assert files, stderr
     assert all(Path(f).exists() for f in files)
     status = "failed" if mode == "raise" else "finished"
     assert f"run {run_id} ended {status}" in stderr

@@ -10,7 +10,6 @@ writer keeps what it cannot write in memory (within its cap) until space returns
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.support.replay import named_spill_files
 from tests.support.small_disk import fill, free, small_filesystem
 from tracker.cli import main
 from tracker.store import Store
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).parent / "scripts" / "log_through_full_disk.py"
 STEPS, KEYS = 2000, 200  # KEYS: the script's
 SAID = "writing to the store failed"  # the writer's line, once the outage lasted 5 s
-REPLAY = re.compile(r"`tracker db replay ([^`]+)`")
 
 
 @pytest.mark.parametrize(
@@ -89,7 +88,7 @@ def test_a_full_disk_loses_no_accepted_point(
             said = [line for line in text.splitlines() if SAID in line]
             assert len(said) == 1 and "disk is full" in said[0], text
             assert before < STEPS * KEYS  # the disk was full mid-run, not after it
-            files = sorted(set(REPLAY.findall(text)))
+            files = named_spill_files(text)
             if files:
                 result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *files])
                 assert result.exit_code == 0, result.output

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.replay import named_spill_files
 from tracker.cli import main
 from tracker.errors import InvalidInput, StoreUnavailable
 from tracker.store import Store, artifacts
@@ -32,7 +33,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 STEPS, MEDIA_STEPS = 30, [0, 5, 10, 15, 20, 25]
 POINTS = 2 * STEPS + 200 * (STEPS - 11)  # loss and step_sq each step, 200 probes after step 10
 WARNING = re.compile(r"^tracker: run \d+: (.+?) failed: .*Training goes on", re.M)
-REPLAY = re.compile(r"`tracker db replay ([^`]+)`")
 EVENT_KIND = "tracker_failure"  # tracker.client.failsafe.EVENT_KIND
 
 
@@ -64,7 +64,7 @@ def _trained_through(done: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def _replay(tmp_path: Path, stderr: str) -> None:
-    files = sorted(set(REPLAY.findall(stderr)))
+    files = named_spill_files(stderr)
     assert files and all(Path(f).exists() for f in files), stderr
     url = f"sqlite:///{tmp_path / 'store.db'}"
     result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *files])
@@ -169,7 +169,7 @@ def test_an_http_sink_answering_garbage(tmp_path: Path, garbage_server: str) -> 
     done = _train("http", tmp_path, strict=False, uri=garbage_server)
     failed = _trained_through(done)
     assert "the tracker's writer thread" in failed and "not the tracker's JSON" in done.stderr
-    files = sorted(set(REPLAY.findall(done.stderr)))
+    files = named_spill_files(done.stderr)
     points, statuses, events = 0, [], []
     for name in files:  # every point is in the spill file, with the status and the events
         for line in Path(name).read_text().splitlines():

@@ -27,11 +27,14 @@ from click.testing import CliRunner
 
 import tracker
 from tests.support import pg_cluster
+from tests.support.polling import wait_for
+from tests.support.replay import named_spill_files
 from tracker.cli import main
 from tracker.client.sinks import SqlSink
 from tracker.errors import StoreUnavailable, WriterError
 from tracker.store import Store
 from tracker.store.metrics import count_points, metric_history
+from tracker.store.runs import get_run
 
 pytestmark = pytest.mark.slow
 
@@ -193,12 +196,13 @@ def test_the_store_down_at_exit_then_replay(
     sink.down = True
     for step in range(1_000, 20_000):  # past the cap while the store is away
         run.log({"a": float(step)}, step=step)
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(StoreUnavailable) as raised:
         run.finish(timeout=1.0)
-    # What close() held goes to `<spill>.exit.jsonl` when the writer had spilled (it may
-    # still be replaying the spill file): replay both, in that order.
+    # What close() held goes to `<spill>.exit.jsonl` when the writer had spilled: the
+    # message names both, in the order to replay them.
+    files = [Path(f) for f in named_spill_files(str(raised.value))]
     spill = run._writer.spill_path
-    files = [f for f in (spill, spill.with_suffix(".exit.jsonl")) if f.exists()]
+    assert files in ([spill], [spill, spill.with_suffix(".exit.jsonl")]), raised.value
     on_disk = sum(_points_in(f) for f in files)
     result = _replay(store_url, *files)
     assert result.exit_code == 0, result.output
@@ -206,6 +210,56 @@ def test_the_store_down_at_exit_then_replay(
     fault_report(accepted=20_000, stored=stored, on_disk_at_exit=on_disk)
     assert stored == 20_000
     assert [p.step for p in metric_history(Store(store_url), run.id, "a")] == list(range(20_000))
+
+
+class SlowToComeBack(SqlSink):
+    """A real SQL sink that refuses writes while ``down``; once up, each write waits for
+    ``gate`` (a store that came back but answers slowly)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.down = True
+        self.gate, self.waiting = threading.Event(), threading.Event()
+
+    def write_metrics(self, run_id: int, records: Any) -> None:
+        if self.down:
+            raise StoreUnavailable("connection refused (switched off by the test)")
+        self.waiting.set()
+        self.gate.wait(timeout=120)
+        super().write_metrics(run_id, records)
+
+
+def test_the_files_named_at_exit_are_kept_when_the_writer_replays_after_it(
+    store_url: str, tmp_path: Path, fault_report: Report
+) -> None:
+    """close() gives up while the writer thread replays its spill file into a store that
+    answers slowly; that replay ends after close(): the file it replayed was named to the
+    user, so it stays, and the command in the message stores everything (pasted into a
+    shell: the spill directory's name has a space and a quote)."""
+    sink = SlowToComeBack(Store(store_url))
+    run = tracker.init(
+        project="faults", uri=store_url, sink=sink, system_interval=None,
+        spill_dir=tmp_path / "spill dir's", max_memory_mb=0.125,
+    )  # fmt: skip
+    writer = run._writer
+    for step in range(20_000):  # past the cap while the store is away: spilled
+        run.log({"a": float(step)}, step=step)
+    wait_for(lambda: writer._spilled, timeout=60, what="the writer spilled the points it held")
+    sink.down = False  # the writer's next retry replays the spill file, and waits in it
+    assert sink.waiting.wait(timeout=60), "the writer never retried"
+    with pytest.raises(StoreUnavailable) as raised:
+        run.finish(timeout=0.5)
+    sink.gate.set()  # the replay goes on, after close() gave up
+    writer._thread.join(timeout=60)
+    assert not writer._thread.is_alive()
+    files = named_spill_files(str(raised.value))
+    assert writer.spill_path.exists() and str(writer.spill_path) in files, raised.value
+    result = _replay(store_url, *files)
+    assert result.exit_code == 0, result.output
+    stored = count_points(Store(store_url), run.id)
+    fault_report(accepted=20_000, stored=stored, files=len(files))
+    assert stored == 20_000
+    assert get_run(Store(store_url), run.id).status == "finished"
 
 
 CHILD = """

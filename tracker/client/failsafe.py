@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -70,9 +71,15 @@ def strict_mode(strict: bool | None = None) -> bool:
     )
 
 
+def replay_command(*paths: Path | str) -> str:
+    """The command that stores ``paths``, in backquotes, each path quoted for a shell (a
+    spill directory may have spaces in its name): pasted as shown, it runs."""
+    return "`tracker db replay " + " ".join(shlex.quote(str(p)) for p in paths) + "`"
+
+
 def kept_in(path: Path | str) -> str:
     """Where the data went, in the words of the warning line."""
-    return f"kept in {path}: store it with `tracker db replay {path}` once the cause is fixed"
+    return f"kept in {path}: store it with {replay_command(path)} once the cause is fixed"
 
 
 class Failsafe:

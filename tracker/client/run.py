@@ -14,7 +14,7 @@ from typing import Any
 from tracker import filedigest
 from tracker.client import checkpoint as ckpt
 from tracker.client import final_status
-from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, strict_mode
+from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, replay_command, strict_mode
 from tracker.client.final_status import FinalStatus
 from tracker.client.nonfinite import NonFiniteGuard, nonfinite_policy
 from tracker.client.offline import spill_dir_of
@@ -638,7 +638,7 @@ class Run:
                 raise StoreUnavailable(
                     f"run {self.id} ended {final.describe()} but the store is unavailable "
                     f"({exc}): its final status is kept in {spill}; apply it with "
-                    f"`tracker db replay {spill}` once the store is back"
+                    f"{replay_command(spill)} once the store is back"
                 ) from exc
             self._failsafe.report(
                 "final_status", f"storing the final status ({final.describe()})", exc,

@@ -72,7 +72,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracker.client.failsafe import NOT_STORED, Failsafe, kept_in, spill_events, strict_mode
+from tracker.client.failsafe import (
+    NOT_STORED,
+    Failsafe,
+    kept_in,
+    replay_command,
+    spill_events,
+    strict_mode,
+)
 from tracker.client.media import Pending
 from tracker.client.overflow import (
     ENTRY_BYTES,
@@ -382,7 +389,7 @@ class Writer:
         be blocked in the sink) and stop the writer. Returns the message for the caller."""
         with self._lock:
             self._abandoned = self._stop = True
-            # The writer thread may be replaying spill_path (and will delete it once stored).
+            # The writer thread may be replaying spill_path: it keeps the file from now on.
             target = self.spill_path
             if self._spilled:
                 target = target.with_suffix(".exit.jsonl")
@@ -396,13 +403,14 @@ class Writer:
             marker.done.set()
         self._wake.set()
         self.exit_spill_path = target
-        paths = " ".join(str(p) for p in dict.fromkeys([self.spill_path, target]) if p.exists())
+        kept = [p for p in dict.fromkeys([self.spill_path, target]) if p.exists()]
+        paths = " ".join(map(str, kept))
         why = f": {self.outage}" if self.outage is not None else " (a write is blocked)"
         also = f" and {files:,} artifact files" if files else ""
         return (
             f"nothing could be stored for {timeout}s, the store is unavailable{why}; the "
             f"{count:,} points{also} not yet stored are kept in {paths}: store them with "
-            f"`tracker db replay {paths}` once the store is back"
+            f"{replay_command(*kept)} once the store is back"
         )
 
     def raise_error(self) -> None:
@@ -415,7 +423,7 @@ class Writer:
             elif self.spill_path.exists():
                 kept = (
                     f"; the points not stored are kept in {self.spill_path}: store them "
-                    f"with `tracker db replay {self.spill_path}` once the cause is fixed"
+                    f"with {replay_command(self.spill_path)} once the cause is fixed"
                 )
             else:
                 kept = ""
@@ -694,8 +702,17 @@ class Writer:
         return count
 
     def _replay_spill(self) -> None:
-        replay_spill_file(self.sink, self.spill_path, write=self._write)
-        self._spilled = False
+        """Store the spill file, then delete it, unless close() gave up meanwhile: its
+        message named the file to the user (replaying it again is harmless: idempotent)."""
+        replay_spill_file(
+            self.sink, self.spill_path, write=self._write, stop=lambda: self._abandoned,
+            delete=False,
+        )  # fmt: skip
+        with self._lock:  # _abandon() lists the files that exist under this lock
+            if self._abandoned:
+                return
+            self.spill_path.unlink(missing_ok=True)
+            self._spilled = False
 
     def _settle(self) -> None:
         # One bounded step: the sink refreshes for a fraction of a second in short
@@ -793,9 +810,12 @@ def replay_spill_file(
     *,
     write: Callable[[int, list[Record]], Any] | None = None,
     run_ids: dict[int, int] | None = None,
+    stop: Callable[[], bool] | None = None,
+    delete: bool = True,
 ) -> int:
     """Write every batch of a spill file to the sink (through ``write`` when given), then
-    delete the file.
+    delete the file (unless not ``delete``). ``stop()``, asked before each line, ends the
+    replay early when true; the file is then kept.
 
     A line that describes an offline run (:mod:`tracker.client.offline`) creates it; the
     lines after it that name its placeholder id are stored under the new id, recorded in
@@ -821,6 +841,8 @@ def replay_spill_file(
                     stacklevel=2,
                 )
                 continue
+            if stop is not None and stop():
+                return total
             doc = json.loads(line)
             if HEADER in doc:  # an offline run: created now, its lines follow
                 run = doc[HEADER]
@@ -852,5 +874,6 @@ def replay_spill_file(
             else:
                 write(int(doc["run_id"]), records)
             total += sum(len(r[2]) for r in records)
-    path.unlink()
+    if delete:
+        path.unlink()
     return total
