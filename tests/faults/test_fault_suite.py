@@ -42,7 +42,7 @@ Report = Callable[..., None]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _replay(url: str, *files: Path) -> Any:
+def _replay(url: str, *files: Path | str) -> Any:
     result = CliRunner().invoke(main, ["db", "replay", "--uri", url, *map(str, files)])
     return result
 
