@@ -26,7 +26,6 @@ job, and what it saw when the job ended (handed to :func:`tracker.runner.verdict
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -494,9 +493,6 @@ class JobLoop:
         retry = self.options.housekeeping_options.policy.next_retry
         if not verdict.record(self.store, e.claim, e.exit_code, e.failure, retry, took_s=e.took_s):
             return False
-        # its token stopped working when the attempt ended; this says so in the list
-        with contextlib.suppress(StoreUnavailable):
-            tokens.revoke_job_tokens(self.store, e.claim.job.id, e.claim.attempt)
         self._ended += 1
         return True
 

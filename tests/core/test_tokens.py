@@ -15,8 +15,9 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from tracker.cli import main
+from tracker.entities import Failure, JobSpec
 from tracker.errors import InvalidInput, NotFound
-from tracker.store import Store
+from tracker.store import Store, queue
 from tracker.store import tokens as t
 
 
@@ -146,3 +147,52 @@ def test_token_cli_creates_lists_and_revokes(store_url: str) -> None:
     assert bad.exit_code == 2 and "'root' is not one of" in bad.output
     missing = runner.invoke(main, ["token", "revoke", "99", "--uri", store_url])
     assert missing.exit_code == 2 and "token 99 does not exist" in missing.output
+
+
+def _at_once(failure_cls: str, attempt: int, max_retries: int, now: float, **_: bool) -> float:
+    return now  # a retry rule: run again at once
+
+
+def _claimed(store: Store, worker: str) -> queue.ClaimedJob:
+    claimed = queue.claim(store, worker, lease_s=30.0)
+    assert claimed is not None
+    return claimed[0]
+
+
+def _live(store: Store, job_id: int) -> list[bool]:
+    return [x.revoked_at is None for x in t.list_tokens(store) if x.job_id == job_id]
+
+
+def test_a_job_token_ends_in_the_transaction_that_ends_its_attempt(store: Store) -> None:
+    """However the attempt ends (its worker records it, the reaper finds its lease expired,
+    the cluster scheduler never took it), its token is revoked in the same write: no reader
+    sees an ended attempt with a live token, and a rerun under the same attempt number
+    does not bring an old token back to life."""
+    job = queue.enqueue(store, JobSpec(argv=["python", "-c", "pass"]))
+    claim = _claimed(store, "w1")
+    token = t.create_job_token(store, claim.run_id, job.id, claim.attempt)[1]
+    assert t.verify_token(store, token) is not None and _live(store, job.id) == [True]
+    # Not started after all: queued again with the same attempt number.
+    queue.release(store, claim, reason="the scheduler did not answer", not_before=0.0)
+    assert _live(store, job.id) == [False]
+    again = _claimed(store, "w2")
+    assert again.attempt == claim.attempt
+    assert t.verify_token(store, token) is None  # the old one stays dead
+    second = t.create_job_token(store, again.run_id, job.id, again.attempt)[1]
+    assert t.verify_token(store, second) is not None
+    # Its worker records the end (retry queued): revoked with it.
+    queue.finish(store, again, exit_code=1, failure=Failure("crashed", "boom"), retry=_at_once)
+    assert _live(store, job.id) == [False, False] and t.verify_token(store, second) is None
+    # The reaper ends the next attempt (its worker died): revoked with it.
+    third_claim = _claimed(store, "w3")
+    third = t.create_job_token(store, third_claim.run_id, job.id, third_claim.attempt)[1]
+    assert _live(store, job.id) == [False, False, True]
+    reaped = queue.reap_expired_leases(store, now=store.now() + 3_600)
+    assert [job_id for job_id, _ in reaped] == [job.id]
+    assert _live(store, job.id) == [False, False, False] and t.verify_token(store, third) is None
+    # A success (written by the queue's prewritten fast path): revoked with it.
+    ok = queue.enqueue(store, JobSpec(argv=["python", "-c", "pass"]))
+    ok_claim = _claimed(store, "w4")
+    ok_token = t.create_job_token(store, ok_claim.run_id, ok.id, ok_claim.attempt)[1]
+    assert queue.finish(store, ok_claim, exit_code=0, failure=None) is not None
+    assert _live(store, ok.id) == [False] and t.verify_token(store, ok_token) is None

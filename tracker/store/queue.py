@@ -50,7 +50,7 @@ from tracker.entities import (
 )
 from tracker.errors import Conflict
 from tracker.store import models as m
-from tracker.store import queue_fast
+from tracker.store import queue_fast, tokens
 from tracker.store.engine import read_conn, write_begin
 from tracker.store.jobs import (
     JOB_COLUMNS,
@@ -424,6 +424,9 @@ def release(
                 m.JobAttemptRow.job_id == job_id, m.JobAttemptRow.attempt == attempt
             )
         )
+        # The attempt number comes again with the next claim: a token made for this one (a
+        # job the scheduler took after all, its reply lost) must not come back to life.
+        tokens.revoke_attempt_tokens(conn, job_id, attempt, now)
         run_values: dict[str, Any] = {"status": RunStatus.QUEUED, "ended_at": None}
         if attempt == 1:  # it never started at all
             run_values.update(started_at=None, host=None)
@@ -603,6 +606,7 @@ def _end_attempt(
             status=status, ended_at=now, exit_code=exit_code, failure_class=cls, failure_hint=hint
         )
     )
+    tokens.revoke_attempt_tokens(conn, row.id, row.attempt, now)
     if row.run_id is not None:
         _end_run(conn, row.run_id, status, exit_code, cls, hint, retry_at, row.attempt, now)
     return FinishResult(status if retry_at is None else JobStatus.QUEUED, retry_at)

@@ -1,7 +1,8 @@
 """The queue's hot path as prewritten SQL: a claim without GPU placement, a successful end.
 
 Nearly every job is claimed by a worker that needs no GPU placement and ends ``succeeded``.
-These two writes touch three rows each (the job, its attempt, its run); here they are
+These two writes touch three rows each (the job, its attempt, its run; the end also revokes
+the attempt's tokens); here they are
 written once as SQL with bind parameters, so a call neither builds nor compiles statements
 while it holds locks:
 
@@ -64,6 +65,8 @@ _SUCCEED_ATTEMPT = """status = 'succeeded', ended_at = :now, exit_code = :exit_c
     failure_class = NULL, failure_hint = NULL"""
 _SUCCEED_RUN = f"""status = '{RUN_STATUS_FOR_JOB["succeeded"].value}', ended_at = :now,
     exit_code = :exit_code"""
+# The attempt's own tokens end with it (tracker.store.tokens.revoke_attempt_tokens).
+_REVOKE_TOKENS = "UPDATE tokens SET revoked_at = :now WHERE revoked_at IS NULL AND"
 _FENCE = "id = :job_id AND lease_token = :token"
 # A success with a cancel asked goes the full way (``queue.finish``): a pruned trial's job
 # ends pruned even when its process exited 0 before the kill (``tracker.store.pruned``).
@@ -80,7 +83,8 @@ PG_SUCCEED = f"""WITH job AS (UPDATE jobs SET {_SUCCEED_JOB} WHERE {_SUCCEED_FEN
     RETURNING id, attempt, run_id),
 att AS (UPDATE job_attempts SET {_SUCCEED_ATTEMPT}
     FROM job WHERE job_attempts.job_id = job.id AND job_attempts.attempt = job.attempt),
-run AS (UPDATE runs SET {_SUCCEED_RUN} FROM job WHERE runs.id = job.run_id)
+run AS (UPDATE runs SET {_SUCCEED_RUN} FROM job WHERE runs.id = job.run_id),
+tok AS ({_REVOKE_TOKENS} (job_id, attempt) = (SELECT id, attempt FROM job))
 SELECT id FROM job"""
 
 SQLITE_READY = _PICK.format(gpus=_GPUS["sqlite"])
@@ -95,6 +99,7 @@ SQLITE_SUCCEED = (
     f"UPDATE jobs SET {_SUCCEED_JOB} WHERE {_SUCCEED_FENCE} RETURNING attempt, run_id",
     f"UPDATE job_attempts SET {_SUCCEED_ATTEMPT} WHERE job_id = :job_id AND attempt = :attempt",
     f"UPDATE runs SET {_SUCCEED_RUN} WHERE id = :run_id",
+    f"{_REVOKE_TOKENS} job_id = :job_id AND attempt = :attempt",
 )
 
 
@@ -144,14 +149,14 @@ def succeed(store: Store, job_id: int, token: str, exit_code: int | None, now: f
     if store.dialect == "postgresql":
         with autocommit(store) as conn:
             return conn.execute(_text(PG_SUCCEED), params).first() is not None
-    end_job, end_attempt, end_run = SQLITE_SUCCEED
+    end_job, *rest = SQLITE_SUCCEED
     with write_begin(store.engine) as conn:
         row = conn.execute(_text(end_job), params).first()
         if row is None:
             return False
         ended = params | {"attempt": row.attempt, "run_id": row.run_id}
-        conn.execute(_text(end_attempt), ended)
-        conn.execute(_text(end_run), ended)
+        for statement in rest:  # the attempt, the run, the attempt's tokens
+            conn.execute(_text(statement), ended)
     return True
 
 

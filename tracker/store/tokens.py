@@ -53,7 +53,7 @@ __all__ = [
     "get_session",
     "installation_secret",
     "list_tokens",
-    "revoke_job_tokens",
+    "revoke_attempt_tokens",
     "revoke_session",
     "revoke_token",
     "token_digest",
@@ -127,8 +127,8 @@ def create_job_token(
 ) -> tuple[TokenInfo, str]:
     """A job's own token (``log`` scope) for one attempt: it may touch run ``run_id`` only
     (the dashboard's guard, ``tracker.web.plumbing.security``), and only while that attempt
-    of the job is running (:func:`verify_token`); the job loop revokes it when the attempt's
-    end is recorded. Returns its row and the token.
+    of the job is running (:func:`verify_token`); it is revoked with the attempt's end
+    (:func:`revoke_attempt_tokens`). Returns its row and the token.
 
     Raises StoreUnavailable.
     """
@@ -148,18 +148,19 @@ def create_job_token(
     return _token_info(row), token
 
 
-def revoke_job_tokens(store: Store, job_id: int, attempt: int, *, now: float | None = None) -> int:
-    """Revoke the tokens of an attempt that has ended; returns how many were live."""
-    now = time.time() if now is None else now
+def revoke_attempt_tokens(conn: sa.Connection, job_id: int, attempt: int, now: float) -> int:
+    """Revoke the tokens of an attempt of a job, in the caller's transaction: the one that
+    ends the attempt (``tracker.store.queue``), so nobody ever reads an ended attempt with
+    a live token, whoever ended it (its worker, the reaper, a scheduler that never took
+    it). Returns how many were live."""
     t = m.TokenRow
-    with write_begin(store.engine) as conn:
-        return int(
-            conn.execute(
-                sa.update(t)
-                .where(t.job_id == job_id, t.attempt == attempt, t.revoked_at.is_(None))
-                .values(revoked_at=now)
-            ).rowcount
-        )
+    return int(
+        conn.execute(
+            sa.update(t)
+            .where(t.job_id == job_id, t.attempt == attempt, t.revoked_at.is_(None))
+            .values(revoked_at=now)
+        ).rowcount
+    )
 
 
 def verify_token(store: Store, token: str, *, now: float | None = None) -> TokenInfo | None:
