@@ -52,7 +52,7 @@ from common import (
 
 from tracker.store import Store
 from tracker.store.checkpoints import list_checkpoints
-from tracker.store.diagnoses import diagnose_run, judge_run
+from tracker.store.diagnoses import DoctorMemory, diagnose_run, judge_run
 from tracker.store.metrics import metric_history, metric_keys
 from tracker.store.runs import list_runs
 
@@ -117,20 +117,26 @@ def _run(argv: list[str], uri: str, cwd: Path, timeout: float) -> subprocess.Com
 
 
 def _diagnoses(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """The final pass, as ``tracker doctor RUN`` runs it, as plain dicts."""
-    found = diagnose_run(store, run_id, final=True, verify_checkpoints=True)
+    """The final pass as the run's own process makes it at ``finish()`` (it has seen the
+    run from its start: every point of a loss is judged for spikes), checkpoints
+    re-hashed as ``tracker doctor RUN`` does, as plain dicts."""
+    found = diagnose_run(
+        store, run_id, final=True, verify_checkpoints=True, memory=DoctorMemory(whole_runs=True)
+    )
     return [d.as_dict() for d in found]
 
 
 def live_diagnoses(store: Store, run_id: int, cuts: int) -> list[dict[str, Any]]:
     """What the live doctor would have shown while the run trained: its passes replayed
-    (``judge_run(final=False, until_step=...)``, the live pass's own code and window) at
-    ``cuts`` steps spread over the run. Each (code, metric) once, at the first pass that
-    showed it, with the step that pass was made at (``"live_at"``). A diagnosis a live pass
-    shows and the final pass takes back is still a false alarm: the user saw it."""
+    (``judge_run(final=False, until_step=...)``, the live pass's own code and window, with
+    the memory of the passes before, as the run's own process keeps it) at ``cuts`` steps
+    spread over the run. Each (code, metric) once, at the first pass that showed it, with
+    the step that pass was made at (``"live_at"``). A diagnosis a live pass shows and the
+    final pass takes back is still a false alarm: the user saw it."""
     seen: dict[tuple[str, str | None], dict[str, Any]] = {}
+    memory = DoctorMemory(whole_runs=True)
     for cut in _pass_steps(store, run_id, cuts):
-        for d in judge_run(store, run_id, final=False, until_step=cut):
+        for d in judge_run(store, run_id, final=False, until_step=cut, memory=memory):
             seen.setdefault((d.code, d.metric), {**d.as_dict(), "live_at": cut})
     return list(seen.values())
 
@@ -145,8 +151,9 @@ def _pass_steps(store: Store, run_id: int, cuts: int) -> list[int]:
 
 
 def _first_live_pass(store: Store, run_id: int, case: Failing, cuts: int) -> int | None:
+    memory = DoctorMemory(whole_runs=True)
     for cut in _pass_steps(store, run_id, cuts):
-        found = judge_run(store, run_id, final=False, until_step=cut)
+        found = judge_run(store, run_id, final=False, until_step=cut, memory=memory)
         if any(d.code == case.code and d.metric == case.metric for d in found):
             return cut
     return None

@@ -258,3 +258,91 @@ def test_a_nonfinite_stretch_longer_than_a_pass_reads_is_named_where_it_began(
             assert (found["loss"][0], found["acc"][0]) == (2000, 1200), found
         else:  # the earliest point read back
             assert (found["loss"][0], found["acc"][0]) == (3500, 3500), found
+
+
+def _loss_with_spikes(store: Store, n: int, spikes: tuple[int, ...]) -> int:
+    """A run whose loss decays with noise over ``n`` steps and jumps 8x for 3 points at
+    each of ``spikes``."""
+    import random
+
+    from tracker.store.metrics import intern_keys, write_points
+
+    rng = random.Random(7)
+    run = create_run(store, "p", "spiky").id
+    key = intern_keys(store, ["loss"])["loss"]
+    values = [2.0 * math.exp(-3 * s / n) + 0.01 * rng.gauss(0, 1) for s in range(n)]
+    for at in spikes:
+        values[at : at + 3] = [8 * v for v in values[at : at + 3]]
+    write_points(store, [(run, key, s, 1_750_000_000_000 + s, v) for s, v in enumerate(values)])
+    return run
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+@pytest.mark.parametrize("spike", [13_000, 27_000])
+def test_every_point_of_a_loss_is_judged_for_spikes_however_fast_the_run_logs(
+    store: Store, sealed: bool, spike: int
+) -> None:
+    """Live passes 10,000 steps apart (a run logging 1,000 steps/s) each read the newest
+    5,000 points and judge the newer half; the final pass the newest 20,000: a spike
+    between those halves was judged by none. With the passes' memory each reads back far
+    enough to judge every point since the last one; the run's own final pass, which has
+    seen the run from its start, judges every point too."""
+    from tracker.store import chunks
+    from tracker.store.diagnoses import DoctorMemory, judge_run
+
+    run = _loss_with_spikes(store, 40_000, spikes=(spike,))
+    if sealed:
+        chunks.seal_run(store, run, chunk_points=4096)
+
+    def spikes(memory: DoctorMemory | None) -> list[int]:
+        found = [judge_run(store, run, final=False, until_step=cut, memory=memory)
+                 for cut in range(10_000, 40_001, 10_000)]  # fmt: skip
+        return sorted({d.step for f in found for d in f if d.code == "loss_spike"})
+
+    assert spikes(None) == []  # what the passes judged without memory: no spike
+    assert spikes(DoctorMemory()) == [spike]
+    final = judge_run(store, run, final=True, memory=DoctorMemory(whole_runs=True))
+    assert [(d.code, d.step) for d in final] == [("loss_spike", spike)]
+    plain = judge_run(store, run, final=True)  # another process: the newest points
+    assert [(d.code, d.step) for d in plain] == []
+
+
+def test_a_final_pass_keeps_what_happened_before_the_points_it_read(store: Store) -> None:
+    """The final pass of a long run reads its newest points: a spike, a non-finite stretch
+    or an explosion an earlier pass found before them stays on the Health panel, with its
+    onset; a diagnosis of the run's state (a divergence) that no longer holds goes, and an
+    event inside what the final pass read is judged again (gone when it no longer holds)."""
+    run = _loss_with_spikes(store, 40_000, spikes=(5_000,))
+    live = [
+        _d("loss_spike", "loss", 5_000),
+        _d("nonfinite", "loss", 3_000),
+        _d("divergence", "loss", 4_000),
+        _d("grad_explosion", "loss", 39_000),  # inside what the final pass reads
+    ]
+    record_diagnoses(store, run, live)
+    finish_run(store, run, "finished")
+    assert diagnose_run(store, run) == []  # the newest 20,000 points are healthy
+    kept = {(e.data["code"], e.data["step"]) for e in list_diagnoses(store, run) if e.data}
+    assert kept == {("loss_spike", 5_000), ("nonfinite", 3_000)}
+    # the run's own final pass finds the spike itself (it has seen the run from its start)
+    from tracker.store.diagnoses import DoctorMemory
+
+    found = diagnose_run(store, run, memory=DoctorMemory(whole_runs=True))
+    assert [(d.code, d.step) for d in found] == [("loss_spike", 5_000)]
+
+
+def test_a_fast_runs_own_final_pass_judges_every_point(store_url: str, store: Store) -> None:
+    """A run logs 60,000 steps in a second or so: no live pass ran. Its own final pass (at
+    ``finish()``) reads every point of its loss, so a spike at step 41,000 -- before the
+    newest 20,000 points' newer half, all a final pass judged before -- is on the panel."""
+    import random
+
+    rng = random.Random(3)
+    run = tracker.init(project="p", uri=store_url, system_interval=None)
+    n = 60_000
+    for s in range(n):
+        loss = 2.0 * math.exp(-3 * s / n) + 0.01 * rng.gauss(0, 1)
+        run.log({"loss": loss * (8 if 41_000 <= s < 41_003 else 1), "lr": 0.1}, step=s)
+    run.finish()
+    found = [(e.data["code"], e.data["step"]) for e in list_diagnoses(store, run.id) if e.data]
+    assert found == [("loss_spike", 41_000)]

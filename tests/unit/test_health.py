@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from collections.abc import Callable
 
 import pytest
@@ -826,6 +827,33 @@ def test_the_spike_bars_in_numpy_are_the_point_by_point_rule(
     np.testing.assert_array_equal(relative, np.asarray(want_relative))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(LOSS_VALUES, max_size=300),
+    w=st.integers(1, 25),
+    noise_points=st.integers(1, 60),
+)
+def test_the_lazy_spike_bars_decide_as_the_exact_ones(
+    values: list[float], w: int, noise_points: int
+) -> None:
+    """loss_spike asks for the sigma term only where a value passes the bar without it:
+    each point passes its bar or not as with the exact bars, and the bar of each point
+    that passes is the exact one."""
+    import numpy as np
+
+    from tracker.rules.health import HealthLimits, _spike_bars
+
+    limits = HealthLimits(history=w, spike_noise_points=noise_points)
+    array = np.asarray(values, dtype=np.float64)
+    exact, relative = _spike_bars(array, w, limits)
+    lazy, lazy_relative = _spike_bars(array, w, limits, exact=False)
+    np.testing.assert_array_equal(array > lazy, array > exact)
+    passing = array > exact
+    np.testing.assert_array_equal(lazy[passing], exact[passing])
+    np.testing.assert_array_equal(lazy_relative, relative)
+    assert not (lazy > exact).any()  # never above: a lower bar where it is not exact
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     values=st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=100),
@@ -838,3 +866,29 @@ def test_the_sliding_max_is_each_windows_max(values: list[float], size: int) -> 
 
     got = _sliding_max(np.asarray(values), size).tolist()
     assert got == [max(values[i : i + size]) for i in range(len(values) - size + 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(st.integers(-(2**40), 2**40), max_size=60),
+    values=st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=60),
+)
+def test_a_series_of_arrays_is_what_the_detectors_read_from_pairs(
+    steps: list[int], values: list[float]
+) -> None:
+    """``series_of`` (the doctor's reads of sealed chunks) hands the detectors a series
+    they need not sort again only when it is in order with one value a step: the series
+    each detector reads is the one it reads from the same pairs given as a list."""
+    import numpy as np
+
+    from tracker.rules.health import _sorted, series_of
+
+    n = min(len(steps), len(values))
+    pairs = list(zip(steps[:n], values[:n], strict=True))
+    made = series_of(np.asarray(steps[:n], dtype=np.int64), np.asarray(values[:n]))
+
+    def bits(points: list[tuple[int, float]]) -> list[tuple[int, bytes]]:
+        return [(s, struct.pack("<d", v)) for s, v in points]
+
+    assert bits(_sorted(made)) == bits(_sorted(pairs))
+    assert bits(made) == bits([(s, float(v)) for s, v in pairs])  # every pair, as given

@@ -121,6 +121,9 @@ class SqlSink:
         self._log_budgets: dict[int, Any] = {}  # run id -> store.logs.LogBudget
         self._doctor = Throttle()
         self._doctor.wait("doctor", time.monotonic() + DIAGNOSE_EVERY_S)
+        # what the doctor's passes judged (tracker.store.diagnoses.DoctorMemory): each point
+        # of a loss is judged for spikes by one of them, however fast the run logs
+        self._judged: Any = None
         # Gets a failure of the doctor (tracker.client.failsafe); None: logged with its
         # traceback (strict runs, and tools that use a sink without a run)
         self.on_doctor_failure: Callable[[BaseException], None] | None = None
@@ -263,8 +266,10 @@ class SqlSink:
         from tracker.errors import StoreUnavailable
         from tracker.store import diagnoses
 
+        if self._judged is None:
+            self._judged = diagnoses.DoctorMemory(whole_runs=True)
         try:
-            diagnoses.diagnose_run(self.store, run_id, final=final)
+            diagnoses.diagnose_run(self.store, run_id, final=final, memory=self._judged)
         except StoreUnavailable:
             raise
         except Exception as exc:

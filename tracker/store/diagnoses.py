@@ -14,29 +14,46 @@ longer hold.
 ``sweep_live`` is the housekeeping pass over running runs: one query finds the runs with
 points newer than the last pass, and only those are diagnosed (cheap when nothing moved).
 
+Every point of a loss is judged for spikes by some pass, however fast the run logs. A pass
+judges spikes in the newer half of what it reads (the older half is the memory, see
+:func:`tracker.rules.health.diagnose`); a :class:`DoctorMemory` (kept by the process that
+runs the passes: the run's own SQL sink, the housekeeping sweep) remembers, per series, the
+last step a pass judged completely, and the next pass reads as far back as needed for the
+points since then to fall in its newer half (doubling its read, at most
+``MAX_SPIKE_POINTS``). And a final pass never retracts what it did not read: a diagnosis of
+something that happened at a step (a loss spike, a non-finite stretch, a gradient
+explosion: it stays true) found by an earlier pass before the first step the final pass
+judged stays, with its onset (the final pass of a long run reads only its newest points).
+
 Every read and write raises ``StoreUnavailable`` when the database cannot be reached, and
 ``NotFound`` for an unknown run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
 from tracker import filedigest
 from tracker.entities import RunEventInfo
 from tracker.rules.health import (
+    GRAD_EXPLOSION,
+    LOSS_SPIKE,
+    NONFINITE,
     THROUGHPUT_DROP,
     CheckpointFact,
     Diagnosis,
     HealthLimits,
     diagnose,
+    is_loss_key,
+    series_of,
 )
 from tracker.rules.profile_summary import refine_throughput, summarize
 from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact, fact_from_event
@@ -53,6 +70,8 @@ __all__ = [
     "DIAGNOSIS",
     "LIVE_POINTS",
     "MAX_POINTS",
+    "MAX_SPIKE_POINTS",
+    "DoctorMemory",
     "LiveSweep",
     "diagnose_run",
     "diagnosis_json",
@@ -65,6 +84,32 @@ __all__ = [
 DIAGNOSIS = "diagnosis"  # run_events.kind
 MAX_POINTS = 20_000  # per metric: the newest points, enough for every detector's window
 LIVE_POINTS = 5_000  # per metric in a live pass: the recent history, 4x cheaper to read
+# per loss series: the most a pass reads so that every point since the last pass is judged
+# for spikes (a run logging ~13,000 steps/s between live passes 10 s apart)
+MAX_SPIKE_POINTS = 262_144
+BEFORE_EVERY_STEP = -(2**63)  # a mark: no point judged yet
+
+
+@dataclass
+class DoctorMemory:
+    """What the passes of one process judged, so the next judges every point since.
+
+    ``marks[run_id][metric]``: the last step of the series whose spike judgment a pass
+    completed (a live pass waits for ``spike_noise_points`` after a point). A series
+    without a mark is read as usual (the newest points), unless ``whole_runs`` (the process
+    has seen the run from its start: its own sink), where it is judged from its first point.
+    """
+
+    whole_runs: bool = False
+    marks: dict[int, dict[str, int]] = field(default_factory=dict)
+
+    def mark(self, run_id: int, metric: str) -> int | None:
+        found = self.marks.get(run_id, {}).get(metric)
+        if found is None and self.whole_runs:
+            return BEFORE_EVERY_STEP
+        return found
+
+
 _LIVE_STATUSES = ("running",)
 
 
@@ -73,7 +118,7 @@ def read_run_series(
 ) -> dict[str, list[tuple[int, float | None]]]:
     """Every metric of a run as ``(step, value)`` by step (NaN as ``None``), newest
     ``max_points`` per metric (``until_step``: of those at or before that step)."""
-    return {name: points for name, (points, _before) in _read_series(
+    return {name: read.points for name, read in _read_series(
         store, run_id, max_points=max_points, until_step=until_step, onsets=False
     ).items()}  # fmt: skip
 
@@ -81,24 +126,50 @@ def read_run_series(
 Series = list[tuple[int, float | None]]
 
 
+@dataclass(frozen=True)
+class _Read:
+    """One series as a pass read it: its newest points, whether they are only part of the
+    series, and (see :func:`_stretch_start`) where a non-finite stretch they start in began."""
+
+    points: Series
+    partial: bool
+    before: Series
+
+
 def _read_series(
-    store: Store, run_id: int, *, max_points: int, until_step: int | None, onsets: bool = True
-) -> dict[str, tuple[Series, Series]]:
+    store: Store,
+    run_id: int,
+    *,
+    max_points: int,
+    until_step: int | None,
+    onsets: bool = True,
+    marks: Callable[[str], int | None] | None = None,
+) -> dict[str, _Read]:
     """Per metric, :func:`read_run_series`'s newest points and, with ``onsets``, when they
     start inside a stretch of non-finite values that began before them, where it began
-    (:func:`_stretch_start`); else no points."""
+    (:func:`_stretch_start`); else no points. ``marks(metric)``: for a loss, the last step
+    an earlier pass judged for spikes; more points are read (twice as many each time, at
+    most ``MAX_SPIKE_POINTS``) until those after it are in the newer half."""
     keys = sa.select(m.MetricSummaryRow.key_id, m.MetricKeyRow.name).join(
         m.MetricKeyRow, m.MetricKeyRow.id == m.MetricSummaryRow.key_id
     )
-    out: dict[str, tuple[Series, Series]] = {}
+    out: dict[str, _Read] = {}
     with read_conn(store.engine) as conn:
         found = conn.execute(keys.where(m.MetricSummaryRow.run_id == run_id)).all()
         for key_id, name in found:
-            points = _newest(conn, run_id, key_id, max_points, until_step)
+            mark = marks(name) if marks is not None and is_loss_key(name) else None
+            wanted = MAX_SPIKE_POINTS if mark == BEFORE_EVERY_STEP else max_points
+            points = _newest(conn, run_id, key_id, wanted, until_step)
+            while mark is not None and len(points) >= wanted and wanted < MAX_SPIKE_POINTS:
+                if points[len(points) // 2][0] <= mark:  # the newer half holds the rest
+                    break
+                wanted = min(2 * wanted, MAX_SPIKE_POINTS)
+                points = _newest(conn, run_id, key_id, wanted, until_step)
+            partial = len(points) >= wanted
             before: Series = []
-            if onsets and len(points) >= max_points and not _finite(points[0][1]):
-                before = _stretch_start(conn, run_id, key_id, points[0], max_points)
-            out[name] = (points, before)
+            if onsets and partial and not _finite(points[0][1]):
+                before = _stretch_start(conn, run_id, key_id, points[0], wanted)
+            out[name] = _Read(points, partial, before)
     return out
 
 
@@ -109,7 +180,7 @@ def _newest(
     sealed = sealed_points(conn, run_id, key_id, hi=until_step, newest=max_points)
     if sealed is not None:
         tail = slice(max(0, len(sealed) - max_points), None)
-        return list(zip(sealed.steps[tail].tolist(), sealed.values[tail].tolist(), strict=True))
+        return cast(Series, series_of(sealed.steps[tail], sealed.values[tail]))  # NaN, no None
     query = (
         sa.select(m.MetricPointRow.step, m.MetricPointRow.value)
         .where(m.MetricPointRow.run_id == run_id, m.MetricPointRow.key_id == key_id)
@@ -209,21 +280,26 @@ def diagnose_run(
     verify_checkpoints: bool = False,
     limits: HealthLimits | None = None,
     now: float | None = None,
+    memory: DoctorMemory | None = None,
 ) -> list[Diagnosis]:
     """Diagnose one run from its stored data and record the result (idempotent).
 
     ``final`` defaults to whether the run has ended. ``verify_checkpoints`` re-hashes every
     checkpoint file not already known bad and records a mismatch as ``corrupt`` (or
-    ``missing``). Raises NotFound for an unknown run.
+    ``missing``). ``memory``: what earlier passes of this process judged (read and
+    updated; see the module docstring). Raises NotFound for an unknown run.
     """
     run = get_run(store, run_id)
     if final is None:
         final = run.status not in ("running", "queued")
-    found = judge_run(
-        store, run_id, final=final, verify_checkpoints=verify_checkpoints, limits=limits
+    judged = _judge(
+        store, run_id, final=final, verify_checkpoints=verify_checkpoints, limits=limits,
+        until_step=None, memory=memory,
+    )  # fmt: skip
+    record_diagnoses(
+        store, run_id, judged.found, replace=final, now=now, judged_from=judged.judged_from
     )
-    record_diagnoses(store, run_id, found, replace=final, now=now)
-    return found
+    return judged.found
 
 
 def judge_run(
@@ -234,6 +310,7 @@ def judge_run(
     verify_checkpoints: bool = False,
     limits: HealthLimits | None = None,
     until_step: int | None = None,
+    memory: DoctorMemory | None = None,
 ) -> list[Diagnosis]:
     """What a pass of the doctor finds in one run's stored data, recording nothing: the
     final pass (``final``: the newest ``MAX_POINTS`` per metric) or a live one (the newest
@@ -241,22 +318,76 @@ def judge_run(
     that step (the points, checkpoints and recompiles up to it), e.g. to measure what the
     live doctor showed while a run trained. A series read only in part (the run has more
     points than the pass reads) is named to :func:`~tracker.rules.health.diagnose` as such.
+    ``memory``: see :func:`diagnose_run`.
     """
+    return _judge(
+        store, run_id, final=final, verify_checkpoints=verify_checkpoints, limits=limits,
+        until_step=until_step, memory=memory,
+    ).found  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What one pass found, and, per diagnosis key of an event (a spike, a non-finite
+    stretch, an explosion) on a series it read only in part, the first step it judged that
+    series from (for :func:`record_diagnoses`)."""
+
+    found: list[Diagnosis]
+    judged_from: dict[str, int]
+
+
+def _judge(
+    store: Store,
+    run_id: int,
+    *,
+    final: bool,
+    verify_checkpoints: bool,
+    limits: HealthLimits | None,
+    until_step: int | None,
+    memory: DoctorMemory | None,
+) -> _Pass:
     max_points = MAX_POINTS if final else LIVE_POINTS
-    read = _read_series(store, run_id, max_points=max_points, until_step=until_step)
-    series = {key: points for key, (points, _before) in read.items()}
-    before = {key: earlier for key, (_points, earlier) in read.items() if earlier}
-    partial = {key for key, points in series.items() if len(points) >= max_points}
+    marks = None if memory is None else functools.partial(memory.mark, run_id)
+    read = _read_series(store, run_id, max_points=max_points, until_step=until_step, marks=marks)
+    series = {key: r.points for key, r in read.items()}
+    before = {key: r.before for key, r in read.items() if r.before}
+    partial = {key for key, r in read.items() if r.partial}
     facts = _checkpoint_facts(store, run_id, verify_checkpoints)
     recompiled = _recompile_facts(store, run_id)
     if until_step is not None:
         facts = [f for f in facts if f.step <= until_step]
         recompiled = [f for f in recompiled if f.step <= until_step]
+    recent = {key: max_points for key, points in series.items() if len(points) > max_points}
     found = diagnose(
         series, final=final, checkpoints=facts, recompiled=recompiled, limits=limits,
-        partial=partial, before=before,
+        partial=partial, before=before, recent=recent,
     )  # fmt: skip
-    return _with_profiles(store, run_id, found, until_step)
+    limits = limits or HealthLimits()
+    if memory is not None and not final:
+        _remember(memory, run_id, series, limits)
+    judged_from = {}
+    for key in partial:
+        points, w = series[key], limits.history
+        judged_from[f"{NONFINITE}:{key}"] = (before.get(key) or points)[0][0]
+        judged_from[f"{GRAD_EXPLOSION}:{key}"] = points[min(w, len(points) - 1)][0]
+        judged_from[f"{LOSS_SPIKE}:{key}"] = points[
+            min(max(len(points) // 2, 2 * w), len(points) - 1)
+        ][0]
+    return _Pass(_with_profiles(store, run_id, found, until_step), judged_from)
+
+
+def _remember(
+    memory: DoctorMemory, run_id: int, series: Mapping[str, Series], limits: HealthLimits
+) -> None:
+    """After a live pass: per loss, the last step whose spike judgment it completed (a
+    spike is reported once ``spike_noise_points`` finite points after it are seen)."""
+    marks = memory.marks.setdefault(run_id, {})
+    for key, points in series.items():
+        if not is_loss_key(key):
+            continue
+        finite = [step for step, value in points if _finite(value)]
+        if len(finite) > limits.spike_noise_points:
+            marks[key] = finite[-1 - limits.spike_noise_points]
 
 
 def _with_profiles(
@@ -282,9 +413,12 @@ def record_diagnoses(
     *,
     replace: bool = False,
     now: float | None = None,
+    judged_from: Mapping[str, int] | None = None,
 ) -> None:
     """Upsert one ``diagnosis`` event per ``code:metric``; with ``replace`` (the final
-    pass), delete the run's other diagnoses (those that no longer hold).
+    pass), delete the run's other diagnoses (those that no longer hold), except what it
+    did not read: a stored diagnosis whose key is in ``judged_from`` (an event on a series
+    the pass read only in part) and whose onset is before that step stays as it is.
 
     Without ``replace`` (a live pass while the run trains) a diagnosis already reported
     keeps its onset and message -- a user watching the Health panel saw "from step 140"
@@ -294,11 +428,18 @@ def record_diagnoses(
     now = time.time() if now is None else now
     events = m.RunEventRow
     with write_begin(store.engine) as conn:
-        reported = {} if replace else _reported_severity(conn, run_id)
+        stored = _stored(conn, run_id)
+        unread = {
+            key
+            for key, step in (judged_from or {}).items()
+            if isinstance(stored.get(key, {}).get("step"), int) and stored[key]["step"] < step
+        }
         for d in diagnoses:
-            was = reported.get(d.key)
-            if was is not None and _RANK.get(d.severity, 0) <= _RANK.get(was, 0):
+            was = stored.get(d.key, {}).get("severity") if not replace else None
+            if was is not None and _RANK.get(d.severity, 0) <= _RANK.get(str(was), 0):
                 continue  # reported already: its onset stays
+            if d.key in unread:
+                continue  # an earlier onset this pass did not read
             insert = dialect_insert(conn)(events).values(
                 run_id=run_id,
                 at=now,
@@ -315,7 +456,7 @@ def record_diagnoses(
                 )
             )
         if replace:
-            keep = [d.key for d in diagnoses]
+            keep = [d.key for d in diagnoses] + sorted(unread)
             conn.execute(
                 sa.delete(events).where(
                     events.run_id == run_id,
@@ -328,13 +469,13 @@ def record_diagnoses(
 _RANK = {"warning": 1, "error": 2}
 
 
-def _reported_severity(conn: sa.Connection, run_id: int) -> dict[str, str]:
-    """The run's diagnoses already stored: dedupe key -> severity."""
+def _stored(conn: sa.Connection, run_id: int) -> dict[str, dict[str, Any]]:
+    """The run's diagnoses already stored: dedupe key -> data."""
     events = m.RunEventRow
     query = sa.select(events.dedupe_key, events.data).where(
         events.run_id == run_id, events.kind == DIAGNOSIS, events.code.is_not(None)
     )
-    return {key: str((data or {}).get("severity", "")) for key, data in conn.execute(query)}
+    return {key: data or {} for key, data in conn.execute(query)}
 
 
 def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
@@ -357,13 +498,15 @@ def list_diagnoses(store: Store, run_id: int) -> list[RunEventInfo]:
 class LiveSweep:
     """Diagnose running runs whose points moved since the previous pass (housekeeping).
 
-    Keeps, in memory, the newest point time seen per run; a fresh process re-diagnoses each
-    running run once, which the unique index makes harmless.
+    Keeps, in memory, the newest point time seen per run and what its passes judged (a
+    :class:`DoctorMemory`); a fresh process re-diagnoses each running run once, which the
+    unique index makes harmless.
     """
 
     store: Store
     limits: HealthLimits | None = None
     _seen: dict[int, int] = field(default_factory=dict, init=False)
+    _memory: DoctorMemory = field(default_factory=DoctorMemory, init=False)
 
     def once(self, now: float | None = None) -> dict[int, list[Diagnosis]]:
         newest = (
@@ -376,7 +519,9 @@ class LiveSweep:
             moved = {int(r): int(w) for r, w in conn.execute(newest) if self._seen.get(r) != w}
         out: dict[int, list[Diagnosis]] = {}
         for run_id, wall in moved.items():
-            out[run_id] = diagnose_run(self.store, run_id, final=False, limits=self.limits, now=now)
+            out[run_id] = diagnose_run(
+                self.store, run_id, final=False, limits=self.limits, now=now, memory=self._memory
+            )
             self._seen[run_id] = wall
         return out
 
