@@ -782,12 +782,16 @@ def test_the_trailing_windows_in_numpy_are_the_median_rule(values: list[float], 
     assert list(zip(meds, sigmas, strict=True)) == want
 
 
+# a loss series, the spike rule's window and its noise window: what the bars are made of
+BAR_INPUTS = {
+    "values": st.lists(LOSS_VALUES, max_size=300),
+    "w": st.integers(1, 25),
+    "noise_points": st.integers(1, 60),
+}
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    values=st.lists(LOSS_VALUES, max_size=300),
-    w=st.integers(1, 25),
-    noise_points=st.integers(1, 60),
-)
+@given(**BAR_INPUTS)
 def test_the_spike_bars_in_numpy_are_the_point_by_point_rule(
     values: list[float], w: int, noise_points: int
 ) -> None:
@@ -828,11 +832,7 @@ def test_the_spike_bars_in_numpy_are_the_point_by_point_rule(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    values=st.lists(LOSS_VALUES, max_size=300),
-    w=st.integers(1, 25),
-    noise_points=st.integers(1, 60),
-)
+@given(**BAR_INPUTS)
 def test_the_lazy_spike_bars_decide_as_the_exact_ones(
     values: list[float], w: int, noise_points: int
 ) -> None:
