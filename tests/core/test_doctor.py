@@ -307,7 +307,9 @@ def test_every_point_of_a_loss_is_judged_for_spikes_however_fast_the_run_logs(
     assert [(d.code, d.step) for d in plain] == []
 
 
-def test_a_final_pass_keeps_what_happened_before_the_points_it_read(store: Store) -> None:
+def test_a_final_pass_keeps_what_happened_before_the_points_it_read(
+    store_url: str, store: Store
+) -> None:
     """The final pass of a long run reads its newest points: a spike, a non-finite stretch
     or an explosion an earlier pass found before them stays on the Health panel, with its
     onset; a diagnosis of the run's state (a divergence) that no longer holds goes, and an
@@ -321,9 +323,20 @@ def test_a_final_pass_keeps_what_happened_before_the_points_it_read(store: Store
     ]
     record_diagnoses(store, run, live)
     finish_run(store, run, "finished")
-    assert diagnose_run(store, run) == []  # the newest 20,000 points are healthy
+    # the newest 20,000 points are healthy: the pass keeps, and returns, what it did not read
+    back = diagnose_run(store, run)
+    assert [(d.code, d.step) for d in back] == [("nonfinite", 3_000), ("loss_spike", 5_000)]
+    assert back[1].as_dict() == live[0].as_dict()  # as it was stored
     kept = {(e.data["code"], e.data["step"]) for e in list_diagnoses(store, run) if e.data}
     assert kept == {("loss_spike", 5_000), ("nonfinite", 3_000)}
+    # `tracker doctor RUN` says what the Health panel shows, not "no problems found"
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    said = CliRunner().invoke(main, ["doctor", str(run), "--uri", store_url])
+    assert said.exit_code == 1 and "2 problem(s)" in said.output, said.output
+    assert "loss_spike at step 5000" in said.output, said.output
     # the run's own final pass finds the spike itself (it has seen the run from its start)
     from tracker.store.diagnoses import DoctorMemory
 

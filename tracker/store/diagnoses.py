@@ -50,11 +50,13 @@ from tracker.rules.health import (
     THROUGHPUT_DROP,
     CheckpointFact,
     Diagnosis,
+    Evidence,
     HealthLimits,
     diagnose,
     is_loss_key,
     series_of,
 )
+from tracker.rules.jsonvalues import decode_special
 from tracker.rules.profile_summary import refine_throughput, summarize
 from tracker.rules.recompile_reasons import RECOMPILE_LIMIT_EVENT, RecompileFact, fact_from_event
 from tracker.store import models as m
@@ -287,7 +289,9 @@ def diagnose_run(
     ``final`` defaults to whether the run has ended. ``verify_checkpoints`` re-hashes every
     checkpoint file not already known bad and records a mismatch as ``corrupt`` (or
     ``missing``). ``memory``: what earlier passes of this process judged (read and
-    updated; see the module docstring). Raises NotFound for an unknown run.
+    updated; see the module docstring). Returns what the pass found and, for a final pass,
+    the stored diagnoses it kept (before the points it read): what the run's Health panel
+    shows. Raises NotFound for an unknown run.
     """
     run = get_run(store, run_id)
     if final is None:
@@ -296,10 +300,10 @@ def diagnose_run(
         store, run_id, final=final, verify_checkpoints=verify_checkpoints, limits=limits,
         until_step=None, memory=memory,
     )  # fmt: skip
-    record_diagnoses(
+    kept = record_diagnoses(
         store, run_id, judged.found, replace=final, now=now, judged_from=judged.judged_from
     )
-    return judged.found
+    return sorted([*judged.found, *kept], key=lambda d: (d.step or 0, d.code))
 
 
 def judge_run(
@@ -414,11 +418,12 @@ def record_diagnoses(
     replace: bool = False,
     now: float | None = None,
     judged_from: Mapping[str, int] | None = None,
-) -> None:
+) -> list[Diagnosis]:
     """Upsert one ``diagnosis`` event per ``code:metric``; with ``replace`` (the final
     pass), delete the run's other diagnoses (those that no longer hold), except what it
     did not read: a stored diagnosis whose key is in ``judged_from`` (an event on a series
     the pass read only in part) and whose onset is before that step stays as it is.
+    Returns the stored diagnoses so kept, with ``replace`` (else none).
 
     Without ``replace`` (a live pass while the run trains) a diagnosis already reported
     keeps its onset and message -- a user watching the Health panel saw "from step 140"
@@ -455,15 +460,41 @@ def record_diagnoses(
                     set_={"message": insert.excluded.message, "data": insert.excluded.data},
                 )
             )
-        if replace:
-            keep = [d.key for d in diagnoses] + sorted(unread)
-            conn.execute(
-                sa.delete(events).where(
-                    events.run_id == run_id,
-                    events.kind == DIAGNOSIS,
-                    events.dedupe_key.not_in(keep) if keep else sa.true(),
-                )
+        if not replace:
+            return []
+        keep = [d.key for d in diagnoses] + sorted(unread)
+        conn.execute(
+            sa.delete(events).where(
+                events.run_id == run_id,
+                events.kind == DIAGNOSIS,
+                events.dedupe_key.not_in(keep) if keep else sa.true(),
             )
+        )
+    return [_as_diagnosis(stored[key]) for key in sorted(unread)]
+
+
+def _as_diagnosis(data: Mapping[str, Any]) -> Diagnosis:
+    """A stored diagnosis (its ``as_dict``) as a pass returns one."""
+    ev = data.get("evidence") or None
+    evidence = None
+    if ev:
+        lo, hi = ev.get("window") or (0, 0)
+        numbers = {k: _number(v) for k, v in ev.items() if k not in ("metric", "window", "values")}
+        values = tuple(_number(v) for v in ev.get("values") or ())
+        evidence = Evidence(str(ev.get("metric")), (int(lo), int(hi)), values, numbers)
+    step = data.get("step")
+    return Diagnosis(
+        str(data.get("code")), str(data.get("severity")), step if isinstance(step, int) else None,
+        str(data.get("message")), str(data.get("hint")), evidence,
+    )  # fmt: skip
+
+
+def _number(value: Any) -> float:
+    """A float of a stored diagnosis's evidence (NaN and ±Inf in their wire form)."""
+    if isinstance(value, int | float):
+        return float(value)
+    special = decode_special(value) if isinstance(value, str) else None
+    return math.nan if special is None else special
 
 
 _RANK = {"warning": 1, "error": 2}
