@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,16 +35,27 @@ OFFLINE = re.compile(
 )
 
 
-def _unreachable(kind: str, tmp_path: Path) -> str:
+@pytest.fixture
+def held() -> Iterator[list[socket.socket]]:
+    """Sockets a test holds until it ends."""
+    sockets: list[socket.socket] = []
+    yield sockets
+    for sock in sockets:
+        sock.close()
+
+
+def _unreachable(kind: str, tmp_path: Path, held: list[socket.socket]) -> str:
     """A store that cannot be reached, even by root: a SQLite file whose parent is a regular
-    file, or a local port where nothing listens."""
+    file, or a local port where nothing listens: bound by a socket in ``held`` that never
+    listens (connections are refused), so no other test's server can take the port meanwhile
+    (a port merely free a moment ago was, once, another worker's dashboard)."""
     if kind == "sqlite":
         (tmp_path / "not-a-dir").write_text("a file, not a folder\n")
         return f"sqlite:///{tmp_path / 'not-a-dir' / 'store.db'}"
-    with socket.socket() as sock:  # a port free a moment ago: nothing listens there
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    held.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def _train(uri: str, tmp_path: Path, *, strict: bool) -> subprocess.CompletedProcess[str]:
@@ -57,9 +69,9 @@ def _train(uri: str, tmp_path: Path, *, strict: bool) -> subprocess.CompletedPro
 
 @pytest.mark.parametrize("kind", ["sqlite", "http"])
 def test_a_store_down_at_start_raises_strict_else_gives_an_offline_run_the_replay_stores(
-    tmp_path: Path, kind: str
+    tmp_path: Path, kind: str, held: list[socket.socket]
 ) -> None:
-    uri = _unreachable(kind, tmp_path)
+    uri = _unreachable(kind, tmp_path, held)
     strict = _train(uri, tmp_path, strict=True)  # raises from init(), as it always did
     assert strict.returncode == 1 and "RUN" not in strict.stdout, strict.stderr
     # the error of the SQLite folder that cannot be made, or of the refused connection
