@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A local port that refuses connections while the block runs: bound by a socket that
+    never listens, so no other test's server can take it (a port merely free a moment ago
+    can be, with tests running in parallel)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 class Proc:

@@ -281,10 +281,11 @@ def test_commands_that_need_the_database_say_so(
 
 
 def test_an_unreachable_dashboard_is_a_clear_error() -> None:
-    from tests.support.web import free_port
+    from tests.support.web import refusing_port
 
-    url = f"http://127.0.0.1:{free_port()}"
-    result = remote(url, "runs", "ls")
+    with refusing_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        result = remote(url, "runs", "ls")
     assert result.exit_code == 2
     assert f"error [store_unavailable]: {url} cannot be reached" in result.stderr
 

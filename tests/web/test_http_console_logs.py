@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.web import TOKEN, envelope, free_port
+from tests.support.web import TOKEN, envelope, refusing_port
 from tracker.client.http_sink import MAX_LOG_CHARS_PER_REQUEST, HttpSink, _log_parts
 from tracker.entities import AttemptFence, JobSpec
 from tracker.errors import AttemptSuperseded, NotFound, StoreUnavailable, TrackerError
@@ -166,9 +166,10 @@ def test_chunks_are_at_most_the_stores_chunk_size(client: Any, store: Any) -> No
 
 
 def test_an_absent_server_is_unavailable_at_once() -> None:
-    sink = HttpSink(f"http://127.0.0.1:{free_port()}", retry_for=0.0)
-    with pytest.raises(StoreUnavailable):
-        sink.append_logs(1, [("stdout", 0.0, "x\n")], 100)
+    with refusing_port() as port:
+        sink = HttpSink(f"http://127.0.0.1:{port}", retry_for=0.0)
+        with pytest.raises(StoreUnavailable):
+            sink.append_logs(1, [("stdout", 0.0, "x\n")], 100)
 
 
 BAD_BODIES = [

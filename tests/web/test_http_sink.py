@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import tracker
 from tests.support.polling import wait_for
-from tests.support.web import SCRIPTS, TOKEN, TRACKER, Proc, free_port
+from tests.support.web import SCRIPTS, TOKEN, TRACKER, Proc, free_port, refusing_port
 from tracker.client.http_sink import HttpSink
 from tracker.client.sinks import sink_for_uri
 from tracker.errors import InvalidMetricValue, NotFound, StoreUnavailable, TrackerError
@@ -82,11 +82,12 @@ def test_errors_come_back_as_tracker_exceptions(server) -> None:
 
 
 def test_an_absent_server_is_unavailable_not_fatal() -> None:
-    sink = HttpSink(f"http://127.0.0.1:{free_port()}", retry_for=0.2)
-    with pytest.raises(StoreUnavailable):
-        sink.write_metrics(1, [(0, 0, {"a": 1.0})])
-    with pytest.raises(StoreUnavailable):
-        sink.create_run("p", None, {}, [])
+    with refusing_port() as port:
+        sink = HttpSink(f"http://127.0.0.1:{port}", retry_for=0.2)
+        with pytest.raises(StoreUnavailable):
+            sink.write_metrics(1, [(0, 0, {"a": 1.0})])
+        with pytest.raises(StoreUnavailable):
+            sink.create_run("p", None, {}, [])
 
 
 def test_tracker_uri_http_uses_the_sink_and_the_token(server, token_app, monkeypatch) -> None:
